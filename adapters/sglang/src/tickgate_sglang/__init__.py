@@ -1,0 +1,3 @@
+"""tickgate adapter for sglang."""
+
+__version__ = "0.1.0"

@@ -1,0 +1,8 @@
+"""Entry point ``trtllm = tickgate_trtllm.plugin``: registers this adapter's plugins.
+
+Implementation modules are imported inside the hooks (lazily).
+"""
+
+from __future__ import annotations
+
+from tickgate import hookimpl  # noqa: F401  (hooks are added as the adapter grows)

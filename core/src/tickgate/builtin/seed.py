@@ -1,0 +1,264 @@
+"""The ``seed`` scheduler: conservative paged reservation, budgeted admission
+without strict head-of-line blocking, round-robin decode.
+
+One step (tick):
+
+1. Admission. Waiting requests are visited in the admission policy's order.
+   A request is admitted when the KV pages for its whole declared context,
+   ``ceil((prompt + max_output) / page_size)``, are free and its prompt fits in
+   what is left of the step's prefill budget. A prompt larger than the whole
+   budget is admitted only as the first admission of a step (it takes the
+   step's budget). A request that does not fit is passed over and later ones
+   may go ahead, but only for ``aging_ticks`` steps: after that it holds a
+   *claim* on its pages and prompt tokens, and requests behind it are only
+   admitted from what the claim leaves free. Its claim only ever shrinks the
+   room of those behind it, so it is admitted as soon as its pages are free:
+   nothing starves.
+2. Decode. Active requests admitted in earlier steps decode one token each,
+   round-robin, at most ``decode_batch_width`` per step.
+3. Completion. A request that has produced ``max_output_tokens`` tokens
+   completes; its pages come back at the end of the step.
+
+Requests that can never fit (more pages than the whole cache) are rejected
+on arrival with the reason.
+
+Admission scans are event-driven: the queue is only walked when something
+that could let a request in has changed (an arrival, freed pages, a step that
+ran out of budget, or an admission policy whose state moves with time).
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from typing import Any, Mapping
+
+from ..interfaces import AdmissionContext, BuildContext, Horizon, Scheduler
+from ..model import Request, RequestOutcome, TickRecord
+
+OPTIONS_SCHEMA: Mapping[str, Any] = {
+    "type": "object",
+    "additionalProperties": False,
+    "required": ["page_size", "kv_pages", "prefill_budget", "decode_batch_width"],
+    "properties": {
+        "page_size": {"type": "integer", "minimum": 1, "maximum": 65536,
+                      "description": "Tokens per KV page."},
+        "kv_pages": {"type": "integer", "minimum": 1, "maximum": 1000000000,
+                     "description": "KV pages in the cache."},
+        "prefill_budget": {"type": "integer", "minimum": 1, "maximum": 1000000000,
+                           "description": "Prompt tokens admitted per step."},
+        "decode_batch_width": {"type": "integer", "minimum": 1, "maximum": 1000000,
+                               "description": "Sequences decoded per step, round-robin."},
+        "aging_ticks": {"type": "integer", "minimum": 0, "maximum": 1000000000,
+                        "description": "Steps a passed-over request waits before it claims its pages "
+                                       "(0: claim at once; default 8)."},
+    },
+}
+
+
+class _Active:
+    __slots__ = ("request", "decoded", "admitted_tick", "first_token_tick", "first_token_ms", "pages")
+
+    def __init__(self, request: Request, tick: int, pages: int) -> None:
+        self.request = request
+        self.decoded = 0
+        self.admitted_tick = tick
+        self.first_token_tick: int | None = None
+        self.first_token_ms: float | None = None
+        self.pages = pages
+
+
+class SeedScheduler(Scheduler):
+    name = "seed"
+    description = "Conservative paged reservation, budgeted non-blocking admission, round-robin decode."
+    options_schema = OPTIONS_SCHEMA
+
+    def __init__(self, options: Mapping[str, Any], ctx: BuildContext) -> None:
+        self.page_size = options["page_size"]
+        self.kv_pages = options["kv_pages"]
+        self.budget = options["prefill_budget"]
+        self.width = options["decode_batch_width"]
+        self.aging = options.get("aging_ticks", 8)
+        self.clock = ctx.clock
+        self.timing = ctx.timing
+        self.kv = ctx.kv_allocator(self.kv_pages, self.page_size)
+        self.admission = ctx.admission(AdmissionContext(self.kv_pages, self.page_size, ctx.timing, self.kv))
+        self.dynamic_admission = bool(getattr(self.admission, "dynamic", False))
+        self.active: deque[_Active] = deque()
+        self.outcomes: list[RequestOutcome] = []
+        self.rejected_now: list[str] = []
+        # id -> (tick, ms) the request joined the queue; then admission tick
+        self.waiting_since: dict[str, tuple[int, float]] = {}
+        self.admitted_at: dict[str, tuple[int, float, int]] = {}
+        self.dirty = True
+
+    @classmethod
+    def build(cls, options: Mapping[str, Any], ctx: BuildContext) -> "SeedScheduler":
+        return cls(options, ctx)
+
+    def pages_for(self, r: Request) -> int:
+        return -(-(r.prompt_tokens + r.max_output_tokens) // self.page_size)
+
+    # -- engine protocol -------------------------------------------------------
+    def add(self, request: Request) -> None:
+        pages = self.pages_for(request)
+        if pages > self.kv_pages:
+            self._reject(request, f"needs {pages} KV pages; the cache has {self.kv_pages}")
+            return
+        reason = self.admission.enqueue(request, self.clock.tick)
+        if reason:
+            self._reject(request, reason)
+            return
+        self.waiting_since[request.id] = (self.clock.tick, self.clock.now_ms)
+        self.dirty = True
+
+    def has_work(self) -> bool:
+        return bool(self.active) or len(self.admission) > 0 or bool(self.rejected_now)
+
+    def pop_outcomes(self) -> list[RequestOutcome]:
+        out, self.outcomes = self.outcomes, []
+        return out
+
+    def kv_capacity_pages(self) -> int:
+        return self.kv_pages
+
+    def kv_used_pages(self) -> int:
+        return self.kv.used
+
+    def decode_slots_per_tick(self) -> int:
+        return self.width
+
+    # -- one step --------------------------------------------------------------
+    def step(self, horizon: Horizon) -> TickRecord:
+        tick = self.clock.tick
+        for request, reason in self.admission.shed(tick):
+            since = self.waiting_since.pop(request.id, None)
+            self._reject(request, reason, since)
+            self.dirty = True
+        admitted, prefill, reserved = self._admit(tick)
+        used_during = self.kv.used
+
+        decoding: list[_Active] = []
+        new = len(admitted)
+        # Round-robin: the oldest entries of the ring (excluding this step's
+        # admissions, which sit at its right end) decode, then rotate to the back.
+        eligible = len(self.active) - new
+        for _ in range(min(self.width, eligible)):
+            entry = self.active.popleft()
+            decoding.append(entry)
+        context = 0
+        for entry in decoding:
+            context += entry.request.prompt_tokens + entry.decoded
+            entry.decoded += 1
+        duration = (self.timing.step_ms(prefill, len(decoding), context)
+                    if self.timing is not None else None)
+        end_ms = self.clock.now_ms + duration if duration is not None else None
+
+        completed: list[str] = []
+        survivors: list[_Active] = []
+        for entry in decoding:
+            if entry.first_token_tick is None:
+                entry.first_token_tick = tick
+                entry.first_token_ms = end_ms
+            if entry.decoded >= entry.request.max_output_tokens:
+                completed.append(entry.request.id)
+                self.kv.free(entry.request.id)
+                self.admission.finished(entry.request, tick)
+                self.outcomes.append(self._outcome(entry, tick, end_ms))
+                self.dirty = True
+            else:
+                survivors.append(entry)
+        # A turn queue: this step's admissions joined it before the survivors
+        # of this step's decode rejoin at its back.
+        self.active.extend(survivors)
+
+        rejected = tuple(self.rejected_now)
+        self.rejected_now = []
+        detail = self.admission.trace_detail()
+        return TickRecord(
+            tick=tick,
+            admitted=tuple(admitted),
+            prefill_tokens=prefill,
+            decoded=tuple(e.request.id for e in decoding),
+            decode_tokens=len(decoding),
+            queued=len(self.admission),
+            active=len(self.active) + len(completed),
+            kv_pages_used=used_during,
+            kv_pages_reserved=reserved,
+            completed=tuple(completed),
+            rejected=rejected,
+            duration_ms=duration,
+            detail={"admission": detail} if detail else None,
+        )
+
+    def _admit(self, tick: int) -> tuple[list[str], int, int]:
+        if not (self.dirty or self.dynamic_admission) or len(self.admission) == 0:
+            return [], 0, 0
+        self.dirty = False
+        limit = self.admission.limit(tick, kv_used=self.kv.used, kv_capacity=self.kv_pages,
+                                     active=len(self.active))
+        admitted: list[str] = []
+        prefill = reserved = 0
+        free = self.kv.free_pages
+        budget = self.budget
+        claimed_pages = claimed_tokens = 0
+        claimed = False
+        active = len(self.active)
+        for request in self.admission.candidates(tick):
+            if limit is not None and active >= limit:
+                self.dirty = True  # the window, not the candidates, stopped us
+                break
+            if free - claimed_pages <= 0:
+                break
+            pages = self.pages_for(request)
+            tokens = request.prompt_tokens
+            fits_pages = pages <= free - claimed_pages
+            fits_budget = tokens <= budget - claimed_tokens or (
+                tokens > self.budget and not admitted and not claimed)
+            if fits_pages and fits_budget:
+                self.admission.admitted(request, tick)
+                self.kv.reserve(request.id, pages)
+                since_tick, since_ms = self.waiting_since.pop(request.id)
+                self.admitted_at[request.id] = (since_tick, since_ms, tick)
+                self.active.append(_Active(request, tick, pages))
+                admitted.append(request.id)
+                free -= pages
+                budget -= min(tokens, budget)
+                prefill += tokens
+                reserved += pages
+                active += 1
+                continue
+            if fits_pages:
+                self.dirty = True  # out of budget this step; it may fit in the next
+            if not claimed and tick - self.waiting_since[request.id][0] >= self.aging:
+                claimed = True
+                claimed_pages = pages
+                claimed_tokens = min(tokens, self.budget)
+        return admitted, prefill, reserved
+
+    def _reject(self, request: Request, reason: str, since: tuple[int, float] | None = None) -> None:
+        self.rejected_now.append(request.id)
+        self.outcomes.append(RequestOutcome(
+            id=request.id, status="rejected", reason=reason,
+            arrival_tick=since[0] if since else self.clock.tick,
+            finished_tick=self.clock.tick, prompt_tokens=request.prompt_tokens,
+            priority=request.priority, tenant=request.tenant, lane=request.lane,
+            arrival_ms=request.arrival_ms,
+        ))
+
+    def _outcome(self, entry: _Active, tick: int, end_ms: float | None) -> RequestOutcome:
+        r = entry.request
+        since_tick, since_ms, admitted_tick = self.admitted_at.pop(r.id)
+        timed = self.timing is not None
+        arrival_ms = r.arrival_ms if r.arrival_ms is not None else (since_ms if timed else None)
+        missed = None
+        if r.deadline_tick is not None:
+            missed = tick + 1 > r.deadline_tick
+        elif r.deadline_ms is not None and end_ms is not None:
+            missed = end_ms > r.deadline_ms
+        return RequestOutcome(
+            id=r.id, status="completed", arrival_tick=since_tick, admitted_tick=admitted_tick,
+            first_token_tick=entry.first_token_tick, finished_tick=tick,
+            output_tokens=entry.decoded, prompt_tokens=r.prompt_tokens, priority=r.priority,
+            tenant=r.tenant, lane=r.lane, deadline_missed=missed, arrival_ms=arrival_ms,
+            first_token_ms=entry.first_token_ms, finished_ms=end_ms,
+        )

@@ -1,0 +1,84 @@
+"""The ``tickgate`` command line.
+
+Subcommands live in their own modules and are imported only when invoked
+(``LAZY_COMMANDS``), so ``tickgate --help`` stays fast however many there are.
+Errors meant for users (:class:`TickgateError`) print one line and exit 2;
+``--debug`` shows the traceback of any error.
+"""
+
+from __future__ import annotations
+
+import importlib
+import sys
+import traceback
+from typing import Any
+
+import click
+
+from .errors import TickgateError
+
+#: command name -> "module:attribute" of a click command
+LAZY_COMMANDS: dict[str, str] = {
+    "replay": "tickgate.commands.replay:replay_command",
+    "validate": "tickgate.commands.misc:validate_command",
+    "plugins": "tickgate.commands.misc:plugins_command",
+}
+
+
+class LazyGroup(click.Group):
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted(LAZY_COMMANDS)
+
+    def get_command(self, ctx: click.Context, name: str) -> click.Command | None:
+        target = LAZY_COMMANDS.get(name)
+        if target is None:
+            return None
+        module, attr = target.split(":")
+        return getattr(importlib.import_module(module), attr)
+
+
+@click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
+@click.option("--debug", is_flag=True, help="Show tracebacks for errors.")
+@click.version_option(package_name="tickgate")
+@click.pass_context
+def cli(ctx: click.Context, debug: bool) -> None:
+    """Deterministic inference-scheduling replay and release gates."""
+    ctx.obj = {"debug": debug}
+
+
+def main(argv: list[str] | None = None) -> int:
+    debug = "--debug" in (argv if argv is not None else sys.argv[1:])
+    try:
+        cli.main(args=argv, prog_name="tickgate", standalone_mode=False)
+    except TickgateError as exc:
+        if debug:
+            traceback.print_exc()
+        click.echo(f"error: {exc}", err=True)
+        return exc.exit_code
+    except click.exceptions.Abort:
+        click.echo("aborted", err=True)
+        return 130
+    except click.ClickException as exc:
+        exc.show()
+        return 2
+    except click.exceptions.Exit as exc:
+        return exc.exit_code
+    except KeyboardInterrupt:
+        click.echo("interrupted", err=True)
+        return 130
+    except Exception as exc:  # a bug: still one line unless --debug
+        if debug:
+            traceback.print_exc()
+        click.echo(f"internal error: {type(exc).__name__}: {exc} (run with --debug for the traceback)",
+                   err=True)
+        return 3
+    return 0
+
+
+def run() -> None:
+    sys.exit(main())
+
+
+def exit_with(code: int) -> Any:
+    """Finish a command with a specific exit code (gate decisions)."""
+    raise click.exceptions.Exit(code)

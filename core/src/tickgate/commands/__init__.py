@@ -1,0 +1,1 @@
+"""One module per group of CLI subcommands (imported lazily by tickgate.cli)."""

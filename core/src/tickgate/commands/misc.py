@@ -1,0 +1,37 @@
+"""``tickgate validate`` and ``tickgate plugins``."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import click
+
+
+@click.command("validate")
+@click.argument("policies", nargs=-1, required=True, type=click.Path(path_type=Path))
+def validate_command(policies: tuple[Path, ...]) -> None:
+    """Check policy files: schema, plugin names, each plugin's options."""
+    from ..policy import load_policy
+
+    for path in policies:
+        policy = load_policy(path)
+        chosen = ", ".join(f"{k}={v.plugin.name}" for k, v in policy.selections.items()) or "no plugins"
+        click.echo(f"{path}: ok ({chosen})")
+
+
+@click.command("plugins")
+@click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
+def plugins_command(as_json: bool) -> None:
+    """List every installed plugin: kind, name, distribution, version."""
+    from ..plugins import get_registry
+
+    infos = list(get_registry())
+    if as_json:
+        click.echo(json.dumps([p.to_json() for p in infos], indent=2))
+        return
+    width = max((len(p.name) for p in infos), default=4)
+    kind_width = max((len(p.kind) for p in infos), default=4)
+    for p in infos:
+        click.echo(f"{p.kind:<{kind_width}}  {p.name:<{width}}  {p.distribution} {p.version}"
+                   + (f"  {p.description}" if p.description else ""))

@@ -1,0 +1,169 @@
+"""The replay loop: arrivals -> scheduler step -> sinks, one step at a time.
+
+The loop is deliberately dumb. It streams requests in arrival order into the
+scheduler, asks it for one step (or a span of identical steps up to the next
+arrival), hands the record to the sinks and jumps the clock over idle time.
+All scheduling semantics live in the scheduler plugin.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Iterable, Protocol
+
+from .errors import InputError, PluginError, ReplayError
+from .interfaces import AdmissionContext, BuildContext, Clock, Horizon, Scheduler
+from .model import Request, RequestOutcome, TickRecord
+from .plugins import Registry, get_registry
+from .policy import Policy, require_section
+
+DEFAULT_MAX_TICKS = 50_000_000
+#: consecutive steps that change nothing before a replay is declared stuck
+STALL_LIMIT = 100_000
+
+
+class Sink(Protocol):
+    def record(self, record: TickRecord) -> None: ...
+
+    def outcome(self, outcome: RequestOutcome) -> None: ...
+
+    def arrival(self, request: Request) -> None: ...
+
+
+def _plugin_label(info: Any) -> str:
+    return f'{info.kind} "{info.name}" from {info.distribution} {info.version}'
+
+
+def build_scheduler(policy: Policy, clock: Clock, registry: Registry | None = None) -> tuple[Scheduler, dict[str, Any]]:
+    """Instantiate the policy's scheduler with its allocator and admission policy.
+
+    Returns the scheduler and a description of what was built (for the report).
+    """
+    registry = registry or get_registry()
+    sched_sel = require_section(policy, "scheduler")
+    cls = sched_sel.plugin.obj
+    adm_sel = policy.selection("admission")
+    kv_sel = policy.selection("kv_allocator")
+    built: dict[str, Any] = {"scheduler": {"name": sched_sel.plugin.name, "options": dict(sched_sel.options)}}
+
+    if adm_sel is not None:
+        if not getattr(cls, "uses_admission_policy", True):
+            raise InputError(policy.path, f'scheduler "{cls.name}" orders its own queue '
+                             f"({getattr(cls, 'admission_note', 'engine semantics')}); "
+                             "remove the admission section", **policy.locate("admission"))
+        supported = getattr(cls, "supported_admission", None)
+        if supported is not None and adm_sel.plugin.name not in supported:
+            raise InputError(policy.path, f'admission "{adm_sel.plugin.name}" does not compose with '
+                             f'scheduler "{cls.name}"; it supports: {", ".join(sorted(supported))}',
+                             **policy.locate("admission", "name"))
+        check = getattr(adm_sel.plugin.obj, "check_scheduler", None)
+        if check is not None:
+            problem = check(cls.name, sched_sel.options)
+            if problem:
+                raise InputError(policy.path, problem, **policy.locate("admission", "name"))
+    if kv_sel is not None and not getattr(cls, "uses_kv_allocator", True):
+        raise InputError(policy.path, f'scheduler "{cls.name}" manages its own KV cache; '
+                         "remove the kv_allocator section", **policy.locate("kv_allocator"))
+
+    def make_kv(capacity: int, page_size: int, default: str = "paged") -> Any:
+        info = kv_sel.plugin if kv_sel is not None else registry.get("kv_allocator", default)
+        options = kv_sel.options if kv_sel is not None else {}
+        built["kv_allocator"] = {"name": info.name, "options": dict(options)}
+        return _guard(info, lambda: info.obj.build(options, capacity, page_size))
+
+    def make_admission(actx: AdmissionContext, default: str | None = "priority-fcfs") -> Any:
+        if adm_sel is None and default is None:
+            return None
+        info = adm_sel.plugin if adm_sel is not None else registry.get("admission", default)
+        options = adm_sel.options if adm_sel is not None else {}
+        built["admission"] = {"name": info.name, "options": dict(options)}
+        return _guard(info, lambda: info.obj.build(options, actx))
+
+    ctx = BuildContext(clock=clock, timing=policy.timing, make_kv_allocator=make_kv,
+                       make_admission=make_admission)
+    scheduler = _guard(sched_sel.plugin, lambda: cls.build(sched_sel.options, ctx))
+    return scheduler, built
+
+
+def _guard(info: Any, fn: Any) -> Any:
+    try:
+        return fn()
+    except (InputError, PluginError, ReplayError):
+        raise
+    except Exception as exc:
+        raise PluginError(f"{_plugin_label(info)} failed: {type(exc).__name__}: {exc}") from exc
+
+
+def run(
+    requests: Iterable[Request],
+    scheduler: Scheduler,
+    clock: Clock,
+    sinks: list[Any],
+    *,
+    timed: bool | None = None,
+    max_ticks: int | None = None,
+    label: str = "scheduler",
+) -> None:
+    """Drive ``scheduler`` over ``requests`` until everything has finished."""
+    limit = max_ticks or DEFAULT_MAX_TICKS
+    it = iter(requests)
+    pending = next(it, None)
+    if timed is None:
+        timed = pending is not None and pending.arrival_ms is not None
+    stalled = 0
+    while True:
+        if not scheduler.has_work():
+            if pending is None:
+                break
+            if timed:
+                if pending.arrival_ms > clock.now_ms:  # type: ignore[operator]
+                    clock.now_ms = pending.arrival_ms  # type: ignore[assignment]
+            elif pending.arrival_tick > clock.tick:
+                clock.tick = pending.arrival_tick
+        while pending is not None and (
+            (pending.arrival_ms <= clock.now_ms) if timed else (pending.arrival_tick <= clock.tick)  # type: ignore[operator]
+        ):
+            for sink in sinks:
+                sink.arrival(pending)
+            scheduler.add(pending)
+            pending = next(it, None)
+        if pending is None:
+            horizon = Horizon()
+        elif timed:
+            horizon = Horizon(max_ticks=None, until_ms=pending.arrival_ms)
+        else:
+            horizon = Horizon(max_ticks=pending.arrival_tick - clock.tick)
+        if not scheduler.has_work():
+            continue
+        try:
+            record = scheduler.step(horizon)
+        except (InputError, PluginError, ReplayError):
+            raise
+        except Exception as exc:
+            raise PluginError(f"{label} failed at step {clock.tick}: {type(exc).__name__}: {exc}") from exc
+        if record.tick != clock.tick or record.span < 1:
+            raise PluginError(f"{label} returned a record for tick {record.tick} (span {record.span}) "
+                              f"at step {clock.tick}")
+        for sink in sinks:
+            sink.record(record)
+        for outcome in scheduler.pop_outcomes():
+            for sink in sinks:
+                sink.outcome(outcome)
+        clock.tick += record.span
+        if record.duration_ms is not None:
+            clock.now_ms += record.duration_ms
+        if clock.tick > limit:
+            raise ReplayError(f"replay exceeded the tick limit of {limit} steps "
+                              "(raise limits.max_ticks in the policy if this is expected)")
+        if _idle(record):
+            stalled += record.span
+            if stalled >= STALL_LIMIT and (pending is None or not timed):
+                raise ReplayError(f"no progress for {stalled} steps at step {clock.tick}: "
+                                  f"{record.queued} requests queued, {record.active} active; "
+                                  "the policy can never admit them")
+        else:
+            stalled = 0
+
+
+def _idle(record: TickRecord) -> bool:
+    return not (record.admitted or record.prefill_tokens or record.decode_tokens or record.completed
+                or record.rejected or record.preempted)

@@ -1,0 +1,53 @@
+"""Errors that reach the user as one line and exit code 2.
+
+Anything raised as a :class:`TickgateError` is printed by the CLI without a
+traceback; everything else is a bug (``--debug`` shows its traceback).
+"""
+
+from __future__ import annotations
+
+
+class TickgateError(Exception):
+    """A user-facing error: the message is the whole story."""
+
+    exit_code = 2
+
+
+class InputError(TickgateError):
+    """Bad input, located as precisely as we can: ``file:line:col: $.path: what``."""
+
+    def __init__(
+        self,
+        path: object,
+        message: str,
+        *,
+        line: int | None = None,
+        column: int | None = None,
+        json_path: str | None = None,
+    ) -> None:
+        self.path = str(path) if path is not None else None
+        self.line = line
+        self.column = column
+        self.json_path = json_path
+        self.message = message
+        super().__init__(self.format())
+
+    def format(self) -> str:
+        where = self.path or "<input>"
+        if self.line is not None:
+            where += f":{self.line}"
+            if self.column is not None:
+                where += f":{self.column}"
+        parts = [where]
+        if self.json_path:
+            parts.append(self.json_path)
+        parts.append(self.message)
+        return ": ".join(parts)
+
+
+class PluginError(TickgateError):
+    """A plugin failed to load, registered badly, or misbehaved while running."""
+
+
+class ReplayError(TickgateError):
+    """A replay could not finish (no progress, tick limit exceeded, ...)."""

@@ -1,0 +1,301 @@
+"""The plugin interfaces: what a scheduler, KV allocator, admission policy,
+backend mirror, evidence parser, gate signal and workload reader must provide.
+
+Plugins subclass these bases (or just match them): the bases only hold
+defaults and documentation. Every plugin class has
+
+* ``name``: the name a policy file selects it by, unique per kind;
+* ``description``: one line shown by ``tickgate plugins``;
+* ``options_schema``: JSON Schema of its ``options`` block (validated before
+  the plugin is built, errors located in the policy file).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, ClassVar, Iterable, Iterator, Mapping
+
+import attrs
+
+from .model import Request, RequestOutcome, TickRecord
+
+if TYPE_CHECKING:  # pragma: no cover
+    from .timing import TimingModel
+
+EMPTY_OPTIONS: Mapping[str, Any] = {"type": "object", "additionalProperties": False, "properties": {}}
+
+
+class Plugin:
+    name: ClassVar[str] = ""
+    description: ClassVar[str] = ""
+    options_schema: ClassVar[Mapping[str, Any]] = EMPTY_OPTIONS
+
+
+@attrs.define
+class Clock:
+    """The engine's clock, shared with the scheduler: current step and its start in ms."""
+
+    tick: int = 0
+    now_ms: float = 0.0
+
+
+@attrs.define
+class Horizon:
+    """How far a scheduler may fast-forward from the current step.
+
+    ``max_ticks``: the number of steps before the next arrival (None: no more
+    arrivals). ``until_ms``: the time of the next arrival when arrivals are
+    timed in ms (a span must end before it). A span never crosses an arrival.
+    """
+
+    max_ticks: int | None = None
+    until_ms: float | None = None
+
+
+@attrs.define
+class BuildContext:
+    """What a scheduler gets besides its own options: factories for the
+    collaborators the policy file selected, the shared clock and the timing
+    model. A scheduler that knows its KV geometry asks for its allocator and
+    admission policy through :meth:`kv_allocator` and :meth:`admission`."""
+
+    clock: Clock
+    timing: "TimingModel | None"
+    make_kv_allocator: Any  # (capacity_pages, page_size, default_name) -> KvAllocator
+    make_admission: Any  # (AdmissionContext, default_name) -> AdmissionPolicy | None
+
+    def kv_allocator(self, capacity: int, page_size: int, default: str = "paged") -> "KvAllocator":
+        return self.make_kv_allocator(capacity, page_size, default)
+
+    def admission(self, actx: "AdmissionContext", default: str | None = "priority-fcfs") -> "AdmissionPolicy | None":
+        return self.make_admission(actx, default)
+
+
+class Scheduler(Plugin):
+    """Owns the step semantics of one engine.
+
+    The engine loop calls, in order, for each step: :meth:`add` for every
+    request that arrives at this step, then :meth:`step`. It stops when there
+    are no more arrivals and :meth:`has_work` is false. Outcomes (completions
+    and rejections) are collected with :meth:`pop_outcomes` after every step.
+
+    ``uses_admission_policy``: whether the policy file's ``admission`` section
+    means anything to this scheduler; if False a policy that sets one is refused.
+    ``supported_admission``: names of admission policies that compose with this
+    scheduler (None = all).
+    """
+
+    uses_admission_policy: ClassVar[bool] = True
+    supported_admission: ClassVar[frozenset[str] | None] = None
+    uses_kv_allocator: ClassVar[bool] = True
+
+    @classmethod
+    def build(cls, options: Mapping[str, Any], ctx: BuildContext) -> "Scheduler":
+        raise NotImplementedError
+
+    def add(self, request: Request) -> None:
+        """A request arrives (before the current step is scheduled)."""
+        raise NotImplementedError
+
+    def step(self, horizon: Horizon) -> TickRecord:
+        """Run the step at ``clock.tick`` (or a span of identical steps within
+        ``horizon``) and return its record. Must make progress or raise."""
+        raise NotImplementedError
+
+    def has_work(self) -> bool:
+        raise NotImplementedError
+
+    def pop_outcomes(self) -> list[RequestOutcome]:
+        """Requests that completed or were rejected since the last call."""
+        raise NotImplementedError
+
+    # Capacity figures the report uses for pressure and utilisation.
+    def kv_capacity_pages(self) -> int:
+        raise NotImplementedError
+
+    def kv_used_pages(self) -> int:
+        raise NotImplementedError
+
+    def decode_slots_per_tick(self) -> int:
+        """How many sequences one step can decode (utilisation denominator)."""
+        raise NotImplementedError
+
+    def extra_summary(self) -> Mapping[str, Any]:
+        """Scheduler-specific totals for the report (prefix hits, preemptions, ...)."""
+        return {}
+
+
+class KvAllocator(Plugin):
+    """Paged KV cache. Capacity is never exceeded; every page comes back.
+
+    Owners are request ids. ``reserve`` takes pages for a new owner, ``grow``
+    adds pages to an existing one, ``free`` returns all of an owner's pages.
+    Allocators with a prefix cache also implement :meth:`match_prefix`.
+    """
+
+    @classmethod
+    def build(cls, options: Mapping[str, Any], capacity: int, page_size: int) -> "KvAllocator":
+        raise NotImplementedError
+
+    capacity: int
+    page_size: int
+
+    @property
+    def used(self) -> int:
+        raise NotImplementedError
+
+    @property
+    def free_pages(self) -> int:
+        return self.capacity - self.used
+
+    def can_reserve(self, pages: int) -> bool:
+        return pages <= self.free_pages
+
+    def reserve(self, owner: str, pages: int) -> None:
+        raise NotImplementedError
+
+    def grow(self, owner: str, pages: int) -> None:
+        raise NotImplementedError
+
+    def free(self, owner: str) -> int:
+        raise NotImplementedError
+
+    def held(self, owner: str) -> int:
+        raise NotImplementedError
+
+    def match_prefix(self, blocks: tuple[int, ...]) -> int:
+        """Number of leading blocks already cached (0 without a prefix cache)."""
+        return 0
+
+
+class AdmissionPolicy(Plugin):
+    """Orders and filters the waiting queue of a scheduler that uses one.
+
+    The scheduler calls :meth:`enqueue` on arrival, :meth:`shed` once per step
+    (requests the policy drops, with reasons), then walks :meth:`candidates`
+    in admission order, calling :meth:`admitted` for each request it admits
+    (which removes it from the queue) until the step is full. :meth:`limit`
+    caps how many requests may be active (adaptive concurrency); ``None``
+    means no cap. :meth:`finished` reports completions back.
+    Policies must be deterministic: ties broken by arrival then id.
+    """
+
+    @classmethod
+    def build(cls, options: Mapping[str, Any], ctx: "AdmissionContext") -> "AdmissionPolicy":
+        return cls()  # type: ignore[call-arg]
+
+    def enqueue(self, request: Request, tick: int) -> str | None:
+        """Queue a request; return a rejection reason to refuse it outright."""
+        raise NotImplementedError
+
+    def shed(self, tick: int) -> list[tuple[Request, str]]:
+        """Requests to drop from the queue now, with the reason."""
+        return []
+
+    def candidates(self, tick: int) -> Iterator[Request]:
+        raise NotImplementedError
+
+    def admitted(self, request: Request, tick: int) -> None:
+        raise NotImplementedError
+
+    def finished(self, request: Request, tick: int) -> None:
+        return None
+
+    def limit(self, tick: int, *, kv_used: int, kv_capacity: int, active: int) -> int | None:
+        return None
+
+    def trace_detail(self) -> Mapping[str, Any] | None:
+        """Policy state worth recording in this step's trace (e.g. AIMD window)."""
+        return None
+
+    def summary(self) -> Mapping[str, Any]:
+        return {}
+
+    def __len__(self) -> int:
+        raise NotImplementedError
+
+
+@attrs.define
+class AdmissionContext:
+    """What an admission policy may know about the engine it serves."""
+
+    kv_capacity_pages: int
+    page_size: int
+    timing: "TimingModel | None"
+    allocator: KvAllocator | None = None
+
+
+class WorkloadReader(Plugin):
+    """Streams :class:`Request` values out of a trace file.
+
+    ``read`` must be a generator that yields requests in arrival order and
+    raises :class:`tickgate.errors.InputError` naming the file and line for a
+    bad row. ``options`` holds command-line options such as ``block_size`` and
+    ``limit``.
+    """
+
+    def read(self, path: Path, options: Mapping[str, Any]) -> Iterator[Request]:
+        raise NotImplementedError
+
+
+class BackendMirror(Plugin):
+    """Reads an engine's native output (bench results, metrics, streams).
+
+    ``sniff(path, head)`` returns True when the file looks like this format
+    (``head`` is its first 64 KiB); ``read(path)`` returns a neutral observation
+    run (a dict valid against ``schemas/observations.schema.json``) whose
+    provenance names the file, the format and the detected version.
+    ``distribution`` is filled in by the registry.
+    """
+
+    def sniff(self, path: Path, head: bytes) -> bool:
+        raise NotImplementedError
+
+    def read(self, path: Path) -> dict[str, Any]:
+        raise NotImplementedError
+
+
+class EvidenceParser(Plugin):
+    """Turns a token-stream capture into per-request streaming evidence dicts."""
+
+    def sniff(self, path: Path, head: bytes) -> bool:
+        raise NotImplementedError
+
+    def parse(self, path: Path) -> list[dict[str, Any]]:
+        raise NotImplementedError
+
+
+class GateSignal(Plugin):
+    """One release-gate check; see :mod:`tickgate.gate` for the data it gets.
+
+    ``build(options)`` returns a configured signal; ``evaluate(comparison)``
+    returns a signal result (status ``pass``/``hold``/``rollback``, the numbers,
+    the threshold, the segment and the next action).
+    """
+
+    @classmethod
+    def build(cls, options: Mapping[str, Any]) -> "GateSignal":
+        raise NotImplementedError
+
+    def evaluate(self, comparison: Any) -> Any:
+        raise NotImplementedError
+
+
+__all__ = [
+    "AdmissionContext",
+    "AdmissionPolicy",
+    "BackendMirror",
+    "BuildContext",
+    "Clock",
+    "EvidenceParser",
+    "GateSignal",
+    "Horizon",
+    "KvAllocator",
+    "Plugin",
+    "Scheduler",
+    "WorkloadReader",
+    "Request",
+    "RequestOutcome",
+    "TickRecord",
+    "Iterable",
+]

@@ -1,0 +1,160 @@
+"""Read YAML and JSON documents while remembering where every value came from,
+so that schema errors can say ``file:line:col: $.json.path: what``.
+
+YAML is loaded with ruamel.yaml's safe loader semantics (no tag constructs an
+object), with bounds on size, depth and alias expansion: a policy file from
+someone you should not trust cannot exhaust memory.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+from typing import Any
+
+from .errors import InputError
+
+MAX_DOCUMENT_BYTES = 16 * 1024 * 1024
+MAX_DEPTH = 64
+MAX_NODES = 200_000
+MAX_INT = 10**15
+
+Locations = dict[str, tuple[int, int]]  # json path -> (line, column), 1-based
+
+
+def json_path(parts: Any) -> str:
+    out = "$"
+    for part in parts:
+        if isinstance(part, int):
+            out += f"[{part}]"
+        else:
+            out += f".{part}"
+    return out
+
+
+def read_text(path: Path, *, limit: int = MAX_DOCUMENT_BYTES) -> str:
+    try:
+        size = path.stat().st_size
+    except FileNotFoundError:
+        raise InputError(path, "file not found") from None
+    except OSError as exc:
+        raise InputError(path, f"cannot read: {exc.strerror}") from None
+    if size > limit:
+        raise InputError(path, f"file is {size} bytes; the limit for this kind of file is {limit}")
+    try:
+        return path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as exc:
+        raise InputError(path, f"not UTF-8 text (byte {exc.start})") from None
+    except OSError as exc:
+        raise InputError(path, f"cannot read: {exc.strerror}") from None
+
+
+def _yaml_to_plain(node: Any, path: list[Any], locs: Locations, file: Path,
+                   counter: list[int]) -> Any:
+    """Copy ruamel's round-trip structures into plain dict/list values,
+    recording line/column for each JSON path and enforcing the bounds."""
+    from ruamel.yaml.comments import CommentedMap, CommentedSeq
+
+    counter[0] += 1
+    if counter[0] > MAX_NODES:
+        raise InputError(file, f"document has more than {MAX_NODES} values (alias expansion?)")
+    if len(path) > MAX_DEPTH:
+        raise InputError(file, f"nesting deeper than {MAX_DEPTH} levels", json_path=json_path(path))
+    if isinstance(node, CommentedMap):
+        out: dict[str, Any] = {}
+        for key in node:
+            if not isinstance(key, str):
+                line, col = _key_loc(node, key)
+                raise InputError(file, f"mapping key {key!r} must be a string", line=line,
+                                 column=col, json_path=json_path(path))
+            line, col = _key_loc(node, key)
+            locs[json_path([*path, key])] = (line, col)
+            out[key] = _yaml_to_plain(node[key], [*path, key], locs, file, counter)
+        return out
+    if isinstance(node, CommentedSeq):
+        items = []
+        for i, item in enumerate(node):
+            try:
+                line, col = node.lc.item(i)
+                locs[json_path([*path, i])] = (line + 1, col + 1)
+            except Exception:
+                pass
+            items.append(_yaml_to_plain(item, [*path, i], locs, file, counter))
+        return items
+    if node is None or isinstance(node, (bool, str)):
+        return str(node) if isinstance(node, str) else node
+    if isinstance(node, int):
+        if abs(node) > MAX_INT:
+            line, col = locs.get(json_path(path), (None, None))
+            raise InputError(file, f"number {node} is out of range (|n| <= {MAX_INT})",
+                             line=line, column=col, json_path=json_path(path))
+        return int(node)
+    if isinstance(node, float):
+        if not math.isfinite(node):
+            line, col = locs.get(json_path(path), (None, None))
+            raise InputError(file, f"{node} is not a finite number", line=line, column=col,
+                             json_path=json_path(path))
+        return float(node)
+    line, col = locs.get(json_path(path), (None, None))
+    raise InputError(file, f"unsupported YAML value of type {type(node).__name__} "
+                     "(tags and custom types are not allowed)", line=line, column=col,
+                     json_path=json_path(path))
+
+
+def _key_loc(node: Any, key: Any) -> tuple[int, int]:
+    try:
+        line, col = node.lc.key(key)
+        return line + 1, col + 1
+    except Exception:
+        return (node.lc.line + 1, node.lc.col + 1)
+
+
+def load_yaml(path: Path) -> tuple[Any, Locations]:
+    """Load one YAML document safely; return plain data and its locations."""
+    from ruamel.yaml import YAML
+    from ruamel.yaml.error import MarkedYAMLError, YAMLError
+
+    text = read_text(path, limit=1024 * 1024)
+    yaml = YAML(typ="rt", pure=True)
+    yaml.allow_duplicate_keys = False
+    try:
+        node = yaml.load(text)
+    except MarkedYAMLError as exc:
+        mark = exc.problem_mark or exc.context_mark
+        problem = (exc.problem or exc.context or "invalid YAML").strip()
+        if mark is not None:
+            raise InputError(path, f"invalid YAML: {problem}", line=mark.line + 1,
+                             column=mark.column + 1) from None
+        raise InputError(path, f"invalid YAML: {problem}") from None
+    except (YAMLError, RecursionError, ValueError) as exc:
+        raise InputError(path, f"invalid YAML: {str(exc).splitlines()[0] if str(exc) else type(exc).__name__}") from None
+    locs: Locations = {}
+    if hasattr(node, "lc"):
+        locs["$"] = (node.lc.line + 1, node.lc.col + 1)
+    try:
+        return _yaml_to_plain(node, [], locs, path, [0]), locs
+    except RecursionError:
+        raise InputError(path, f"nesting deeper than {MAX_DEPTH} levels") from None
+
+
+def _reject_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not valid JSON")
+
+
+def load_json(path: Path, *, limit: int = MAX_DOCUMENT_BYTES) -> Any:
+    """Strict JSON: no NaN/Infinity, size-bounded, errors with line and column."""
+    text = read_text(path, limit=limit)
+    return parse_json(text, path)
+
+
+def parse_json(text: str, path: Any, *, line_offset: int = 0) -> Any:
+    try:
+        return json.loads(text, parse_constant=_reject_constant)
+    except json.JSONDecodeError as exc:
+        raise InputError(path, f"invalid JSON: {exc.msg}", line=exc.lineno + line_offset,
+                         column=exc.colno) from None
+    except ValueError as exc:
+        raise InputError(path, f"invalid JSON: {exc}", line=(line_offset + 1) if line_offset else None) from None
+    except RecursionError:
+        raise InputError(path, "invalid JSON: nested too deeply") from None

@@ -1,0 +1,129 @@
+"""Value types shared by the engine, the schedulers and the report.
+
+Requests arrive from untrusted files, so they are validated once at the
+boundary (:mod:`tickgate.workload`); inside the engine these classes are plain,
+frozen values. Slots keep a million of them affordable.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Mapping
+
+import attrs
+
+
+@attrs.frozen(slots=True)
+class Request:
+    """One inference request as the scheduler sees it.
+
+    ``arrival_tick`` is the engine step at which the request joins the queue.
+    When ``arrival_ms`` is set the engine maps it onto steps through the timing
+    model instead (see ``docs/timing.md``). ``prefix_blocks`` are opaque ids of
+    the prompt's KV blocks (block size given by the workload), so two requests
+    sharing a leading run of ids share a cacheable prefix.
+    """
+
+    id: str
+    prompt_tokens: int
+    max_output_tokens: int
+    priority: int = 0
+    arrival_tick: int = 0
+    arrival_ms: float | None = None
+    tenant: str | None = None
+    lane: str | None = None
+    deadline_tick: int | None = None
+    deadline_ms: float | None = None
+    strict_deadline: bool = False
+    prefix_blocks: tuple[int, ...] | None = None
+    prompt_token_ids: tuple[int, ...] | None = None
+
+
+@attrs.frozen(slots=True)
+class TickRecord:
+    """What one engine step decided.
+
+    ``span`` > 1 means ``span`` consecutive steps, starting at ``tick``, that
+    made exactly the same decisions (a scheduler may fast-forward over them).
+    The canonical serialisation merges such runs, so a record with span 3 and
+    three identical records with span 1 fingerprint the same.
+    ``detail`` carries scheduler-specific decisions (for example vLLM's
+    per-request scheduled token counts); it is part of the fingerprint.
+    ``duration_ms`` is the timing model's latency for the whole span; it is a
+    consequence of the decisions, not a decision, and is not fingerprinted.
+    """
+
+    tick: int
+    admitted: tuple[str, ...] = ()
+    prefill_tokens: int = 0
+    decoded: tuple[str, ...] = ()
+    decode_tokens: int = 0
+    queued: int = 0
+    active: int = 0
+    kv_pages_used: int = 0
+    kv_pages_reserved: int = 0
+    completed: tuple[str, ...] = ()
+    preempted: tuple[str, ...] = ()
+    rejected: tuple[str, ...] = ()
+    span: int = 1
+    duration_ms: float | None = None
+    detail: Mapping[str, Any] | None = None
+
+    def canonical(self) -> dict[str, Any]:
+        """The fingerprinted fields, without tick/span (see docs/report.md)."""
+        out: dict[str, Any] = {
+            "admitted": list(self.admitted),
+            "prefill_tokens": self.prefill_tokens,
+            "decoded": list(self.decoded),
+            "decode_tokens": self.decode_tokens,
+            "queued": self.queued,
+            "active": self.active,
+            "kv_pages_used": self.kv_pages_used,
+            "kv_pages_reserved": self.kv_pages_reserved,
+            "completed": list(self.completed),
+            "preempted": list(self.preempted),
+            "rejected": list(self.rejected),
+        }
+        if self.detail:
+            out["detail"] = self.detail
+        return out
+
+    def to_json(self) -> dict[str, Any]:
+        out = {"tick": self.tick, "span": self.span, **self.canonical()}
+        if self.duration_ms is not None:
+            out["duration_ms"] = round(self.duration_ms, 6)
+        return out
+
+
+@attrs.frozen(slots=True)
+class RequestOutcome:
+    """How one request ended: ``completed`` or ``rejected`` (with a reason).
+
+    Ticks are engine steps; the ``*_ms`` fields come from the timing model and
+    are None when the policy has none.
+    """
+
+    id: str
+    status: str
+    arrival_tick: int
+    reason: str | None = None
+    admitted_tick: int | None = None
+    first_token_tick: int | None = None
+    finished_tick: int | None = None
+    output_tokens: int = 0
+    prompt_tokens: int = 0
+    preemptions: int = 0
+    prefix_hit_tokens: int = 0
+    priority: int = 0
+    tenant: str | None = None
+    lane: str | None = None
+    deadline_missed: bool | None = None
+    arrival_ms: float | None = None
+    first_token_ms: float | None = None
+    finished_ms: float | None = None
+    flags: tuple[str, ...] = ()
+
+    @property
+    def queue_ticks(self) -> int | None:
+        if self.admitted_tick is None:
+            return None
+        return self.admitted_tick - self.arrival_tick

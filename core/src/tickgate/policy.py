@@ -1,0 +1,113 @@
+"""Policy files: load, validate (the file's schema, then each plugin's own
+options schema) and resolve plugin names through the registry.
+
+Every error is located: ``policies/x.yaml:12:5: $.scheduler.options.page_size:
+0 is less than the minimum of 1``.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Mapping
+
+import attrs
+
+from .errors import InputError, PluginError, TickgateError
+from .locations import Locations, load_yaml
+from .plugins import PluginInfo, Registry, get_registry
+from .schemas import data_file, load_schema, validate
+from .timing import TimingModel
+
+#: policy section -> plugin kind
+SECTIONS = {"scheduler": "scheduler", "admission": "admission", "kv_allocator": "kv_allocator"}
+
+
+@attrs.frozen
+class Selection:
+    """A plugin chosen by a policy section, with its validated options."""
+
+    plugin: PluginInfo
+    options: Mapping[str, Any]
+
+
+@attrs.frozen
+class Policy:
+    path: str
+    data: Mapping[str, Any]
+    locations: Locations
+    selections: Mapping[str, Selection]
+    timing: TimingModel | None
+    max_ticks: int | None
+
+    def selection(self, section: str) -> Selection | None:
+        return self.selections.get(section)
+
+    def locate(self, *parts: Any) -> dict[str, Any]:
+        """Keyword arguments for an InputError pointing at a policy location."""
+        from .locations import json_path
+
+        path = json_path(parts)
+        line, col = self.locations.get(path, (None, None))
+        return {"line": line, "column": col, "json_path": path}
+
+
+def default_policy_path() -> Path:
+    return data_file("policies", "default.yaml")
+
+
+def load_policy(path: Path | str | None = None, *, registry: Registry | None = None) -> Policy:
+    path = Path(path) if path is not None else default_policy_path()
+    data, locs = load_yaml(path)
+    if not isinstance(data, dict):
+        raise InputError(path, "a policy file must be a mapping with 'version: 1'", line=1)
+    validate(data, load_schema("policy.schema.json"), file=path, locations=locs)
+    check_requires(data.get("requires", ()), path, locs)
+    registry = registry or get_registry()
+    selections: dict[str, Selection] = {}
+    for section, kind in SECTIONS.items():
+        if section not in data:
+            continue
+        block = data[section]
+        try:
+            info = registry.get(kind, block["name"])
+        except PluginError as exc:
+            line, col = locs.get(f"$.{section}.name", (None, None))
+            raise InputError(path, str(exc), line=line, column=col, json_path=f"$.{section}.name") from None
+        options = block.get("options", {})
+        schema = getattr(info.obj, "options_schema", None)
+        if schema:
+            validate(options, schema, file=path, locations=locs, prefix=(section, "options"))
+        selections[section] = Selection(info, options)
+    timing = TimingModel.from_policy(data.get("timing"))
+    limits = data.get("limits", {})
+    return Policy(str(path), data, locs, selections, timing, limits.get("max_ticks"))
+
+
+def check_requires(requirements: Any, path: Path, locs: Locations) -> None:
+    """Refuse to run a policy whose required distributions are missing or too old."""
+    import importlib.metadata as md
+
+    from packaging.requirements import InvalidRequirement, Requirement
+
+    for i, text in enumerate(requirements):
+        line, col = locs.get(f"$.requires[{i}]", (None, None))
+        where = {"line": line, "column": col, "json_path": f"$.requires[{i}]"}
+        try:
+            req = Requirement(text)
+        except InvalidRequirement as exc:
+            raise InputError(path, f"not a valid requirement: {exc}", **where) from None
+        try:
+            version = md.version(req.name)
+        except md.PackageNotFoundError:
+            raise InputError(path, f"this policy requires {text}, which is not installed "
+                             f"(pip install '{text}')", **where) from None
+        if req.specifier and not req.specifier.contains(version, prereleases=True):
+            raise InputError(path, f"this policy requires {text}, but {req.name} {version} is installed",
+                             **where)
+
+
+def require_section(policy: Policy, section: str) -> Selection:
+    selection = policy.selection(section)
+    if selection is None:
+        raise TickgateError(f"{policy.path}: the policy has no '{section}' section")
+    return selection

@@ -1,0 +1,354 @@
+"""Sinks that roll the tick stream up into a replay report.
+
+Nothing here keeps the whole trace: the fingerprint is a running hash, the
+summary running counters, per-request figures compact arrays, and the per-tick
+and per-request detail are kept only up to a limit (the JSONL trace has all).
+
+Fingerprint (documented in docs/report.md): runs of consecutive steps with
+identical decisions are merged; each run is serialised as one line
+``f"{tick} {span} {fields}\\n"`` where ``fields`` is
+``json.dumps(record.canonical(), sort_keys=True, separators=(",", ":"))``;
+the fingerprint is the first 16 hex characters of the SHA-256 of the lines.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from array import array
+from typing import Any, Iterable, Mapping
+
+from .model import Request, RequestOutcome, TickRecord
+
+DETAIL_LIMIT = 10_000
+
+
+def _round(value: float, digits: int = 6) -> float:
+    return round(float(value), digits)
+
+
+def percentile(sorted_values: Any, q: float) -> float:
+    """Linear interpolation between closest ranks (numpy's default method)."""
+    n = len(sorted_values)
+    if n == 0:
+        raise ValueError("no values")
+    pos = (n - 1) * q / 100.0
+    lo = int(pos)
+    hi = min(lo + 1, n - 1)
+    frac = pos - lo
+    return sorted_values[lo] + (sorted_values[hi] - sorted_values[lo]) * frac
+
+
+def distribution(values: Iterable[float], digits: int = 6) -> dict[str, Any] | None:
+    data = sorted(values)
+    if not data:
+        return None
+    return {
+        "count": len(data),
+        "mean": _round(sum(data) / len(data), digits),
+        "p50": _round(percentile(data, 50), digits),
+        "p90": _round(percentile(data, 90), digits),
+        "p95": _round(percentile(data, 95), digits),
+        "p99": _round(percentile(data, 99), digits),
+        "max": _round(data[-1], digits),
+    }
+
+
+class FingerprintSink:
+    """Running SHA-256 over the canonical, run-merged tick serialisation."""
+
+    def __init__(self) -> None:
+        self._hash = hashlib.sha256()
+        self._pending: tuple[int, int, str] | None = None  # (tick, span, body)
+
+    def arrival(self, request: Request) -> None:
+        pass
+
+    def outcome(self, outcome: RequestOutcome) -> None:
+        pass
+
+    def record(self, record: TickRecord) -> None:
+        body = json.dumps(record.canonical(), sort_keys=True, separators=(",", ":"))
+        pending = self._pending
+        if pending is not None and pending[2] == body and pending[0] + pending[1] == record.tick:
+            self._pending = (pending[0], pending[1] + record.span, body)
+            return
+        self._flush()
+        self._pending = (record.tick, record.span, body)
+
+    def _flush(self) -> None:
+        if self._pending is not None:
+            tick, span, body = self._pending
+            self._hash.update(f"{tick} {span} {body}\n".encode())
+            self._pending = None
+
+    def hexdigest(self) -> str:
+        self._flush()
+        return self._hash.hexdigest()[:16]
+
+
+class TraceSink:
+    """Writes every record as one JSON line, as it happens."""
+
+    def __init__(self, fh: Any) -> None:
+        self.fh = fh
+
+    def arrival(self, request: Request) -> None:
+        pass
+
+    def outcome(self, outcome: RequestOutcome) -> None:
+        pass
+
+    def record(self, record: TickRecord) -> None:
+        self.fh.write(json.dumps(record.to_json(), separators=(",", ":")))
+        self.fh.write("\n")
+
+
+class _Segment:
+    __slots__ = ("requests", "completed", "rejected", "queue", "admitted_tokens", "deadline_missed",
+                 "reasons", "ttft", "e2e")
+
+    def __init__(self) -> None:
+        self.requests = 0
+        self.completed = 0
+        self.rejected = 0
+        self.queue = array("d")
+        self.ttft = array("d")
+        self.e2e = array("d")
+        self.admitted_tokens = 0
+        self.deadline_missed = 0
+        self.reasons: dict[str, int] = {}
+
+
+class SummarySink:
+    """Counters, pressure, per-request distributions and segment statistics."""
+
+    def __init__(self, detail_limit: int = DETAIL_LIMIT) -> None:
+        self.detail_limit = detail_limit
+        self.request_count = 0
+        self.total_prompt_tokens = 0
+        self.total_decode_tokens = 0
+        self.total_prefill_tokens = 0
+        self.total_reserved = 0
+        self.busy_ticks = 0
+        self.peak_kv = 0
+        self.kv_weighted = 0
+        self.peak_queue = 0
+        self.queue_weighted = 0
+        self.peak_active = 0
+        self.active_weighted = 0
+        self.preemptions = 0
+        self.elapsed_ms = 0.0
+        self.ticks: list[dict[str, Any]] = []
+        self.ticks_omitted = 0
+        self.outcomes: list[dict[str, Any]] = []
+        self.outcomes_omitted = 0
+        self.completed = 0
+        self.rejected = 0
+        self.reasons: dict[str, int] = {}
+        self.queue_ticks = array("d")
+        self.ttft_ms = array("d")
+        self.tpot_ms = array("d")
+        self.e2e_ms = array("d")
+        self.output_tokens_done = 0
+        self.segments: dict[tuple[str, str], _Segment] = {}
+
+    # -- sink protocol --------------------------------------------------------
+    def arrival(self, request: Request) -> None:
+        self.request_count += 1
+        self.total_prompt_tokens += request.prompt_tokens
+        for key in ("tenant", "lane"):
+            value = getattr(request, key)
+            if value is not None:
+                self._segment(key, value).requests += 1
+
+    def record(self, r: TickRecord) -> None:
+        span = r.span
+        self.busy_ticks += span
+        self.total_decode_tokens += r.decode_tokens * span
+        self.total_prefill_tokens += r.prefill_tokens * span
+        self.total_reserved += r.kv_pages_reserved * span
+        self.preemptions += len(r.preempted) * span
+        if r.kv_pages_used > self.peak_kv:
+            self.peak_kv = r.kv_pages_used
+        self.kv_weighted += r.kv_pages_used * span
+        if r.queued > self.peak_queue:
+            self.peak_queue = r.queued
+        self.queue_weighted += r.queued * span
+        if r.active > self.peak_active:
+            self.peak_active = r.active
+        self.active_weighted += r.active * span
+        if r.duration_ms is not None:
+            self.elapsed_ms += r.duration_ms
+        if len(self.ticks) < self.detail_limit:
+            self.ticks.append(r.to_json())
+        else:
+            self.ticks_omitted += 1
+
+    def outcome(self, o: RequestOutcome) -> None:
+        segs = [self._segment(k, v) for k, v in (("tenant", o.tenant), ("lane", o.lane)) if v is not None]
+        if o.status == "completed":
+            self.completed += 1
+            self.output_tokens_done += o.output_tokens
+            for s in segs:
+                s.completed += 1
+                s.admitted_tokens += o.prompt_tokens + o.output_tokens
+        else:
+            self.rejected += 1
+            reason = o.reason or "unspecified"
+            self.reasons[reason] = self.reasons.get(reason, 0) + 1
+            for s in segs:
+                s.rejected += 1
+                s.reasons[reason] = s.reasons.get(reason, 0) + 1
+        q = o.queue_ticks
+        if q is not None:
+            self.queue_ticks.append(q)
+            for s in segs:
+                s.queue.append(q)
+        if o.deadline_missed:
+            for s in segs:
+                s.deadline_missed += 1
+        if o.arrival_ms is not None and o.first_token_ms is not None:
+            ttft = o.first_token_ms - o.arrival_ms
+            self.ttft_ms.append(ttft)
+            for s in segs:
+                s.ttft.append(ttft)
+            if o.finished_ms is not None:
+                e2e = o.finished_ms - o.arrival_ms
+                self.e2e_ms.append(e2e)
+                for s in segs:
+                    s.e2e.append(e2e)
+                if o.output_tokens > 1:
+                    self.tpot_ms.append((o.finished_ms - o.first_token_ms) / (o.output_tokens - 1))
+        if len(self.outcomes) < self.detail_limit:
+            self.outcomes.append(outcome_to_json(o))
+        else:
+            self.outcomes_omitted += 1
+
+    def _segment(self, key: str, value: str) -> _Segment:
+        seg = self.segments.get((key, value))
+        if seg is None:
+            seg = self.segments[(key, value)] = _Segment()
+        return seg
+
+    # -- report ---------------------------------------------------------------
+    def report(self, *, total_ticks: int, kv_capacity: int, decode_slots: int, final_kv: int,
+               fingerprint: str, extra: Mapping[str, Any], built: Mapping[str, Any],
+               inputs: Mapping[str, Any], timed: bool) -> dict[str, Any]:
+        busy = self.busy_ticks
+        slots = busy * decode_slots
+        summary = {
+            "request_count": self.request_count,
+            "completed_requests": self.completed,
+            "total_prompt_tokens": self.total_prompt_tokens,
+            "total_decode_tokens": self.total_decode_tokens,
+            "total_reserved_kv_pages": self.total_reserved,
+            "total_ticks": total_ticks,
+            "peak_kv_pages": self.peak_kv,
+            "peak_kv_pressure_pct": _round(100.0 * self.peak_kv / kv_capacity if kv_capacity else 0.0),
+            "decode_capacity_utilization": _round(self.total_decode_tokens / slots if slots else 0.0),
+            "final_kv_pages": final_kv,
+            "trace_fingerprint": fingerprint,
+        }
+        mean = (lambda x: _round(x / busy)) if busy else (lambda x: 0.0)
+        report: dict[str, Any] = {
+            "summary": summary,
+            "pressure": {
+                "queue": {"peak": self.peak_queue, "mean": mean(self.queue_weighted)},
+                "active": {"peak": self.peak_active, "mean": mean(self.active_weighted)},
+                "kv": {
+                    "capacity_pages": kv_capacity,
+                    "peak_pages": self.peak_kv,
+                    "mean_pages": mean(self.kv_weighted),
+                    "mean_pressure_pct": _round(100.0 * self.kv_weighted / (busy * kv_capacity))
+                    if busy and kv_capacity else 0.0,
+                },
+            },
+            "utilization": {
+                "busy_ticks": busy,
+                "idle_ticks": total_ticks - busy,
+                "decode_slots_per_tick": decode_slots,
+                "decode_capacity": summary["decode_capacity_utilization"],
+                "kv_mean": _round(self.kv_weighted / (busy * kv_capacity)) if busy and kv_capacity else 0.0,
+                "prefill_tokens": self.total_prefill_tokens,
+            },
+            "requests": {
+                "completed": self.completed,
+                "rejected": self.rejected,
+                "rejections_by_reason": dict(sorted(self.reasons.items())),
+                "preemptions": self.preemptions,
+                "queue_ticks": distribution(self.queue_ticks),
+            },
+        }
+        if timed or self.ttft_ms:
+            seconds = self.elapsed_ms / 1000.0
+            report["latency"] = {
+                "ttft_ms": distribution(self.ttft_ms, 3),
+                "tpot_ms": distribution(self.tpot_ms, 3),
+                "e2e_ms": distribution(self.e2e_ms, 3),
+                "busy_ms": _round(self.elapsed_ms, 3),
+                "output_tokens_per_s": _round(self.output_tokens_done / seconds, 3) if seconds else None,
+                "requests_per_s": _round(self.completed / seconds, 3) if seconds else None,
+            }
+        if self.segments:
+            report["segments"] = self._segments_json()
+        if extra:
+            report["scheduler"] = dict(extra)
+        report["inputs"] = dict(inputs)
+        report["plugins"] = dict(built)
+        report["outcomes"] = self.outcomes
+        if self.outcomes_omitted:
+            report["outcomes_omitted"] = self.outcomes_omitted
+        report["ticks"] = self.ticks
+        if self.ticks_omitted:
+            report["ticks_omitted"] = self.ticks_omitted
+        return report
+
+    def _segments_json(self) -> dict[str, Any]:
+        out: dict[str, dict[str, Any]] = {}
+        totals: dict[str, int] = {}
+        for (key, _), seg in self.segments.items():
+            totals[key] = totals.get(key, 0) + seg.admitted_tokens
+        for (key, value), seg in sorted(self.segments.items()):
+            total = totals[key]
+            out.setdefault(key, {})[value] = {
+                "requests": seg.requests,
+                "completed": seg.completed,
+                "rejected": seg.rejected,
+                "rejections_by_reason": dict(sorted(seg.reasons.items())),
+                "deadline_missed": seg.deadline_missed,
+                "queue_ticks": distribution(seg.queue),
+                "ttft_ms": distribution(seg.ttft, 3),
+                "e2e_ms": distribution(seg.e2e, 3),
+                "admitted_tokens": seg.admitted_tokens,
+                "admitted_token_share": _round(seg.admitted_tokens / total) if total else 0.0,
+            }
+        return out
+
+
+def outcome_to_json(o: RequestOutcome) -> dict[str, Any]:
+    out: dict[str, Any] = {"id": o.id, "status": o.status}
+    if o.reason is not None:
+        out["reason"] = o.reason
+    out["arrival_tick"] = o.arrival_tick
+    for key in ("admitted_tick", "first_token_tick", "finished_tick"):
+        value = getattr(o, key)
+        if value is not None:
+            out[key] = value
+    out["prompt_tokens"] = o.prompt_tokens
+    out["output_tokens"] = o.output_tokens
+    if o.preemptions:
+        out["preemptions"] = o.preemptions
+    if o.prefix_hit_tokens:
+        out["prefix_hit_tokens"] = o.prefix_hit_tokens
+    for key in ("tenant", "lane", "deadline_missed"):
+        value = getattr(o, key)
+        if value is not None:
+            out[key] = value
+    for key in ("arrival_ms", "first_token_ms", "finished_ms"):
+        value = getattr(o, key)
+        if value is not None:
+            out[key] = _round(value, 3)
+    if o.flags:
+        out["flags"] = list(o.flags)
+    return out

@@ -1,0 +1,39 @@
+"""Open a request stream from a workload file or any registered trace format."""
+
+from __future__ import annotations
+
+import itertools
+from pathlib import Path
+from typing import Any, Iterable
+
+from .errors import InputError, PluginError
+from .model import Request
+
+
+def open_requests(path: Path, input_format: str = "workload", *, block_size: int | None = None,
+                  limit: int | None = None) -> tuple[Iterable[Request], dict[str, Any]]:
+    """Return a lazy request stream and a description of the input for reports."""
+    inputs: dict[str, Any] = {"workload": str(path), "format": input_format}
+    if input_format == "workload":
+        from .workload import read_workload
+
+        workload = read_workload(path)
+        stream: Iterable[Request] = workload.requests
+        if workload.header.description:
+            inputs["description"] = workload.header.description
+    else:
+        from .plugins import get_registry
+
+        try:
+            info = get_registry().get("workload_reader", input_format)
+        except PluginError as exc:
+            raise InputError(path, f"{exc} (or 'workload')") from None
+        options: dict[str, Any] = {}
+        if block_size is not None:
+            options["block_size"] = block_size
+        if not path.exists():
+            raise InputError(path, "file not found")
+        stream = info.obj().read(path, options)
+    if limit is not None:
+        stream = itertools.islice(stream, limit)
+    return stream, inputs

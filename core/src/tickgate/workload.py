@@ -1,0 +1,267 @@
+"""Reading and writing workload files.
+
+A workload file is one JSON document (schema: ``schemas/workload.schema.json``)::
+
+    {"version": 1, "block_size": 16, "requests": [
+    {"id": "r0", "prompt_tokens": 64, "max_output_tokens": 8, "arrival_tick": 0},
+    ...
+    ]}
+
+Any valid JSON layout is accepted. The layout above (header on the first
+line, one request per line) is what :func:`write_workload` produces and what
+:func:`read_workload` streams without holding the document in memory, with
+errors that name the line. Requests must be in arrival order: replay streams
+them into the engine.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+from typing import Any, Iterable, Iterator, Mapping
+
+import attrs
+
+from .errors import InputError
+from .locations import MAX_INT, parse_json, read_text
+from .model import Request
+from .schemas import load_schema, validate
+
+_INT_FIELDS = ("prompt_tokens", "max_output_tokens")
+_OPTIONAL_INT = ("priority", "arrival_tick", "deadline_tick")
+_OPTIONAL_NUM = ("arrival_ms", "deadline_ms")
+_OPTIONAL_STR = ("tenant", "lane")
+_KNOWN = frozenset(
+    ("id", *_INT_FIELDS, *_OPTIONAL_INT, *_OPTIONAL_NUM, *_OPTIONAL_STR,
+     "strict_deadline", "prefix_blocks", "prompt_token_ids")
+)
+MAX_TOKENS = 10_000_000
+
+
+@attrs.frozen
+class WorkloadHeader:
+    version: int = 1
+    block_size: int | None = None
+    description: str | None = None
+    source: Mapping[str, Any] | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"version": self.version}
+        if self.description is not None:
+            out["description"] = self.description
+        if self.block_size is not None:
+            out["block_size"] = self.block_size
+        if self.source is not None:
+            out["source"] = dict(self.source)
+        return out
+
+
+@attrs.define
+class Workload:
+    """A header plus a (possibly lazy, single-use) stream of requests."""
+
+    header: WorkloadHeader
+    requests: Iterable[Request]
+    path: str | None = None
+
+
+def _is_int(value: Any) -> bool:
+    return type(value) is int and -MAX_INT <= value <= MAX_INT
+
+
+def _fast_ok(item: Any) -> bool:
+    """Cheap structural check mirroring the schema; the schema explains failures."""
+    if type(item) is not dict or not _KNOWN.issuperset(item):
+        return False
+    rid = item.get("id")
+    if type(rid) is not str or not rid:
+        return False
+    for key in _INT_FIELDS:
+        v = item.get(key)
+        if not _is_int(v) or v < 0 or v > MAX_TOKENS:
+            return False
+    if item["prompt_tokens"] < 1 or item["max_output_tokens"] < 1:
+        return False
+    for key in _OPTIONAL_INT:
+        if key in item and (not _is_int(item[key]) or (key != "priority" and item[key] < 0)):
+            return False
+    for key in _OPTIONAL_NUM:
+        if key in item:
+            v = item[key]
+            if type(v) not in (int, float) or not math.isfinite(v) or v < 0 or v > 1e15:
+                return False
+    for key in _OPTIONAL_STR:
+        if key in item and (type(item[key]) is not str or not item[key]):
+            return False
+    if "strict_deadline" in item and type(item["strict_deadline"]) is not bool:
+        return False
+    for key in ("prefix_blocks", "prompt_token_ids"):
+        if key in item:
+            v = item[key]
+            if type(v) is not list or not all(_is_int(x) and x >= 0 for x in v):
+                return False
+    return True
+
+
+def request_from_dict(item: Mapping[str, Any]) -> Request:
+    """Build a Request from an already validated mapping."""
+    pb = item.get("prefix_blocks")
+    pt = item.get("prompt_token_ids")
+    am = item.get("arrival_ms")
+    dm = item.get("deadline_ms")
+    return Request(
+        id=item["id"],
+        prompt_tokens=item["prompt_tokens"],
+        max_output_tokens=item["max_output_tokens"],
+        priority=item.get("priority", 0),
+        arrival_tick=item.get("arrival_tick", 0),
+        arrival_ms=float(am) if am is not None else None,
+        tenant=item.get("tenant"),
+        lane=item.get("lane"),
+        deadline_tick=item.get("deadline_tick"),
+        deadline_ms=float(dm) if dm is not None else None,
+        strict_deadline=item.get("strict_deadline", False),
+        prefix_blocks=tuple(pb) if pb is not None else None,
+        prompt_token_ids=tuple(pt) if pt is not None else None,
+    )
+
+
+def request_to_dict(r: Request) -> dict[str, Any]:
+    out: dict[str, Any] = {
+        "id": r.id,
+        "prompt_tokens": r.prompt_tokens,
+        "max_output_tokens": r.max_output_tokens,
+        "priority": r.priority,
+        "arrival_tick": r.arrival_tick,
+    }
+    for key in ("arrival_ms", "tenant", "lane", "deadline_tick", "deadline_ms"):
+        value = getattr(r, key)
+        if value is not None:
+            out[key] = value
+    if r.strict_deadline:
+        out["strict_deadline"] = True
+    if r.prefix_blocks is not None:
+        out["prefix_blocks"] = list(r.prefix_blocks)
+    if r.prompt_token_ids is not None:
+        out["prompt_token_ids"] = list(r.prompt_token_ids)
+    return out
+
+
+class _RequestChecker:
+    """Validates requests one at a time: schema, unique ids, arrival order."""
+
+    def __init__(self, path: Any) -> None:
+        self.path = path
+        self.schema = load_schema("workload.schema.json")["$defs"]["request"]
+        self.seen: set[str] = set()
+        self.last_key: tuple[float, int] | None = None
+        self.timed: bool | None = None
+
+    def check(self, item: Any, index: int, line: int | None) -> Request:
+        if not _fast_ok(item):
+            validate(item, self.schema, file=self.path, prefix=("requests", index), line=line)
+            raise InputError(self.path, "invalid request", line=line,
+                             json_path=f"$.requests[{index}]")  # pragma: no cover
+        where = {"line": line, "json_path": f"$.requests[{index}]"}
+        if item["prompt_tokens"] + item["max_output_tokens"] > MAX_TOKENS:
+            raise InputError(self.path, f"prompt_tokens + max_output_tokens exceeds {MAX_TOKENS}", **where)
+        rid = item["id"]
+        if rid in self.seen:
+            raise InputError(self.path, f"duplicate request id {rid!r}", **where)
+        self.seen.add(rid)
+        timed = "arrival_ms" in item
+        if self.timed is None:
+            self.timed = timed
+        elif timed != self.timed:
+            raise InputError(self.path, "either every request has arrival_ms or none has", **where)
+        key = (float(item["arrival_ms"]) if timed else float(item.get("arrival_tick", 0)), index)
+        if self.last_key is not None and key[0] < self.last_key[0]:
+            field = "arrival_ms" if timed else "arrival_tick"
+            raise InputError(
+                self.path,
+                f"requests must be in arrival order: {field} {key[0]:g} comes after {self.last_key[0]:g}",
+                **where,
+            )
+        self.last_key = key
+        return request_from_dict(item)
+
+
+def _header_from(data: Mapping[str, Any], path: Any) -> WorkloadHeader:
+    header_schema = dict(load_schema("workload.schema.json"))
+    header_schema["properties"] = {**header_schema["properties"], "requests": {}}
+    validate(data, header_schema, file=path, line=1)
+    return WorkloadHeader(
+        version=data["version"],
+        block_size=data.get("block_size"),
+        description=data.get("description"),
+        source=data.get("source"),
+    )
+
+
+def read_workload(path: Path) -> Workload:
+    """Open a workload file; requests are validated as they are streamed."""
+    path = Path(path)
+    try:
+        fh = path.open("r", encoding="utf-8")
+    except FileNotFoundError:
+        raise InputError(path, "file not found") from None
+    except OSError as exc:
+        raise InputError(path, f"cannot read: {exc.strerror}") from None
+    with fh:
+        try:
+            first = fh.readline()
+        except UnicodeDecodeError:
+            raise InputError(path, "not UTF-8 text") from None
+    stripped = first.rstrip()
+    if stripped.startswith("{") and stripped.endswith('"requests": ['):
+        header = _header_from(parse_json(stripped + "]}", path), path)
+        return Workload(header, _stream_lines(path), str(path))
+    data = parse_json(read_text(path, limit=1 << 31), path)
+    if not isinstance(data, dict):
+        raise InputError(path, f"expected a JSON object with version and requests, found {type(data).__name__}",
+                         json_path="$")
+    header = _header_from(data, path)
+    requests = data.get("requests")
+    if not isinstance(requests, list):
+        raise InputError(path, "'requests' is required and must be a list", json_path="$.requests")
+    checker = _RequestChecker(path)
+    return Workload(header, (checker.check(item, i, None) for i, item in enumerate(requests)), str(path))
+
+
+def _stream_lines(path: Path) -> Iterator[Request]:
+    checker = _RequestChecker(path)
+    index = 0
+    closed = False
+    with path.open("r", encoding="utf-8") as fh:
+        fh.readline()
+        for lineno, raw in enumerate(fh, start=2):
+            text = raw.strip()
+            if not text:
+                continue
+            if closed:
+                raise InputError(path, "unexpected content after the end of the document", line=lineno)
+            if text == "]}":
+                closed = True
+                continue
+            if text.endswith(","):
+                text = text[:-1]
+            item = parse_json(text, path, line_offset=lineno - 1)
+            yield checker.check(item, index, lineno)
+            index += 1
+    if not closed:
+        raise InputError(path, "file ends before the requests list is closed (truncated?)")
+
+
+def write_workload(fh: Any, header: WorkloadHeader, requests: Iterable[Request]) -> int:
+    """Write the streamable layout; returns the number of requests written."""
+    head = json.dumps(header.to_json(), sort_keys=False)
+    fh.write(head[:-1] + ', "requests": [\n')
+    count = 0
+    for r in requests:
+        if count:
+            fh.write(",\n")
+        fh.write(json.dumps(request_to_dict(r), separators=(",", ":")))
+        count += 1
+    fh.write("\n]}\n")
+    return count

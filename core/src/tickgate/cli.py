@@ -26,15 +26,30 @@ LAZY_COMMANDS: dict[str, str] = {
 
 
 class LazyGroup(click.Group):
+    """Core commands import on use; plugin commands come from the registry."""
+
     def list_commands(self, ctx: click.Context) -> list[str]:
-        return sorted(LAZY_COMMANDS)
+        return sorted(set(LAZY_COMMANDS) | set(_plugin_command_names()))
 
     def get_command(self, ctx: click.Context, name: str) -> click.Command | None:
         target = LAZY_COMMANDS.get(name)
         if target is None:
-            return None
+            from .plugins import get_registry
+
+            if name not in _plugin_command_names():
+                return None
+            return get_registry().get("command", name).obj
         module, attr = target.split(":")
         return getattr(importlib.import_module(module), attr)
+
+
+def _plugin_command_names() -> list[str]:
+    from .plugins import get_registry
+
+    try:
+        return get_registry().names("command")
+    except TickgateError:
+        return []
 
 
 @click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})

@@ -99,6 +99,14 @@ def register_workload_readers(register: Register) -> None:
     """
 
 
+@hookspec
+def register_commands(register: Register) -> None:
+    """Register extra ``tickgate`` subcommands (kind ``command``): click commands
+    or groups whose ``name`` becomes the subcommand (e.g. ``conformance``).
+    They are loaded only when invoked or when ``tickgate --help`` lists them.
+    """
+
+
 #: hook name -> plugin kind, in the order ``tickgate plugins`` lists them.
 HOOK_KINDS: dict[str, str] = {
     "register_schedulers": "scheduler",
@@ -108,4 +116,5 @@ HOOK_KINDS: dict[str, str] = {
     "register_evidence_parsers": "evidence_parser",
     "register_gate_signals": "gate_signal",
     "register_workload_readers": "workload_reader",
+    "register_commands": "command",
 }

@@ -1,4 +1,4 @@
-"""Entry point ``sglang = tickgate_sglang.plugin``: registers this adapter's plugins.
+"""Entry point ``sglang = tickgate_sglang.plugin``: registers this adapter's readers (native output formats, streaming evidence)'s plugins.
 
 Implementation modules are imported inside the hooks (lazily).
 """

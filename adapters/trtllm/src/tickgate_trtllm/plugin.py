@@ -1,4 +1,4 @@
-"""Entry point ``trtllm = tickgate_trtllm.plugin``: registers this adapter's plugins.
+"""Entry point ``trtllm = tickgate_trtllm.plugin``: registers this adapter's readers (native output formats, streaming evidence)'s plugins.
 
 Implementation modules are imported inside the hooks (lazily).
 """

@@ -1,0 +1,6 @@
+"""Entry point ``sglang-scheduler = tickgate_sglang.scheduler_plugin``: the sglang
+scheduling mirror (scheduler plugins), imported lazily inside the hooks."""
+
+from __future__ import annotations
+
+from tickgate import hookimpl  # noqa: F401

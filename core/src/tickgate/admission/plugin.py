@@ -1,0 +1,6 @@
+"""Entry point ``admission = tickgate.admission.plugin``: built-in admission plugins, registered
+through the same hooks and entry-point group as a third party's."""
+
+from __future__ import annotations
+
+from ..hookspecs import hookimpl  # noqa: F401

@@ -1,0 +1,6 @@
+"""Entry point ``importers = tickgate.importers.plugin``: built-in importers plugins, registered
+through the same hooks and entry-point group as a third party's."""
+
+from __future__ import annotations
+
+from ..hookspecs import hookimpl  # noqa: F401

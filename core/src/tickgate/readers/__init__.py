@@ -1,0 +1,1 @@
+"""tickgate.readers"""

@@ -163,9 +163,28 @@ class KvAllocator(Plugin):
     def held(self, owner: str) -> int:
         raise NotImplementedError
 
+    #: True when :meth:`plan_prefix` / :meth:`reserve_prefix` share cached pages.
+    has_prefix_cache: ClassVar[bool] = False
+
     def match_prefix(self, blocks: tuple[int, ...]) -> int:
         """Number of leading blocks already cached (0 without a prefix cache)."""
         return 0
+
+    def plan_prefix(self, blocks: tuple[int, ...], prompt_tokens: int, pages: int) -> tuple[int, int]:
+        """What reserving ``pages`` for a prompt with these prefix blocks would cost:
+        ``(hit_tokens, new_pages)``. ``hit_tokens`` are leading prompt tokens already
+        cached (prefill skips them); ``new_pages`` is how far ``free_pages`` drops.
+        Without a prefix cache: ``(0, pages)``."""
+        return 0, pages
+
+    def reserve_prefix(self, owner: str, pages: int, blocks: tuple[int, ...], prompt_tokens: int) -> int:
+        """Reserve like :meth:`reserve`, sharing cached leading pages; returns the hit tokens."""
+        self.reserve(owner, pages)
+        return 0
+
+    def summary(self) -> Mapping[str, Any]:
+        """Allocator totals for the report (prefix hits, evictions, ...); empty by default."""
+        return {}
 
 
 class AdmissionPolicy(Plugin):
@@ -195,7 +214,10 @@ class AdmissionPolicy(Plugin):
     def candidates(self, tick: int) -> Iterator[Request]:
         raise NotImplementedError
 
-    def admitted(self, request: Request, tick: int) -> None:
+    def admitted(self, request: Request, tick: int) -> "tuple[str, ...] | None":
+        """``request`` is admitted (remove it from the queue). May return flags
+        (e.g. ``("deadline_at_risk",)``) that the scheduler attaches to the
+        request's outcome: admitted, but the policy wants it noted."""
         raise NotImplementedError
 
     def finished(self, request: Request, tick: int) -> None:
@@ -217,12 +239,19 @@ class AdmissionPolicy(Plugin):
 
 @attrs.define
 class AdmissionContext:
-    """What an admission policy may know about the engine it serves."""
+    """What an admission policy may know about the engine it serves.
+
+    ``clock`` lets a policy measure waits in ms (through the timing model);
+    ``decode_slots`` (sequences decoded per step) lets it estimate completion.
+    Either is None when the scheduler does not provide it.
+    """
 
     kv_capacity_pages: int
     page_size: int
     timing: "TimingModel | None"
     allocator: KvAllocator | None = None
+    clock: Clock | None = None
+    decode_slots: int | None = None
 
 
 class WorkloadReader(Plugin):

@@ -81,7 +81,13 @@ class SeedScheduler(Scheduler):
         self.clock = ctx.clock
         self.timing = ctx.timing
         self.kv = ctx.kv_allocator(self.kv_pages, self.page_size)
-        self.admission = ctx.admission(AdmissionContext(self.kv_pages, self.page_size, ctx.timing, self.kv))
+        self.admission = ctx.admission(AdmissionContext(self.kv_pages, self.page_size, ctx.timing, self.kv,
+                                                        clock=ctx.clock, decode_slots=self.width))
+        # Prefix cache: cached leading pages are shared, not newly reserved, and
+        # their tokens skip prefill. Flags: "admitted but noted" from the policy.
+        self.prefix_cache = bool(getattr(self.kv, "has_prefix_cache", False))
+        self.prefix_hits: dict[str, int] = {}
+        self.flagged: dict[str, tuple[str, ...]] = {}
         self.dynamic_admission = bool(getattr(self.admission, "dynamic", False))
         self.active: deque[_Active] = deque()
         self.outcomes: list[RequestOutcome] = []
@@ -126,6 +132,17 @@ class SeedScheduler(Scheduler):
 
     def decode_slots_per_tick(self) -> int:
         return self.width
+
+    def extra_summary(self) -> Mapping[str, Any]:
+        """The allocator's and the admission policy's own totals, when they keep any."""
+        out: dict[str, Any] = {}
+        kv = self.kv.summary() if hasattr(self.kv, "summary") else {}
+        if kv:
+            out["kv_cache"] = dict(kv)
+        adm = self.admission.summary()
+        if adm:
+            out["admission"] = dict(adm)
+        return out
 
     # -- one step --------------------------------------------------------------
     def step(self, horizon: Horizon) -> TickRecord:
@@ -211,12 +228,24 @@ class SeedScheduler(Scheduler):
                 break
             pages = self.pages_for(request)
             tokens = request.prompt_tokens
+            blocks = request.prefix_blocks if self.prefix_cache else None
+            if blocks:
+                hit, pages = self.kv.plan_prefix(blocks, tokens, pages)
+                tokens -= hit
             fits_pages = pages <= free - claimed_pages
             fits_budget = tokens <= budget - claimed_tokens or (
                 tokens > self.budget and not admitted and not claimed)
             if fits_pages and fits_budget:
-                self.admission.admitted(request, tick)
-                self.kv.reserve(request.id, pages)
+                flags = self.admission.admitted(request, tick)
+                if flags:
+                    self.flagged[request.id] = tuple(flags)
+                if blocks:
+                    hit = self.kv.reserve_prefix(request.id, self.pages_for(request), blocks,
+                                                 request.prompt_tokens)
+                    if hit:
+                        self.prefix_hits[request.id] = hit
+                else:
+                    self.kv.reserve(request.id, pages)
                 since_tick, since_ms = self.waiting_since.pop(request.id)
                 self.admitted_at[request.id] = (since_tick, since_ms, tick)
                 self.active.append(_Active(request, tick, pages))
@@ -261,4 +290,5 @@ class SeedScheduler(Scheduler):
             output_tokens=entry.decoded, prompt_tokens=r.prompt_tokens, priority=r.priority,
             tenant=r.tenant, lane=r.lane, deadline_missed=missed, arrival_ms=arrival_ms,
             first_token_ms=entry.first_token_ms, finished_ms=end_ms,
+            prefix_hit_tokens=self.prefix_hits.pop(r.id, 0), flags=self.flagged.pop(r.id, ()),
         )

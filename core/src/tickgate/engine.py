@@ -139,7 +139,8 @@ def run(
         except (InputError, PluginError, ReplayError):
             raise
         except Exception as exc:
-            raise PluginError(f"{label} failed at step {clock.tick}: {type(exc).__name__}: {exc}") from exc
+            raise PluginError(f"{culprit(exc, label)} failed at step {clock.tick}: "
+                              f"{type(exc).__name__}: {exc}") from exc
         if record.tick != clock.tick or record.span < 1:
             raise PluginError(f"{label} returned a record for tick {record.tick} (span {record.span}) "
                               f"at step {clock.tick}")
@@ -162,6 +163,25 @@ def run(
                                   "the policy can never admit them")
         else:
             stalled = 0
+
+
+def culprit(exc: BaseException, default: str) -> str:
+    """Name the plugin whose code raised: the innermost traceback frame that
+    belongs to a registered plugin's module (a scheduler calls its admission
+    policy and allocator, so the scheduler is not always the one to blame)."""
+    modules: dict[str, Any] = {}
+    for info in get_registry():
+        module = getattr(info.obj, "__module__", None)
+        if module:
+            modules.setdefault(module, info)
+    blamed = None
+    tb = exc.__traceback__
+    while tb is not None:
+        info = modules.get(tb.tb_frame.f_globals.get("__name__", ""))
+        if info is not None:
+            blamed = info
+        tb = tb.tb_next
+    return _plugin_label(blamed) if blamed is not None else default
 
 
 def _idle(record: TickRecord) -> bool:

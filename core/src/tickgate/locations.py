@@ -97,9 +97,10 @@ def _yaml_to_plain(node: Any, path: list[Any], locs: Locations, file: Path,
                              json_path=json_path(path))
         return float(node)
     line, col = locs.get(json_path(path), (None, None))
-    raise InputError(file, f"unsupported YAML value of type {type(node).__name__} "
-                     "(tags and custom types are not allowed)", line=line, column=col,
-                     json_path=json_path(path))
+    tag = getattr(getattr(node, "tag", None), "value", None) or getattr(node, "tag", None)
+    what = f"YAML tag {tag}" if isinstance(tag, str) else f"a value of type {type(node).__name__}"
+    raise InputError(file, f"{what} is not allowed (safe loading: plain scalars, lists and mappings only)",
+                     line=line, column=col, json_path=json_path(path))
 
 
 def _key_loc(node: Any, key: Any) -> tuple[int, int]:

@@ -153,7 +153,8 @@ class _RequestChecker:
 
     def __init__(self, path: Any) -> None:
         self.path = path
-        self.schema = load_schema("workload.schema.json")["$defs"]["request"]
+        full = load_schema("workload.schema.json")
+        self.schema = {**full["$defs"]["request"], "$defs": full["$defs"]}
         self.seen: set[str] = set()
         self.last_key: tuple[float, int] | None = None
         self.timed: bool | None = None
@@ -253,15 +254,34 @@ def _stream_lines(path: Path) -> Iterator[Request]:
         raise InputError(path, "file ends before the requests list is closed (truncated?)")
 
 
-def write_workload(fh: Any, header: WorkloadHeader, requests: Iterable[Request]) -> int:
-    """Write the streamable layout; returns the number of requests written."""
+def workload_head(header: WorkloadHeader) -> str:
+    """The first line of the streamable layout: the header, opening the requests list."""
     head = json.dumps(header.to_json(), sort_keys=False)
-    fh.write(head[:-1] + ', "requests": [\n')
+    return head[:-1] + ', "requests": [\n'
+
+
+#: what closes the streamable layout
+WORKLOAD_TAIL = "\n]}\n"
+
+
+def write_requests(fh: Any, requests: Iterable[Request]) -> int:
+    """Write the request lines of the streamable layout (no header, no tail)."""
     count = 0
+    dumps = _COMPACT.encode
     for r in requests:
         if count:
             fh.write(",\n")
-        fh.write(json.dumps(request_to_dict(r), separators=(",", ":")))
+        fh.write(dumps(request_to_dict(r)))
         count += 1
-    fh.write("\n]}\n")
+    return count
+
+
+_COMPACT = json.JSONEncoder(separators=(",", ":"))
+
+
+def write_workload(fh: Any, header: WorkloadHeader, requests: Iterable[Request]) -> int:
+    """Write the streamable layout; returns the number of requests written."""
+    fh.write(workload_head(header))
+    count = write_requests(fh, requests)
+    fh.write(WORKLOAD_TAIL)
     return count

@@ -1,0 +1,5 @@
+"""``python -m tickgate`` = the ``tickgate`` command."""
+
+from .cli import run
+
+run()

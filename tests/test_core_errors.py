@@ -1,0 +1,129 @@
+"""Bad workloads and policies: one located line, exit 2, no traceback, no output."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from conftest import FIXTURES, POLICIES, run_cli
+
+GOOD_POLICY = (POLICIES / "default.yaml").read_text()
+
+
+def _expect_error(tmp_path: Path, args: list[str], expected: str) -> str:
+    out = tmp_path / "out.json"
+    out.write_text("previous report\n")
+    res = run_cli(*args, "--output", str(out)) if args[0] == "replay" else run_cli(*args)
+    assert res.returncode == 2, (res.stdout, res.stderr)
+    assert "Traceback" not in res.stderr
+    lines = res.stderr.strip().splitlines()
+    assert len(lines) == 1, res.stderr
+    assert expected in lines[0], lines[0]
+    assert out.read_text() == "previous report\n"  # never clobbered
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith(".out.json")]  # no temp left
+    return lines[0]
+
+
+@pytest.mark.parametrize(
+    ("content", "expected"),
+    [
+        ('{"version": 1, "requests": [\n{"id": "a", "prompt_tokens": 5 "max_output_tokens": 1}\n]}',
+         "w.json:2:32: invalid JSON: Expecting ',' delimiter"),
+        ('{"version": 1, "requests": [\n{"id": "a", "prompt_tokens": 5, "max_output_tokens": 1},\n'
+         '{"id": "b", "prompt_tokens": "many", "max_output_tokens": 1}\n]}',
+         "w.json:3: $.requests[1].prompt_tokens: 'many' is not of type 'integer'"),
+        ('{"version": 1, "requests": [\n{"id": "a", "prompt_tokens": 5, "max_output_tokens": 0}\n]}',
+         "$.requests[0].max_output_tokens: 0 is less than the minimum of 1"),
+        ('{"version": 1, "requests": [\n{"id": "a", "prompt_tokens": 5, "max_output_tokens": 1, "prio": 2}\n]}',
+         "$.requests[0]: unknown key 'prio'; expected one of:"),
+        ('{"version": 1, "requests": [\n{"id": "a", "prompt_tokens": 5, "max_output_tokens": 1},\n'
+         '{"id": "a", "prompt_tokens": 5, "max_output_tokens": 1}\n]}',
+         "w.json:3: $.requests[1]: duplicate request id 'a'"),
+        ('{"version": 1, "requests": [\n{"id": "a", "prompt_tokens": 5, "max_output_tokens": 1, "arrival_tick": 9},\n'
+         '{"id": "b", "prompt_tokens": 5, "max_output_tokens": 1, "arrival_tick": 3}\n]}',
+         "requests must be in arrival order: arrival_tick 3 comes after 9"),
+        ('{"version": 1, "requests": [\n{"id": "a", "prompt_tokens": 5, "max_output_tokens": 1},\n',
+         "file ends before the requests list is closed (truncated?)"),
+        ('{"version": 2, "requests": []}', "$.version: 1 was expected"),
+        ('[1, 2]', "expected a JSON object with version and requests"),
+        ('{"version": 1, "requests": [{"id": "a", "prompt_tokens": NaN, "max_output_tokens": 1}]}',
+         "NaN is not valid JSON"),
+        ('', "invalid JSON: Expecting value"),
+    ],
+)
+def test_bad_workloads(tmp_path: Path, content: str, expected: str) -> None:
+    w = tmp_path / "w.json"
+    w.write_text(content)
+    _expect_error(tmp_path, ["replay", "--input", str(w)], expected)
+
+
+def test_missing_workload_file(tmp_path: Path) -> None:
+    _expect_error(tmp_path, ["replay", "--input", str(tmp_path / "nope.json")], "nope.json: file not found")
+
+
+@pytest.mark.parametrize(
+    ("old", "new", "expected"),
+    [
+        ("page_size: 16 ", "page_size: 0 ", "p.yaml:7:5: $.scheduler.options.page_size: 0 is less than the minimum of 1"),
+        ("name: seed", "name: sead", 'p.yaml:5:3: $.scheduler.name: unknown scheduler "sead"; available: '),
+        ("name: priority-fcfs", "name: lifo",
+         'p.yaml:13:3: $.admission.name: unknown admission "lifo"; available: '),
+        ("    kv_pages: 20", "    kv_pagez: 20", "p.yaml:6:3: $.scheduler.options: unknown key 'kv_pagez'"),
+        ("version: 1", "version: 2", "p.yaml:2:1: $.version: 1 was expected"),
+        ("version: 1", "version: 1\nsurprise: true", "$: unknown key 'surprise'"),
+        ("page_size: 16 ", "page_size: !!python/object:os.system 16 ", "p.yaml:7:5: $.scheduler.options.page_size: YAML tag tag:yaml.org,2002:python/object:os.system is not allowed"),
+        ("  options:\n    page_size", "  options:\n   page_size", "p.yaml:8:5: invalid YAML: expected <block end>"),
+    ],
+)
+def test_bad_policies(tmp_path: Path, old: str, new: str, expected: str) -> None:
+    assert old in GOOD_POLICY
+    p = tmp_path / "p.yaml"
+    p.write_text(GOOD_POLICY.replace(old, new, 1))
+    _expect_error(tmp_path, ["replay", "--input", str(FIXTURES / "workload.json"), "--policy", str(p)], expected)
+    _expect_error(tmp_path, ["validate", str(p)], expected)
+
+
+def test_unknown_plugin_lists_available(tmp_path: Path) -> None:
+    p = tmp_path / "p.yaml"
+    p.write_text(GOOD_POLICY.replace("name: seed", "name: sead"))
+    line = _expect_error(tmp_path, ["validate", str(p)], "available:")
+    assert "seed" in line.split("available:")[1]
+
+
+def test_billion_laughs_is_refused(tmp_path: Path) -> None:
+    lol = ["version: 1", 'a: &a ["lol","lol","lol","lol","lol","lol","lol","lol","lol"]']
+    prev = "a"
+    for i in range(8):
+        name = chr(ord("b") + i)
+        lol.append(f"{name}: &{name} [" + ",".join([f"*{prev}"] * 9) + "]")
+        prev = name
+    p = tmp_path / "p.yaml"
+    p.write_text("\n".join(lol) + "\n")
+    _expect_error(tmp_path, ["validate", str(p)], "more than 200000 values")
+
+
+def test_validate_accepts_every_shipped_policy() -> None:
+    policies = sorted(str(p) for p in POLICIES.glob("*.yaml") if "gate" not in p.name)
+    res = run_cli("validate", *policies)
+    assert res.returncode == 0, res.stderr
+    assert res.stdout.count(": ok") == len(policies)
+
+
+def test_requires_names_missing_distribution(tmp_path: Path) -> None:
+    p = tmp_path / "p.yaml"
+    p.write_text(GOOD_POLICY.replace("version: 1", "version: 1\nrequires:\n  - tickgate>=0.1\n"
+                                     "  - tickgate-nonexistent>=1.0"))
+    _expect_error(tmp_path, ["validate", str(p)],
+                  "p.yaml:5:5: $.requires[1]: this policy requires tickgate-nonexistent>=1.0, which is not installed")
+    p.write_text(GOOD_POLICY.replace("version: 1", "version: 1\nrequires: ['tickgate>=99']"))
+    _expect_error(tmp_path, ["validate", str(p)], "requires tickgate>=99, but tickgate 0.1.0 is installed")
+
+
+def test_output_directory_is_created_and_write_is_atomic(tmp_path: Path) -> None:
+    out = tmp_path / "deep" / "dir" / "r.json"
+    res = run_cli("replay", "--input", str(FIXTURES / "workload.json"), "--output", str(out))
+    assert res.returncode == 0
+    assert json.loads(out.read_text())["summary"]["request_count"] == 4
+    assert sorted(p.name for p in out.parent.iterdir()) == ["r.json"]

@@ -1,0 +1,174 @@
+"""The foundation's promises: the reference report, determinism, fingerprints."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+from conftest import FIXTURES, POLICIES, REPO, run_cli
+
+REFERENCE = {
+    "request_count": 4,
+    "completed_requests": 4,
+    "total_prompt_tokens": 224,
+    "total_decode_tokens": 18,
+    "total_reserved_kv_pages": 18,
+    "total_ticks": 11,
+    "peak_kv_pages": 12,
+    "peak_kv_pressure_pct": 60.0,
+    "decode_capacity_utilization": 0.818182,
+    "final_kv_pages": 0,
+}
+
+
+def _replay(tmp_path: Path, workload: Path, *extra: str, env: dict[str, str] | None = None) -> dict:
+    out = tmp_path / "report.json"
+    res = run_cli("replay", "--input", str(workload), "--output", str(out), *extra, env=env)
+    assert res.returncode == 0, res.stderr
+    return json.loads(out.read_text())
+
+
+def test_reference_report_matches_the_seed(tmp_path: Path) -> None:
+    report = _replay(tmp_path, FIXTURES / "workload.json")
+    summary = report["summary"]
+    assert list(summary) == [*REFERENCE, "trace_fingerprint"]  # summary first, exact fields, in order
+    assert {k: summary[k] for k in REFERENCE} == REFERENCE
+    fp = summary["trace_fingerprint"]
+    assert len(fp) == 16 and all(c in "0123456789abcdef" for c in fp)
+    assert list(report)[0] == "summary"
+    assert len(report["ticks"]) == 11
+    assert [o["status"] for o in report["outcomes"]] == ["completed"] * 4
+
+
+def test_default_policy_is_used_without_policy_flag(tmp_path: Path) -> None:
+    implicit = _replay(tmp_path, FIXTURES / "workload.json")
+    explicit = _replay(tmp_path, FIXTURES / "workload.json", "--policy", str(POLICIES / "default.yaml"))
+    assert implicit["summary"] == explicit["summary"]
+
+
+def test_report_bytes_identical_across_hash_seeds_and_cwd(tmp_path: Path) -> None:
+    outputs = []
+    for seed, cwd in (("0", REPO), ("1", tmp_path), ("12345", REPO / "fixtures")):
+        out = tmp_path / f"r{seed}.json"
+        res = run_cli("replay", "--input", str(FIXTURES / "workload.json"), "--output", str(out),
+                      "--policy", str(POLICIES / "default.yaml"),
+                      env={"PYTHONHASHSEED": seed}, cwd=cwd)
+        assert res.returncode == 0, res.stderr
+        outputs.append(out.read_bytes())
+    assert outputs[0] == outputs[1] == outputs[2]
+
+
+def test_fingerprint_changes_with_any_scheduling_decision(tmp_path: Path) -> None:
+    base = json.loads((FIXTURES / "workload.json").read_text())
+    reference = _replay(tmp_path, FIXTURES / "workload.json")["summary"]["trace_fingerprint"]
+
+    # Same totals, different decision: swap the priorities of two requests.
+    swapped = json.loads(json.dumps(base))
+    swapped["requests"][0]["priority"], swapped["requests"][1]["priority"] = 1, 0
+    path = tmp_path / "swapped.json"
+    path.write_text(json.dumps(swapped))
+    other = _replay(tmp_path, path)["summary"]
+    assert other["total_decode_tokens"] == 18
+    assert other["trace_fingerprint"] != reference
+
+    # Same workload, a policy that decodes differently.
+    policy = (POLICIES / "default.yaml").read_text().replace("decode_batch_width: 2", "decode_batch_width: 3")
+    ppath = tmp_path / "wide.yaml"
+    ppath.write_text(policy)
+    wide = _replay(tmp_path, FIXTURES / "workload.json", "--policy", str(ppath))["summary"]
+    assert wide["trace_fingerprint"] != reference
+
+    # Key order and layout of the input file do not matter.
+    reordered = {"requests": [dict(reversed(list(r.items()))) for r in base["requests"]],
+                 "description": base["description"], "version": 1}
+    rpath = tmp_path / "reordered.json"
+    rpath.write_text(json.dumps(reordered, indent=4))
+    assert _replay(tmp_path, rpath)["summary"]["trace_fingerprint"] == reference
+
+
+def test_trace_file_has_every_tick_and_matches_report(tmp_path: Path) -> None:
+    trace = tmp_path / "trace.jsonl"
+    report = _replay(tmp_path, FIXTURES / "workload.json", "--trace", str(trace))
+    lines = [json.loads(line) for line in trace.read_text().splitlines()]
+    assert lines == report["ticks"]
+    assert sum(r["decode_tokens"] * r["span"] for r in lines) == 18
+    assert [r["tick"] for r in lines] == list(range(11))
+
+
+def test_rejected_request_is_reported_with_reason(tmp_path: Path) -> None:
+    workload = {"version": 1, "requests": [
+        {"id": "ok", "prompt_tokens": 16, "max_output_tokens": 2},
+        {"id": "huge", "prompt_tokens": 4000, "max_output_tokens": 10},
+    ]}
+    path = tmp_path / "w.json"
+    path.write_text(json.dumps(workload))
+    report = _replay(tmp_path, path)
+    assert report["summary"]["completed_requests"] == 1
+    rejected = [o for o in report["outcomes"] if o["status"] == "rejected"]
+    assert rejected == [{"id": "huge", "status": "rejected",
+                         "reason": "needs 251 KV pages; the cache has 20", "arrival_tick": 0,
+                         "finished_tick": 0, "prompt_tokens": 4000, "output_tokens": 0}]
+    assert report["requests"]["rejections_by_reason"] == {"needs 251 KV pages; the cache has 20": 1}
+
+
+def test_idle_gaps_are_skipped_but_counted(tmp_path: Path) -> None:
+    workload = {"version": 1, "requests": [
+        {"id": "a", "prompt_tokens": 16, "max_output_tokens": 1, "arrival_tick": 0},
+        {"id": "b", "prompt_tokens": 16, "max_output_tokens": 1, "arrival_tick": 1000},
+    ]}
+    path = tmp_path / "w.json"
+    path.write_text(json.dumps(workload))
+    report = _replay(tmp_path, path)
+    assert report["summary"]["total_ticks"] == 1002
+    assert report["utilization"]["busy_ticks"] == 4
+    assert [t["tick"] for t in report["ticks"]] == [0, 1, 1000, 1001]
+
+
+def test_timing_section_adds_latency_percentiles(tmp_path: Path) -> None:
+    policy = (POLICIES / "default.yaml").read_text() + (
+        "timing:\n  fixed_ms: 5\n  per_prefill_token_ms: 0.1\n  per_decode_seq_ms: 1\n  per_context_token_ms: 0.01\n")
+    ppath = tmp_path / "timed.yaml"
+    ppath.write_text(policy)
+    report = _replay(tmp_path, FIXTURES / "workload.json", "--policy", str(ppath))
+    latency = report["latency"]
+    assert latency["ttft_ms"]["count"] == 4
+    assert latency["e2e_ms"]["p99"] >= latency["e2e_ms"]["p50"] > 0
+    busy = sum(t["duration_ms"] for t in report["ticks"])
+    assert abs(latency["busy_ms"] - busy) < 1e-6
+    # The timing model never changes decisions.
+    assert report["summary"]["trace_fingerprint"] == _replay(
+        tmp_path, FIXTURES / "workload.json")["summary"]["trace_fingerprint"]
+
+
+def test_arrivals_in_ms_need_a_timing_model(tmp_path: Path) -> None:
+    workload = {"version": 1, "requests": [
+        {"id": "a", "prompt_tokens": 16, "max_output_tokens": 3, "arrival_ms": 0},
+        {"id": "b", "prompt_tokens": 16, "max_output_tokens": 3, "arrival_ms": 12.5},
+    ]}
+    path = tmp_path / "w.json"
+    path.write_text(json.dumps(workload))
+    out = tmp_path / "r.json"
+    res = run_cli("replay", "--input", str(path), "--output", str(out))
+    assert res.returncode == 2
+    assert "timing" in res.stderr and "Traceback" not in res.stderr
+    assert not out.exists()
+
+    ppath = tmp_path / "timed.yaml"
+    ppath.write_text((POLICIES / "default.yaml").read_text() + "timing:\n  fixed_ms: 10\n")
+    report = _replay(tmp_path, path, "--policy", str(ppath))
+    by_id = {o["id"]: o for o in report["outcomes"]}
+    # steps take 10 ms: b (12.5 ms) joins before step 2, which starts at 20 ms
+    assert by_id["b"]["arrival_tick"] == 2
+    assert by_id["a"]["first_token_ms"] == 20.0  # prefill step 0, first decode step 1 ends at 20 ms
+
+
+def test_python_api_and_cli_agree(tmp_path: Path) -> None:
+    from tickgate.policy import load_policy
+    from tickgate.replay import replay
+    from tickgate.workload import read_workload
+
+    api = replay(read_workload(FIXTURES / "workload.json").requests, load_policy(POLICIES / "default.yaml"))
+    cli_report = _replay(tmp_path, FIXTURES / "workload.json")
+    assert api["summary"] == cli_report["summary"]
+    assert os.path.basename(cli_report["inputs"]["policy"]) == "default.yaml"

@@ -20,6 +20,7 @@ from .errors import TickgateError
 #: command name -> "module:attribute" of a click command
 LAZY_COMMANDS: dict[str, str] = {
     "replay": "tickgate.commands.replay:replay_command",
+    "import": "tickgate.commands.importer:import_command",
     "validate": "tickgate.commands.misc:validate_command",
     "plugins": "tickgate.commands.misc:plugins_command",
 }

@@ -1,6 +1,20 @@
-"""Entry point ``importers = tickgate.importers.plugin``: built-in importers plugins, registered
-through the same hooks and entry-point group as a third party's."""
+"""Entry point ``importers = tickgate.importers.plugin``: the built-in trace
+readers (mooncake, azure, burstgpt, splitwise), registered through the same
+hook and entry-point group as a third party's. Modules import on use."""
 
 from __future__ import annotations
 
-from ..hookspecs import hookimpl  # noqa: F401
+from ..hookspecs import Register, hookimpl
+
+
+@hookimpl
+def register_workload_readers(register: Register) -> None:
+    from .azure import AzureReader
+    from .burstgpt import BurstGptReader
+    from .mooncake import MooncakeReader
+    from .splitwise import SplitwiseReader
+
+    register(MooncakeReader)
+    register(AzureReader)
+    register(BurstGptReader)
+    register(SplitwiseReader)

@@ -1,0 +1,192 @@
+"""What every trace reader shares: opening files, parsing numbers with located
+errors, the arrival-order rule, and the provenance record.
+
+Rules common to all formats (see docs/importers.md):
+
+* ``arrival_ms`` is relative to the first row of the file (that row arrives
+  at 0 ms), so a trace always starts at the beginning of the replay.
+* Rows must already be in arrival order (equal timestamps are fine and keep
+  file order). An earlier timestamp after a later one is an error naming the
+  line: silently reordering would need an unbounded buffer, and a bounded one
+  would make the result depend on a window size nobody chose.
+* A row whose prompt or output is 0 tokens cannot be replayed (the workload
+  schema needs at least one of each: BurstGPT logs failed requests this way);
+  it is skipped, counted and its first line numbers kept in ``source``.
+* Request ids are ``<prefix>-<line number, 8 digits>``: stable, traceable to
+  the file, and in file order when the admission policy breaks arrival ties
+  by id.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from pathlib import Path
+from typing import IO, Any, Iterator, Mapping
+
+from ..errors import InputError, TickgateError
+from ..interfaces import WorkloadReader
+from ..locations import MAX_INT
+from ..workload import MAX_TOKENS
+
+#: how many skipped line numbers the provenance record keeps
+SKIPPED_LINES_KEPT = 20
+
+
+class SkipTally:
+    """Counts rows that were read but not replayed, per reason, keeping the first lines."""
+
+    def __init__(self) -> None:
+        self.by_reason: dict[str, dict[str, Any]] = {}
+
+    def add(self, reason: str, line: int) -> None:
+        entry = self.by_reason.get(reason)
+        if entry is None:
+            entry = self.by_reason[reason] = {"count": 0, "first_lines": []}
+        entry["count"] += 1
+        if len(entry["first_lines"]) < SKIPPED_LINES_KEPT:
+            entry["first_lines"].append(line)
+
+    @property
+    def total(self) -> int:
+        return sum(e["count"] for e in self.by_reason.values())
+
+    def to_json(self) -> dict[str, Any]:
+        return {reason: {"count": e["count"], "first_lines": list(e["first_lines"])}
+                for reason, e in sorted(self.by_reason.items())}
+
+
+class TraceReader(WorkloadReader):
+    """Base of the built-in trace readers.
+
+    A reader instance reads one file. While :meth:`read` streams, ``source``
+    is kept up to date (rows read, requests yielded, rows skipped and why), so
+    ``tickgate import`` can put it in the workload header even when ``--limit``
+    stops the stream early.
+    """
+
+    #: prefix of generated request ids
+    id_prefix: str = "r"
+    #: whether the format carries prefix-block ids (so --block-size means something)
+    default_block_size: int | None = None
+
+    def __init__(self) -> None:
+        self.source: dict[str, Any] = {}
+        self.skipped = SkipTally()
+
+    def block_size(self, options: Mapping[str, Any]) -> int | None:
+        value = options.get("block_size")
+        if value is None:
+            return self.default_block_size
+        if self.default_block_size is None:
+            raise TickgateError(f"--block-size: the {self.name} format has no prefix-block ids")
+        if type(value) is not int or not 1 <= value <= 65536:
+            raise TickgateError(f"--block-size must be an integer from 1 to 65536, got {value!r}")
+        return value
+
+    def start(self, path: Path, options: Mapping[str, Any]) -> None:
+        self.skipped = SkipTally()
+        self.source = {"format": self.name, "file": str(path), "rows": 0, "requests": 0,
+                       "time_origin": "arrival_ms is relative to the first row"}
+        bs = self.block_size(options)
+        if bs is not None:
+            self.source["block_size"] = bs
+
+    def progress(self, rows: int, requests: int) -> None:
+        self.source["rows"] = rows
+        self.source["requests"] = requests
+        if self.skipped.by_reason:
+            self.source["skipped"] = self.skipped.to_json()
+
+    def request_id(self, line: int) -> str:
+        return f"{self.id_prefix}-{line:08d}"
+
+
+@contextlib.contextmanager
+def open_text(path: Path) -> Iterator[IO[str]]:
+    """Open a trace as UTF-8 text with errors that name the file."""
+    try:
+        fh = open(path, "r", encoding="utf-8", newline="")
+    except FileNotFoundError:
+        raise InputError(path, "file not found") from None
+    except IsADirectoryError:
+        raise InputError(path, "is a directory, expected a trace file") from None
+    except OSError as exc:
+        raise InputError(path, f"cannot read: {exc.strerror}") from None
+    with fh:
+        try:
+            yield fh
+        except UnicodeDecodeError as exc:
+            raise InputError(path, f"not UTF-8 text ({exc.reason})") from None
+
+
+def parse_count(path: Path, line: int, column: str, text: str) -> int:
+    """A token count: a non-negative integer (``"12"``; ``"12.0"`` is accepted too)."""
+    try:
+        value = int(text)
+    except ValueError:
+        try:
+            f = float(text)
+        except ValueError:
+            f = None  # type: ignore[assignment]
+        if f is None or not f.is_integer():
+            raise InputError(path, f"{column}: expected a whole number of tokens, found {text!r}",
+                             line=line) from None
+        value = int(f)
+    if value < 0 or value > MAX_TOKENS:
+        raise InputError(path, f"{column}: expected 0..{MAX_TOKENS} tokens, found {value}", line=line)
+    return value
+
+
+def parse_seconds(path: Path, line: int, column: str, text: str) -> float:
+    """A time in seconds: a finite, non-negative number."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise InputError(path, f"{column}: expected a time in seconds, found {text!r}", line=line) from None
+    if not (0.0 <= value <= MAX_INT):  # also rejects nan
+        raise InputError(path, f"{column}: expected a finite time >= 0 s, found {text!r}", line=line)
+    return value
+
+
+class ArrivalOrder:
+    """Enforces non-decreasing timestamps and makes them relative to the first row."""
+
+    def __init__(self, path: Path, column: str) -> None:
+        self.path = path
+        self.column = column
+        self.origin: float | None = None
+        self.last: float | None = None
+        self.last_line = 0
+
+    def check(self, value: float, line: int, text: str | None = None) -> None:
+        if self.last is not None and value < self.last:
+            shown = text if text is not None else f"{value:g}"
+            raise InputError(
+                self.path,
+                f"{self.column} {shown} is earlier than the row on line {self.last_line}: "
+                "rows must be sorted by arrival time (sort the file first)",
+                line=line,
+            )
+        if self.origin is None:
+            self.origin = value
+        self.last = value
+        self.last_line = line
+
+
+def check_header(path: Path, found: list[str], required: tuple[str, ...], fmt: str) -> dict[str, int]:
+    """Map column names to positions; a missing column names what was expected."""
+    names = [c.strip() for c in found]
+    index = {name: i for i, name in reversed(list(enumerate(names)))}
+    missing = [c for c in required if c not in index]
+    if missing:
+        raise InputError(path, f"not a {fmt} CSV: missing column(s) {', '.join(missing)}; "
+                         f"expected a header with {', '.join(required)}, found {', '.join(names) or 'nothing'}",
+                         line=1)
+    return index
+
+
+def field(path: Path, row: list[str], index: int, column: str, line: int) -> str:
+    if index >= len(row):
+        raise InputError(path, f"expected a value for column {column}, the row has only {len(row)} "
+                         "fields", line=line)
+    return row[index].strip()

@@ -1,0 +1,47 @@
+"""``tickgate gate``: decide promote / hold / rollback for a candidate."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from ..atomic import write_json
+from ..errors import InputError
+
+
+@click.command("gate")
+@click.option("--input", "bundle", type=click.Path(path_type=Path), default=None,
+              help="Gate bundle JSON holding baseline and candidate observations.")
+@click.option("--baseline", type=click.Path(path_type=Path), default=None,
+              help="Baseline observations: neutral JSON or any file an installed backend mirror reads.")
+@click.option("--candidate", type=click.Path(path_type=Path), default=None,
+              help="Candidate observations (same traffic, joined by request_id).")
+@click.option("--format", "format_", default="auto", show_default=True,
+              help="Format of --baseline/--candidate: auto, neutral or a backend mirror name.")
+@click.option("--output", "output_path", required=True, type=click.Path(path_type=Path),
+              help="Where to write the gate report (JSON, written atomically).")
+@click.option("--policy", "policy_path", type=click.Path(path_type=Path), default=None,
+              help="Policy YAML with a gate section (default: the bundled policies/gate-default.yaml).")
+@click.option("--quiet", is_flag=True, help="Do not print the decision and triage.")
+def gate_command(bundle: Path | None, baseline: Path | None, candidate: Path | None, format_: str,
+                 output_path: Path, policy_path: Path | None, quiet: bool) -> None:
+    """Gate a release. Exit 0 promote, 10 hold, 20 rollback, 2 invalid input."""
+    from ..cli import exit_with
+    from ..schemas import data_file
+    from ..gate.api import gate_files
+
+    if bundle is not None and (baseline is not None or candidate is not None):
+        raise InputError(bundle, "give either --input or --baseline and --candidate, not both")
+    if bundle is None and (baseline is None or candidate is None):
+        raise InputError(None, "give --input BUNDLE, or both --baseline and --candidate")
+    policy = policy_path if policy_path is not None else data_file("policies", "gate-default.yaml")
+    report = gate_files(policy, bundle=bundle, baseline=baseline, candidate=candidate, format=format_)
+    write_json(output_path, report)
+    if not quiet:
+        click.echo(f"{report['summary']} (matched {report['join']['matched']}) -> {output_path}")
+        for item in report["triage"]:
+            flag = " [dry-run]" if item["dry_run"] else ""
+            click.echo(f"  {item['status']}{flag} {item['signal']}: {item['message']}")
+            click.echo(f"    next: {item['next_action']}")
+    exit_with(report["exit_code"])

@@ -1,0 +1,36 @@
+"""The gate in one call, for the CLI and for embedding: policy + two sides -> report."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from ..plugins import Registry
+from ..policy import load_policy
+from .config import GateConfig, load_gate_config
+from .inputs import read_bundle, read_side
+from .join import join
+from .observations import Side
+from .report import build_report
+from .runner import evaluate
+from .segments import segment_summaries
+
+
+def run_gate(baseline: Side, candidate: Side, config: GateConfig) -> dict[str, Any]:
+    comparison = join(baseline, candidate, seed=config.seed)
+    outcomes = evaluate(config, comparison)
+    return build_report(config, comparison, outcomes, segment_summaries(comparison, config.segments))
+
+
+def gate_files(policy_path: Path | str, *, bundle: Path | str | None = None,
+               baseline: Path | str | None = None, candidate: Path | str | None = None,
+               format: str = "auto", registry: Registry | None = None) -> dict[str, Any]:
+    """Read the inputs, validate the policy first (cheap errors before big reads), gate."""
+    config = load_gate_config(load_policy(policy_path, registry=registry), registry)
+    if bundle is not None:
+        base, cand = read_bundle(bundle)
+    else:
+        assert baseline is not None and candidate is not None
+        base = read_side(baseline, "baseline", format, registry=registry)
+        cand = read_side(candidate, "candidate", format, registry=registry)
+    return run_gate(base, cand, config)

@@ -1,0 +1,278 @@
+"""Observations held column by column: one :class:`Side` per deployment.
+
+A million requests as a million dicts costs gigabytes; as typed arrays
+(``array('d')`` with NaN for "not observed", small integer codes for
+categorical fields) it costs tens of megabytes. Requests are checked once,
+here, against the rules of ``schemas/observations.schema.json`` (the request
+part is checked by :func:`check_request`, a hand-written equivalent of the
+schema that is ~50x faster than a generic validator; ``tests/test_gate_schema.py``
+keeps the two in agreement) and then folded into the columns.
+"""
+
+from __future__ import annotations
+
+import math
+from array import array
+from typing import Any, Callable
+
+from ..errors import InputError
+from ..schemas import load_schema, validate
+from .stats import quantile
+
+NAN = math.nan
+#: categorical request fields that default to the run-level value
+RUN_DEFAULTED = ("backend", "model", "accelerator", "scheduler")
+CATEGORIES = ("backend", "model", "accelerator", "route", "scheduler")
+#: numeric columns: latency, time to first token, per-request p95 of the
+#: inter-token gaps, token counts and peak memory pressure
+NUMERIC = ("latency_ms", "ttft_ms", "itl_p95_ms", "tokens_in", "tokens_out", "memory_pressure")
+_MS_MAX = 1e12
+_COUNT_MAX = 1_000_000_000_000
+REQUEST_KEYS = frozenset({
+    "request_id", "backend", "model", "accelerator", "route", "scheduler", "output_fingerprint",
+    "output_values", "error", "latency_ms", "ttft_ms", "itl_ms", "itl_p95_ms", "tokens_in",
+    "tokens_out", "memory_pressure", "streaming", "segments",
+})
+STREAMING_KEYS = frozenset({"timestamps", "first_token_ms", "gaps_ms", "token_count", "chunk_count",
+                            "finish_reason", "usage", "complete"})
+#: streaming column values
+NO_STREAM, INCOMPLETE_STREAM, COMPLETE_STREAM = -1, 0, 1
+
+Fail = Callable[[str, str], InputError]  # (json sub-path, message) -> error to raise
+
+
+def _number(v: Any) -> bool:
+    t = type(v)
+    return (t is float or t is int) and v == v
+
+
+def _ms(v: Any, key: str, fail: Fail) -> float:
+    if not _number(v) or v < 0 or v > _MS_MAX:
+        raise fail(key, f"expected milliseconds (a number 0..1e12), got {v!r}")
+    return float(v)
+
+
+def _count(v: Any, key: str, fail: Fail) -> float:
+    if type(v) is not int or v < 0 or v > _COUNT_MAX:
+        raise fail(key, f"expected a count (an integer >= 0), got {v!r}")
+    return float(v)
+
+
+def _fraction(v: Any, key: str, fail: Fail) -> float:
+    if not _number(v) or v < 0 or v > 1:
+        raise fail(key, f"expected a fraction 0..1, got {v!r}")
+    return float(v)
+
+
+def _ms_list(v: Any, key: str, fail: Fail) -> list[float]:
+    if type(v) is not list:
+        raise fail(key, f"expected an array of milliseconds, got {type(v).__name__}")
+    return [_ms(x, f"{key}[{i}]", fail) for i, x in enumerate(v)]
+
+
+def _string(v: Any, key: str, fail: Fail) -> str:
+    if type(v) is not str:
+        raise fail(key, f"expected a string, got {v!r}")
+    return v
+
+
+def check_streaming(s: Any, fail: Fail) -> tuple[int, float, list[float] | None]:
+    """Validate streaming evidence; return (column code, first token ms, gaps)."""
+    if type(s) is not dict:
+        raise fail("streaming", "expected an object with at least 'complete'")
+    extra = s.keys() - STREAMING_KEYS
+    if extra:
+        raise fail("streaming", f"unknown keys {sorted(extra)}; expected some of {sorted(STREAMING_KEYS)}")
+    complete = s.get("complete")
+    if type(complete) is not bool:
+        raise fail("streaming.complete", "is required and must be true or false")
+    ts = s.get("timestamps")
+    if ts is not None and ts not in ("receive", "server", "none"):
+        raise fail("streaming.timestamps", f"expected 'receive', 'server' or 'none', got {ts!r}")
+    first = _ms(s["first_token_ms"], "streaming.first_token_ms", fail) if "first_token_ms" in s else NAN
+    gaps = _ms_list(s["gaps_ms"], "streaming.gaps_ms", fail) if "gaps_ms" in s else None
+    for key in ("token_count", "chunk_count"):
+        if key in s:
+            _count(s[key], f"streaming.{key}", fail)
+    if "finish_reason" in s and s["finish_reason"] is not None:
+        _string(s["finish_reason"], "streaming.finish_reason", fail)
+    if "usage" in s and type(s["usage"]) is not dict:
+        raise fail("streaming.usage", "expected an object")
+    return (COMPLETE_STREAM if complete else INCOMPLETE_STREAM), first, gaps
+
+
+class Category:
+    """A categorical column: small integer codes and their values (-1: absent)."""
+
+    __slots__ = ("codes", "values", "_lookup")
+
+    def __init__(self, rows: int = 0) -> None:
+        self.codes = array("i", [-1]) * rows
+        self.values: list[str] = []
+        self._lookup: dict[str, int] = {}
+
+    def code(self, value: str) -> int:
+        code = self._lookup.get(value)
+        if code is None:
+            code = self._lookup[value] = len(self.values)
+            self.values.append(value)
+        return code
+
+    def value(self, row: int) -> str | None:
+        code = self.codes[row]
+        return None if code < 0 else self.values[code]
+
+
+class Side:
+    """One deployment's observations: run metadata plus request columns."""
+
+    def __init__(self, label: str, path: str) -> None:
+        self.label = label
+        self.path = path
+        self.run: dict[str, Any] = {}
+        self.ids: list[str] = []
+        self.index: dict[str, int] = {}
+        self.num: dict[str, array[float]] = {key: array("d") for key in NUMERIC}
+        self.cats: dict[str, Category] = {key: Category() for key in CATEGORIES}
+        self.custom_keys: list[str] = []
+        self.fingerprints: list[str | None] = []
+        self.values: list[tuple[float, ...] | None] = []
+        self.errors = array("b")
+        self.error_messages: dict[int, str] = {}
+        self.streaming = array("b")
+        self.has_requests = False
+
+    def __len__(self) -> int:
+        return len(self.ids)
+
+    @property
+    def aggregates(self) -> dict[str, Any]:
+        return self.run.get("aggregates") or {}
+
+    # -- building ---------------------------------------------------------------
+    def add(self, d: Any, fail: Fail) -> None:
+        """Check one request against the schema's rules and append it."""
+        if type(d) is not dict:
+            raise fail("", "expected a request object")
+        if not d.keys() <= REQUEST_KEYS:
+            extra = sorted(d.keys() - REQUEST_KEYS)
+            raise fail("", f"unknown keys {extra}; see schemas/observations.schema.json")
+        rid = d.get("request_id")
+        if type(rid) is not str or not rid:
+            raise fail("request_id", "is required and must be a non-empty string")
+        row = len(self.ids)
+        if self.index.setdefault(rid, row) != row:
+            raise fail("request_id", f"duplicate request_id {rid!r} (first at requests[{self.index[rid]}]); "
+                       "ids must be unique per run to be joined")
+        for key in CATEGORIES:
+            v = d.get(key)
+            col = self.cats[key]
+            col.codes.append(-1 if v is None and key not in d else col.code(_string(v, key, fail)))
+        fp = d.get("output_fingerprint")
+        if fp is not None or "output_fingerprint" in d:
+            _string(fp, "output_fingerprint", fail)
+        self.fingerprints.append(fp)
+        ov = d.get("output_values")
+        if ov is not None or "output_values" in d:
+            if type(ov) is not list or not all(_number(x) for x in ov):
+                raise fail("output_values", "expected an array of numbers")
+            ov = tuple(float(x) for x in ov)
+        self.values.append(ov)
+        err = d.get("error")
+        if err is not None:
+            self.error_messages[row] = _string(err, "error", fail)
+        self.errors.append(0 if err is None else 1)
+        num = self.num
+        v = d.get("latency_ms")
+        num["latency_ms"].append(NAN if v is None and "latency_ms" not in d else _ms(v, "latency_ms", fail))
+        for key in ("tokens_in", "tokens_out"):
+            v = d.get(key)
+            num[key].append(NAN if v is None and key not in d else _count(v, key, fail))
+        v = d.get("memory_pressure")
+        num["memory_pressure"].append(
+            NAN if v is None and "memory_pressure" not in d else _fraction(v, "memory_pressure", fail))
+        stream, first, gaps = NO_STREAM, NAN, None
+        if "streaming" in d:
+            stream, first, gaps = check_streaming(d["streaming"], fail)
+        self.streaming.append(stream)
+        v = d.get("ttft_ms")
+        num["ttft_ms"].append(first if v is None and "ttft_ms" not in d else _ms(v, "ttft_ms", fail))
+        v = d.get("itl_p95_ms")
+        if v is not None or "itl_p95_ms" in d:
+            itl = _ms(v, "itl_p95_ms", fail)
+        else:
+            if "itl_ms" in d:
+                gaps = _ms_list(d["itl_ms"], "itl_ms", fail)
+            itl = quantile(sorted(gaps), 0.95) if gaps else NAN
+        num["itl_p95_ms"].append(itl)
+        if "segments" in d:
+            self._add_segments(d["segments"], row, fail)
+        self.ids.append(rid)
+
+    def _add_segments(self, segs: Any, row: int, fail: Fail) -> None:
+        if type(segs) is not dict:
+            raise fail("segments", "expected an object of segment key -> string value")
+        for key in sorted(segs):
+            value = _string(segs[key], f"segments.{key}", fail)
+            col = self.cats.get(key)
+            if col is None:
+                if key in NUMERIC:
+                    raise fail(f"segments.{key}", "a segment key may not reuse a numeric field name")
+                col = self.cats[key] = Category(row + 1)
+                self.custom_keys.append(key)
+            elif key in CATEGORIES:
+                raise fail(f"segments.{key}", f"'{key}' is a request field; set it there, not in segments")
+            if len(col.codes) <= row:
+                col.codes.extend(array("i", [-1]) * (row + 1 - len(col.codes)))
+            col.codes[row] = col.code(value)
+
+    def finish(self) -> None:
+        """Pad custom segment columns and apply run-level defaults."""
+        rows = len(self.ids)
+        for key in self.custom_keys:
+            codes = self.cats[key].codes
+            if len(codes) < rows:
+                codes.extend(array("i", [-1]) * (rows - len(codes)))
+        self.custom_keys.sort()
+        for key in RUN_DEFAULTED:
+            default = self.run.get(key)
+            if isinstance(default, str):
+                col = self.cats[key]
+                if -1 in col.codes:
+                    code = col.code(default)
+                    col.codes = array("i", (code if c < 0 else c for c in col.codes))
+
+    def segment_keys(self) -> list[str]:
+        return [*CATEGORIES, *self.custom_keys]
+
+
+RUN_SCHEMA_KEYS = ("version", "kind", "run")
+
+
+def check_envelope(doc: dict[str, Any], path: Any, prefix: tuple[Any, ...] = ()) -> None:
+    """Validate everything but the request list with the JSON Schema itself."""
+    schema = load_schema("observations.schema.json")
+    envelope = {k: v for k, v in doc.items() if k != "requests"}
+    validate(envelope, schema, file=path, prefix=prefix)
+
+
+def side_from_document(doc: Any, label: str, path: str, prefix: str = "$") -> Side:
+    """Build a :class:`Side` from an observations document already in memory
+    (what a backend mirror returns)."""
+    if not isinstance(doc, dict):
+        raise InputError(path, "expected an observations object", json_path=prefix)
+    parts = tuple(p for p in prefix.lstrip("$").split(".") if p)
+    check_envelope(doc, path, parts)
+    side = Side(label, path)
+    side.run = doc["run"]
+    requests = doc.get("requests")
+    if requests is not None and not isinstance(requests, list):
+        raise InputError(path, "expected an array", json_path=f"{prefix}.requests")
+    for i, item in enumerate(requests or ()):
+        def fail(sub: str, msg: str, _i: int = i) -> InputError:
+            return InputError(path, msg, json_path=f"{prefix}.requests[{_i}]" + (f".{sub}" if sub else ""))
+        side.add(item, fail)
+    side.has_requests = bool(side.ids)
+    side.finish()
+    return side
+

@@ -1,0 +1,88 @@
+"""The gate-signal protocol: what a signal plugin is given and must return.
+
+A signal is a class registered through ``register_gate_signals``::
+
+    class MySignal(GateSignal):
+        name = "my-signal"               # what a policy's gate.signals[].name selects
+        description = "one line for `tickgate plugins`"
+        response = "hold"                # status when the check fails
+        options_schema = {...}           # JSON Schema of its options (validated, located)
+
+        @classmethod
+        def build(cls, options): ...     # -> configured instance
+        def evaluate(self, comparison):  # tickgate.gate.join.Comparison -> SignalResult
+
+``evaluate`` must be deterministic (seed from ``comparison.seed_for(id)``) and
+must fail closed: evidence it cannot read is a ``hold`` (reason
+``missing_evidence`` or ``insufficient_data``), never a ``pass``. Returning
+anything but a valid :class:`SignalResult`, or raising, is reported as an error
+naming the plugin and its distribution.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, ClassVar, Mapping
+
+import attrs
+
+from ..interfaces import GateSignal as _GateSignalBase
+
+STATUSES = ("pass", "hold", "rollback")
+#: decision rank: the worst status decides (rollback > hold > pass)
+RANK = {"pass": 0, "hold": 1, "rollback": 2}
+
+
+def _finite_or_none(_: Any, attribute: attrs.Attribute, value: Any) -> None:  # type: ignore[type-arg]
+    if value is None:
+        return
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        raise ValueError(f"{attribute.name} must be a finite number or None, got {value!r}")
+
+
+@attrs.frozen
+class SignalResult:
+    """What one signal concluded.
+
+    ``status``: pass, hold or rollback. ``reason``: a short code
+    (``within_policy``, ``regression``, ``inconclusive``, ``insufficient_data``,
+    ``missing_evidence``, ``mismatch``, ``drift``, ``error_increase``).
+    ``baseline``/``candidate``/``delta``/``threshold``: the compared figures in
+    ``unit``. ``ci``: (low, high) of ``delta`` at ``confidence`` for
+    statistical signals. ``evidence``: counts (pairs used, missing, ...).
+    ``next_action``: what a person should do when the status is not pass.
+    ``details``: JSON-ready extras (request ids to diff, segments, scopes).
+    """
+
+    status: str = attrs.field(validator=attrs.validators.in_(STATUSES))
+    reason: str = attrs.field(validator=attrs.validators.instance_of(str))
+    message: str = attrs.field(validator=attrs.validators.instance_of(str))
+    next_action: str | None = None
+    baseline: float | None = attrs.field(default=None, validator=_finite_or_none)
+    candidate: float | None = attrs.field(default=None, validator=_finite_or_none)
+    delta: float | None = attrs.field(default=None, validator=_finite_or_none)
+    threshold: float | None = attrs.field(default=None, validator=_finite_or_none)
+    unit: str | None = None
+    ci: tuple[float, float] | None = None
+    confidence: float | None = attrs.field(default=None, validator=_finite_or_none)
+    evidence: Mapping[str, int] = attrs.field(factory=dict)
+    details: Mapping[str, Any] = attrs.field(factory=dict)
+
+
+class GateSignal(_GateSignalBase):
+    """Base class for gate signals (optional: matching the protocol is enough)."""
+
+    response: ClassVar[str] = "hold"
+
+    @classmethod
+    def build(cls, options: Mapping[str, Any]) -> "GateSignal":
+        signal = cls()
+        signal.configure(dict(options))
+        return signal
+
+    def configure(self, options: dict[str, Any]) -> None:
+        """Store validated options (defaults already applied by the schema's author)."""
+        self.options = options
+
+    def evaluate(self, comparison: Any) -> SignalResult:
+        raise NotImplementedError

@@ -1,0 +1,70 @@
+"""Run the configured signals and combine them into one decision.
+
+The worst status decides: rollback outranks hold outranks pass (promote).
+Dry-run signals are evaluated and reported but never decide. A signal that
+raises or returns something other than a valid :class:`SignalResult` is an
+error naming the plugin and its distribution: the gate never guesses.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from typing import Any
+
+import attrs
+
+from ..errors import PluginError
+from .config import ConfiguredSignal, GateConfig, plugin_label
+from .join import Comparison
+from .protocol import RANK, SignalResult
+
+DECISIONS = {"pass": "promote", "hold": "hold", "rollback": "rollback"}
+
+
+@attrs.frozen
+class Outcome:
+    configured: ConfiguredSignal
+    result: SignalResult
+
+
+def _check(configured: ConfiguredSignal, result: Any) -> SignalResult:
+    label = plugin_label(configured.info)
+    if not isinstance(result, SignalResult):
+        raise PluginError(f"{label} returned {type(result).__name__}, not a SignalResult")
+    try:
+        attrs.validate(result)
+        if result.ci is not None:
+            lo, hi = result.ci
+            if not all(isinstance(x, (int, float)) and math.isfinite(x) for x in (lo, hi)) or lo > hi:
+                raise ValueError(f"ci must be two finite numbers low <= high, got {result.ci!r}")
+        for key, value in result.evidence.items():
+            if not isinstance(key, str) or isinstance(value, bool) or not isinstance(value, int):
+                raise ValueError(f"evidence must map names to integer counts, got {key!r}: {value!r}")
+        json.dumps(result.details, allow_nan=False, sort_keys=True)
+    except (ValueError, TypeError) as exc:
+        raise PluginError(f"{label} returned invalid data: {exc}") from None
+    return result
+
+
+def evaluate(config: GateConfig, comparison: Comparison) -> list[Outcome]:
+    outcomes = []
+    for configured in config.signals:
+        try:
+            result = configured.signal.evaluate(comparison)
+        except PluginError:
+            raise
+        except Exception as exc:
+            raise PluginError(f"{plugin_label(configured.info)} failed: {type(exc).__name__}: {exc}") from exc
+        outcomes.append(Outcome(configured, _check(configured, result)))
+    return outcomes
+
+
+def decide(outcomes: list[Outcome]) -> str:
+    """Worst deciding status; with no deciding signal at all there is no
+    evidence, so the gate holds instead of promoting."""
+    deciding = [o for o in outcomes if not o.configured.dry_run]
+    if not deciding:
+        return "hold"
+    worst = max((o.result.status for o in deciding), key=RANK.__getitem__)
+    return DECISIONS[worst]

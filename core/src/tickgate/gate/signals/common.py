@@ -1,0 +1,45 @@
+"""Helpers the built-in signals share: option schemas, id lists, wording."""
+
+from __future__ import annotations
+
+from typing import Any, Iterable, Mapping
+
+from ..protocol import SignalResult
+
+#: how many request ids a result lists (the counts are always complete)
+ID_LIMIT = 20
+
+DEFAULT_SEGMENT_KEYS = ["backend", "model", "accelerator"]
+
+FRACTION = {"type": "number", "minimum": 0, "maximum": 1}
+SEGMENT_KEYS = {"type": "array", "items": {"type": "string", "minLength": 1}, "uniqueItems": True}
+
+
+def schema(properties: Mapping[str, Any], required: Iterable[str] = ()) -> dict[str, Any]:
+    out: dict[str, Any] = {"type": "object", "additionalProperties": False, "properties": dict(properties)}
+    if required:
+        out["required"] = list(required)
+    return out
+
+
+def ids(values: Iterable[str], limit: int = ID_LIMIT) -> list[str]:
+    """The first ``limit`` ids in sorted order (sorted: output must not depend on input order)."""
+    return sorted(values)[:limit]
+
+
+def id_text(values: list[str], total: int) -> str:
+    shown = ", ".join(values)
+    return shown + (f" (+{total - len(values)} more)" if total > len(values) else "")
+
+
+def pct(x: float) -> str:
+    return f"{x * 100:.2f}%"
+
+
+def no_join(reason: str) -> SignalResult:
+    """Aggregate-only runs: this signal needs per-request pairs."""
+    return SignalResult(
+        status="hold", reason="missing_evidence",
+        message=f"no per-request join was possible (aggregate-only observations): {reason}",
+        next_action="capture per-request observations (request_id on both sides) so they can be joined",
+        evidence={"matched": 0})

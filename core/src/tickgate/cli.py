@@ -23,6 +23,7 @@ LAZY_COMMANDS: dict[str, str] = {
     "import": "tickgate.commands.importer:import_command",
     "validate": "tickgate.commands.misc:validate_command",
     "plugins": "tickgate.commands.misc:plugins_command",
+    "gate": "tickgate.commands.gate:gate_command",
 }
 
 
@@ -65,7 +66,8 @@ def cli(ctx: click.Context, debug: bool) -> None:
 def main(argv: list[str] | None = None) -> int:
     debug = "--debug" in (argv if argv is not None else sys.argv[1:])
     try:
-        cli.main(args=argv, prog_name="tickgate", standalone_mode=False)
+        # click >= 8.2 returns (not raises) an Exit's code when standalone_mode is False
+        code = cli.main(args=argv, prog_name="tickgate", standalone_mode=False)
     except TickgateError as exc:
         if debug:
             traceback.print_exc()
@@ -88,7 +90,7 @@ def main(argv: list[str] | None = None) -> int:
         click.echo(f"internal error: {type(exc).__name__}: {exc} (run with --debug for the traceback)",
                    err=True)
         return 3
-    return 0
+    return code if isinstance(code, int) else 0
 
 
 def run() -> None:

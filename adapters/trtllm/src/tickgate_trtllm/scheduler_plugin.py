@@ -3,4 +3,12 @@ scheduling mirror (scheduler plugins), imported lazily inside the hooks."""
 
 from __future__ import annotations
 
-from tickgate import hookimpl  # noqa: F401
+from tickgate import hookimpl
+from tickgate.hookspecs import Register
+
+
+@hookimpl
+def register_schedulers(register: Register) -> None:
+    from .scheduler import TrtllmScheduler
+
+    register(TrtllmScheduler)

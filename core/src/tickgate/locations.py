@@ -57,6 +57,11 @@ def _yaml_to_plain(node: Any, path: list[Any], locs: Locations, file: Path,
     from ruamel.yaml.comments import CommentedMap, CommentedSeq
 
     counter[0] += 1
+    tag = getattr(getattr(node, "tag", None), "value", None)
+    if isinstance(node, (CommentedMap, CommentedSeq)) and tag is not None:
+        line, col = locs.get(json_path(path), (None, None))
+        raise InputError(file, f"YAML tag {tag} is not allowed (safe loading: plain scalars, lists and "
+                         "mappings only)", line=line, column=col, json_path=json_path(path))
     if counter[0] > MAX_NODES:
         raise InputError(file, f"document has more than {MAX_NODES} values (alias expansion?)")
     if len(path) > MAX_DEPTH:

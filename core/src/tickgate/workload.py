@@ -24,7 +24,7 @@ from typing import Any, Iterable, Iterator, Mapping
 import attrs
 
 from .errors import InputError
-from .locations import MAX_INT, parse_json, read_text
+from .locations import MAX_INT, _reject_constant, parse_json, read_text
 from .model import Request
 from .schemas import load_schema, validate
 
@@ -97,11 +97,21 @@ def _fast_ok(item: Any) -> bool:
     if "strict_deadline" in item and type(item["strict_deadline"]) is not bool:
         return False
     for key in ("prefix_blocks", "prompt_token_ids"):
-        if key in item:
-            v = item[key]
-            if type(v) is not list or not all(_is_int(x) and x >= 0 for x in v):
-                return False
+        if key in item and not _id_list_ok(item[key]):
+            return False
     return True
+
+
+def _id_list_ok(v: Any) -> bool:
+    """A list of integers in 0..MAX_INT, checked at C speed (block-id lists are long)."""
+    if type(v) is not list:
+        return False
+    if not v:
+        return True
+    return set(map(type, v)) == _ONLY_INT and min(v) >= 0 and max(v) <= MAX_INT
+
+
+_ONLY_INT = {int}
 
 
 def request_from_dict(item: Mapping[str, Any]) -> Request:
@@ -164,28 +174,30 @@ class _RequestChecker:
             validate(item, self.schema, file=self.path, prefix=("requests", index), line=line)
             raise InputError(self.path, "invalid request", line=line,
                              json_path=f"$.requests[{index}]")  # pragma: no cover
-        where = {"line": line, "json_path": f"$.requests[{index}]"}
         if item["prompt_tokens"] + item["max_output_tokens"] > MAX_TOKENS:
-            raise InputError(self.path, f"prompt_tokens + max_output_tokens exceeds {MAX_TOKENS}", **where)
+            raise self._error(f"prompt_tokens + max_output_tokens exceeds {MAX_TOKENS}", index, line)
         rid = item["id"]
-        if rid in self.seen:
-            raise InputError(self.path, f"duplicate request id {rid!r}", **where)
-        self.seen.add(rid)
-        timed = "arrival_ms" in item
+        seen = self.seen
+        if rid in seen:
+            raise self._error(f"duplicate request id {rid!r}", index, line)
+        seen.add(rid)
+        am = item.get("arrival_ms")
+        timed = am is not None
         if self.timed is None:
             self.timed = timed
         elif timed != self.timed:
-            raise InputError(self.path, "either every request has arrival_ms or none has", **where)
-        key = (float(item["arrival_ms"]) if timed else float(item.get("arrival_tick", 0)), index)
-        if self.last_key is not None and key[0] < self.last_key[0]:
+            raise self._error("either every request has arrival_ms or none has", index, line)
+        arrival = float(am) if timed else float(item.get("arrival_tick", 0))
+        last = self.last_key
+        if last is not None and arrival < last[0]:
             field = "arrival_ms" if timed else "arrival_tick"
-            raise InputError(
-                self.path,
-                f"requests must be in arrival order: {field} {key[0]:g} comes after {self.last_key[0]:g}",
-                **where,
-            )
-        self.last_key = key
+            raise self._error(f"requests must be in arrival order: {field} {arrival:g} comes after {last[0]:g}",
+                              index, line)
+        self.last_key = (arrival, index)
         return request_from_dict(item)
+
+    def _error(self, message: str, index: int, line: int | None) -> InputError:
+        return InputError(self.path, message, line=line, json_path=f"$.requests[{index}]")
 
 
 def _header_from(data: Mapping[str, Any], path: Any) -> WorkloadHeader:
@@ -217,7 +229,7 @@ def read_workload(path: Path) -> Workload:
     stripped = first.rstrip()
     if stripped.startswith("{") and stripped.endswith('"requests": ['):
         header = _header_from(parse_json(stripped + "]}", path), path)
-        return Workload(header, _stream_lines(path), str(path))
+        return Workload(header, _utf8_guard(_stream_lines(path), path), str(path))
     data = parse_json(read_text(path, limit=1 << 31), path)
     if not isinstance(data, dict):
         raise InputError(path, f"expected a JSON object with version and requests, found {type(data).__name__}",
@@ -225,13 +237,29 @@ def read_workload(path: Path) -> Workload:
     header = _header_from(data, path)
     requests = data.get("requests")
     if not isinstance(requests, list):
-        raise InputError(path, "'requests' is required and must be a list", json_path="$.requests")
+        found = "nothing" if requests is None else type(requests).__name__.replace("dict", "an object")
+        raise InputError(path, f"expected a list of requests, found {found}", json_path="$.requests")
     checker = _RequestChecker(path)
     return Workload(header, (checker.check(item, i, None) for i, item in enumerate(requests)), str(path))
 
 
+_DECODE = json.JSONDecoder(parse_constant=_reject_constant).decode
+
+
+def _utf8_guard(requests: Iterator[Request], path: Path) -> Iterator[Request]:
+    """Turn a decoding failure deep in the stream into a located error."""
+    try:
+        yield from requests
+    except UnicodeDecodeError as exc:
+        raise InputError(path, f"not UTF-8 text (a line holds byte 0x{exc.object[exc.start]:02x})") from None
+
+
 def _stream_lines(path: Path) -> Iterator[Request]:
+    """Stream the one-request-per-line layout. The decoder is built once; a line
+    that fails to decode is parsed again by :func:`parse_json` for its message."""
     checker = _RequestChecker(path)
+    check = checker.check
+    decode = _DECODE
     index = 0
     closed = False
     with path.open("r", encoding="utf-8") as fh:
@@ -245,10 +273,13 @@ def _stream_lines(path: Path) -> Iterator[Request]:
             if text == "]}":
                 closed = True
                 continue
-            if text.endswith(","):
+            if text[-1] == ",":
                 text = text[:-1]
-            item = parse_json(text, path, line_offset=lineno - 1)
-            yield checker.check(item, index, lineno)
+            try:
+                item = decode(text)
+            except (ValueError, RecursionError):
+                item = parse_json(text, path, line_offset=lineno - 1)
+            yield check(item, index, lineno)
             index += 1
     if not closed:
         raise InputError(path, "file ends before the requests list is closed (truncated?)")

@@ -127,3 +127,55 @@ def test_output_directory_is_created_and_write_is_atomic(tmp_path: Path) -> None
     assert res.returncode == 0
     assert json.loads(out.read_text())["summary"]["request_count"] == 4
     assert sorted(p.name for p in out.parent.iterdir()) == ["r.json"]
+
+
+def test_tick_limit_stops_a_replay(tmp_path: Path) -> None:
+    p = tmp_path / "p.yaml"
+    p.write_text(GOOD_POLICY + "limits:\n  max_ticks: 5\n")
+    _expect_error(tmp_path, ["replay", "--input", str(FIXTURES / "workload.json"), "--policy", str(p)],
+                  "replay exceeded the tick limit of 5 steps")
+
+
+def test_a_replay_without_progress_stops_with_an_error() -> None:
+    import types
+
+    from tickgate.errors import ReplayError
+    from tickgate.hookspecs import hookimpl
+    from tickgate.interfaces import AdmissionPolicy
+    from tickgate.model import Request
+    from tickgate.plugins import get_registry
+    from tickgate.policy import load_policy
+    from tickgate.replay import replay
+
+    class Never(AdmissionPolicy):
+        """Queues everything, offers nothing: a policy bug the engine must survive."""
+
+        name = "never"
+
+        def __init__(self) -> None:
+            self.queue: list[Request] = []
+
+        @classmethod
+        def build(cls, options, ctx):  # type: ignore[no-untyped-def]
+            return cls()
+
+        def enqueue(self, request, tick):  # type: ignore[no-untyped-def]
+            self.queue.append(request)
+
+        def candidates(self, tick):  # type: ignore[no-untyped-def]
+            return iter(())
+
+        def __len__(self) -> int:
+            return len(self.queue)
+
+    module = types.ModuleType("never_plugin")
+    module.register_admission_policies = hookimpl(lambda register: register(Never))  # type: ignore[attr-defined]
+    get_registry().register_module(module, distribution="never-dist")
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "p.yaml"
+        path.write_text(GOOD_POLICY.replace("name: priority-fcfs", "name: never"))
+        policy = load_policy(path)
+    with pytest.raises(ReplayError, match=r"no progress for 100000 steps at step 100000: 1 requests queued, 0 active"):
+        replay([Request(id="a", prompt_tokens=4, max_output_tokens=1)], policy)

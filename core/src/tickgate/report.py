@@ -54,6 +54,38 @@ def distribution(values: Iterable[float], digits: int = 6) -> dict[str, Any] | N
     }
 
 
+_encode_str = json.encoder.encode_basestring_ascii  # what json.dumps uses for str (C when available)
+_DETAIL_JSON = json.JSONEncoder(sort_keys=True, separators=(",", ":"))
+
+
+def canonical_body(record: TickRecord) -> str:
+    """``json.dumps(record.canonical(), sort_keys=True, separators=(",", ":"))``,
+    byte for byte, without building the dict (the fingerprint's hot path).
+
+    Only plain ints and str ids take the fast path; anything else (an int
+    subclass, a non-str id) falls back to ``json.dumps`` itself.
+    """
+    r = record
+    ints = (r.active, r.decode_tokens, r.kv_pages_reserved, r.kv_pages_used, r.prefill_tokens, r.queued)
+    for v in ints:
+        if type(v) is not int:
+            return json.dumps(r.canonical(), sort_keys=True, separators=(",", ":"))
+    enc = _encode_str
+    try:
+        admitted = ",".join(map(enc, r.admitted))
+        completed = ",".join(map(enc, r.completed))
+        decoded = ",".join(map(enc, r.decoded))
+        preempted = ",".join(map(enc, r.preempted))
+        rejected = ",".join(map(enc, r.rejected))
+    except TypeError:
+        return json.dumps(r.canonical(), sort_keys=True, separators=(",", ":"))
+    detail = f',"detail":{_DETAIL_JSON.encode(r.detail)}' if r.detail else ""
+    return (f'{{"active":{ints[0]},"admitted":[{admitted}],"completed":[{completed}],'
+            f'"decode_tokens":{ints[1]},"decoded":[{decoded}]{detail},"kv_pages_reserved":{ints[2]},'
+            f'"kv_pages_used":{ints[3]},"preempted":[{preempted}],"prefill_tokens":{ints[4]},'
+            f'"queued":{ints[5]},"rejected":[{rejected}]}}')
+
+
 class FingerprintSink:
     """Running SHA-256 over the canonical, run-merged tick serialisation."""
 
@@ -68,7 +100,7 @@ class FingerprintSink:
         pass
 
     def record(self, record: TickRecord) -> None:
-        body = json.dumps(record.canonical(), sort_keys=True, separators=(",", ":"))
+        body = canonical_body(record)
         pending = self._pending
         if pending is not None and pending[2] == body and pending[0] + pending[1] == record.tick:
             self._pending = (pending[0], pending[1] + record.span, body)

@@ -25,15 +25,27 @@ on arrival with the reason.
 Admission scans are event-driven: the queue is only walked when something
 that could let a request in has changed (an arrival, freed pages, a step that
 ran out of budget, or an admission policy whose state moves with time).
+
+Fast-forward: when a step would admit nothing and every active request
+decodes (no more of them than the batch width), the following steps make
+the same decisions until the next completion or arrival. Such a run is
+returned as one record with ``span`` > 1 (the fingerprint merges runs, so it
+is unchanged). Step latencies are still added one step at a time, in the
+same order as single steps would, so every time in the report is the same
+float; a span is only taken when the engine's ``now + duration`` lands on
+exactly that time. Cost then grows with events, not with decoded tokens.
 """
 
 from __future__ import annotations
 
+from bisect import bisect_left
 from collections import deque
+from itertools import accumulate
 from typing import Any, Mapping
 
-from ..interfaces import AdmissionContext, BuildContext, Horizon, Scheduler
+from ..interfaces import AdmissionContext, AdmissionPolicy, BuildContext, Horizon, Scheduler
 from ..model import Request, RequestOutcome, TickRecord
+from ..timing import TimingModel
 
 OPTIONS_SCHEMA: Mapping[str, Any] = {
     "type": "object",
@@ -55,6 +67,30 @@ OPTIONS_SCHEMA: Mapping[str, Any] = {
 }
 
 
+#: longest span taken at once (bounds the list of step end times)
+MAX_SPAN = 1 << 16
+
+
+def _step_ends(timing: TimingModel, start: float, seqs: int, context: int, steps: int) -> list[float]:
+    """End times of ``steps`` decode-only steps of ``seqs`` sequences reading
+    ``context`` tokens (growing by ``seqs`` a step), starting at ``start``.
+
+    Bit-identical to adding ``timing.step_ms(0, seqs, context)`` to the clock
+    one step at a time (``accumulate`` adds left to right, and for the stock
+    model ``step_ms(0, n, c)`` is exactly ``base + per_context_token_ms * c``
+    with ``base`` evaluated in the same order), but runs in C.
+    """
+    contexts = range(context, context + steps * seqs, seqs)
+    if type(timing).step_ms is TimingModel.step_ms:
+        base = timing.fixed_ms + timing.per_prefill_token_ms * 0 + timing.per_decode_seq_ms * seqs
+        durations: Any = map(base.__add__, map(timing.per_context_token_ms.__mul__, contexts))
+    else:
+        durations = (timing.step_ms(0, seqs, c) for c in contexts)
+    out = list(accumulate(durations, initial=start))
+    del out[0]
+    return out
+
+
 class _Active:
     __slots__ = ("request", "decoded", "admitted_tick", "first_token_tick", "first_token_ms", "pages")
 
@@ -71,6 +107,9 @@ class SeedScheduler(Scheduler):
     name = "seed"
     description = "Conservative paged reservation, budgeted non-blocking admission, round-robin decode."
     options_schema = OPTIONS_SCHEMA
+    #: fold runs of identical decode-only steps into one record (tests turn it off
+    #: to check that it changes no decision)
+    fast_forward = True
 
     def __init__(self, options: Mapping[str, Any], ctx: BuildContext) -> None:
         self.page_size = options["page_size"]
@@ -89,6 +128,11 @@ class SeedScheduler(Scheduler):
         self.prefix_hits: dict[str, int] = {}
         self.flagged: dict[str, tuple[str, ...]] = {}
         self.dynamic_admission = bool(getattr(self.admission, "dynamic", False))
+        # Spans need an admission policy whose per-step hooks cannot act on their own.
+        adm_cls = type(self.admission)
+        self.can_span = (self.fast_forward and not self.dynamic_admission
+                         and adm_cls.shed is AdmissionPolicy.shed
+                         and adm_cls.trace_detail is AdmissionPolicy.trace_detail)
         self.active: deque[_Active] = deque()
         self.outcomes: list[RequestOutcome] = []
         self.rejected_now: list[str] = []
@@ -146,6 +190,10 @@ class SeedScheduler(Scheduler):
 
     # -- one step --------------------------------------------------------------
     def step(self, horizon: Horizon) -> TickRecord:
+        if self.can_span:
+            record = self._decode_span(horizon)
+            if record is not None:
+                return record
         tick = self.clock.tick
         for request, reason in self.admission.shed(tick):
             since = self.waiting_since.pop(request.id, None)
@@ -205,6 +253,56 @@ class SeedScheduler(Scheduler):
             rejected=rejected,
             duration_ms=duration,
             detail={"admission": detail} if detail else None,
+        )
+
+    def _decode_span(self, horizon: Horizon) -> TickRecord | None:
+        """Steps that only decode every active request, up to (not including) the
+        next completion and never starting at or after the next arrival; None
+        when fewer than two such steps follow (take a normal step)."""
+        active = self.active
+        n = len(active)
+        if n == 0 or n > self.width or self.rejected_now:
+            return None
+        if len(self.admission) and (self.dirty or self.dynamic_admission):
+            return None  # an admission scan is due
+        steps = min(min(e.request.max_output_tokens - e.decoded for e in active) - 1, MAX_SPAN)
+        if horizon.max_ticks is not None and horizon.max_ticks < steps:
+            steps = horizon.max_ticks
+        if steps < 2:
+            return None
+        clock = self.clock
+        tick = clock.tick
+        timing = self.timing
+        duration: float | None = None
+        first_end: float | None = None
+        if timing is not None:
+            start = clock.now_ms
+            ends = _step_ends(timing, start, n, sum(e.request.prompt_tokens + e.decoded for e in active), steps)
+            until = horizon.until_ms
+            if until is not None:
+                # step k (k >= 1) starts at ends[k - 1]; it runs only if that is before the arrival
+                steps = bisect_left(ends, until, 0, steps - 1) + 1
+                if steps < 2:
+                    return None
+            t = ends[steps - 1]
+            first_end = ends[0]
+            duration = t - start
+            if start + duration != t:
+                return None  # the engine's clock would not land on t exactly
+        for e in active:
+            if e.first_token_tick is None:
+                e.first_token_tick = tick
+                e.first_token_ms = first_end
+            e.decoded += steps
+        return TickRecord(
+            tick=tick,
+            decoded=tuple(e.request.id for e in active),
+            decode_tokens=n,
+            queued=len(self.admission),
+            active=n,
+            kv_pages_used=self.kv.used,
+            span=steps,
+            duration_ms=duration,
         )
 
     def _admit(self, tick: int) -> tuple[list[str], int, int]:

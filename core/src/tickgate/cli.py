@@ -23,6 +23,7 @@ LAZY_COMMANDS: dict[str, str] = {
     "import": "tickgate.commands.importer:import_command",
     "validate": "tickgate.commands.misc:validate_command",
     "plugins": "tickgate.commands.misc:plugins_command",
+    "normalize": "tickgate.commands.normalize:normalize_command",
     "gate": "tickgate.commands.gate:gate_command",
 }
 

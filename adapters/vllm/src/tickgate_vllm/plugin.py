@@ -1,8 +1,32 @@
-"""Entry point ``vllm = tickgate_vllm.plugin``: registers this adapter's readers (native output formats, streaming evidence)'s plugins.
+"""Entry point ``vllm = tickgate_vllm.plugin``: this adapter's readers of what
+vLLM and its bench client write (bench results, /metrics, SSE streams, KV
+events) and its streaming-evidence parser.
 
-Implementation modules are imported inside the hooks (lazily).
+Implementation modules are imported inside the hooks (lazy start-up).
 """
 
 from __future__ import annotations
 
-from tickgate import hookimpl  # noqa: F401  (hooks are added as the adapter grows)
+from typing import Any
+
+from tickgate import hookimpl
+
+
+@hookimpl
+def register_backend_mirrors(register: Any) -> None:
+    from .bench import VllmBenchMirror
+    from .kv_events import VllmKvEventsMirror
+    from .metrics import VllmMetricsMirror
+    from .sse import VllmSseMirror
+
+    register(VllmBenchMirror())
+    register(VllmMetricsMirror())
+    register(VllmSseMirror())
+    register(VllmKvEventsMirror())
+
+
+@hookimpl
+def register_evidence_parsers(register: Any) -> None:
+    from .sse import VllmSseEvidence
+
+    register(VllmSseEvidence())

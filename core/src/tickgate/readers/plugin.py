@@ -1,6 +1,20 @@
-"""Entry point ``readers = tickgate.readers.plugin``: built-in readers plugins, registered
-through the same hooks and entry-point group as a third party's."""
+"""Entry point ``readers = tickgate.readers.plugin``: the generic backend
+mirrors (neutral observations, aiperf, genai-perf), registered through the same
+hooks and entry-point group as a third party's."""
 
 from __future__ import annotations
 
-from ..hookspecs import hookimpl  # noqa: F401
+from typing import Any
+
+from ..hookspecs import hookimpl
+
+
+@hookimpl
+def register_backend_mirrors(register: Any) -> None:
+    from .aiperf import AiperfMirror
+    from .genai_perf import GenaiPerfMirror
+    from .neutral import NeutralMirror
+
+    register(NeutralMirror())
+    register(AiperfMirror())
+    register(GenaiPerfMirror())

@@ -1,0 +1,142 @@
+"""The ``vllm-bench`` backend mirror: ``vllm bench serve`` /
+``benchmarks/benchmark_serving.py`` result files.
+
+A result is one JSON object (``--save-result``) or one line of a JSONL file
+(``--append-result``; the last line is read unless ``FILE#LINE`` selects
+another). Summary keys are milliseconds (``mean_ttft_ms``, ``p99_itl_ms``...),
+durations seconds; the per-request arrays (``--save-detailed``, or always in
+pre-2025 versions) are seconds. Quirks handled: the ``"request_goodput:"`` key
+with a stray colon (2024 to mid-2025), ``best_of`` (old versions),
+``request_rate`` written as the string ``"inf"``, ``--metadata`` keys merged
+at top level, and CI post-processed files without ``duration``/``completed``.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, ClassVar
+
+from tickgate.errors import InputError
+from tickgate.interfaces import BackendMirror
+from tickgate.readers.benchkeys import ARRAY_KEYS, has_arrays, requests_from_arrays, summary_percentiles
+from tickgate.readers.common import (Fields, clean_aggregates, document, head_text, is_number, iter_json_lines,
+                                     parse_engine_json, pick_line, provenance, read_text)
+
+METRICS = {"ttft": "ttft_ms", "tpot": "tpot_ms", "itl": "itl_ms", "e2el": "latency_ms"}
+#: top-level keys the reader interprets (everything else scalar is metadata)
+KNOWN = {"date", "endpoint_type", "backend", "label", "model_id", "tokenizer_id", "num_prompts", "request_rate",
+         "burstiness", "max_concurrency", "duration", "completed", "failed", "total_input_tokens",
+         "total_output_tokens", "request_throughput", "request_goodput", "request_goodput:", "output_throughput",
+         "total_token_throughput", "max_output_tokens_per_s", "max_concurrent_requests", "rtfx", "best_of",
+         "ramp_up_strategy", "ramp_up_start_rps", "ramp_up_end_rps", "latencies", "start_times", "queue_times",
+         *ARRAY_KEYS}
+_EXTRA_NUMBERS = ("total_token_throughput", "max_output_tokens_per_s", "max_concurrent_requests", "burstiness",
+                  "max_concurrency", "rtfx", "best_of")
+
+
+def sniff_bench(head: bytes) -> bool:
+    text = head_text(head).lstrip()
+    return (text.startswith("{") and '_ttft_ms"' in text
+            and any(k in text for k in ('"model_id"', '"tokenizer_id"', '"request_goodput:"', '"best_of"'))
+            and '"total_output_tokens_retokenized"' not in text)
+
+
+def detect_version(obj: dict[str, Any]) -> str:
+    if "request_goodput:" in obj or "best_of" in obj:
+        version = "benchmark_serving-legacy"
+    elif "endpoint_type" in obj or "max_concurrent_requests" in obj or "rtfx" in obj:
+        version = "vllm-bench-serve"
+    else:
+        version = "benchmark_serving"
+    if "duration" not in obj and "completed" not in obj:
+        version += "+ci-reduced"
+    if has_arrays(obj):
+        version += "+detailed"
+    return version
+
+
+class VllmBenchMirror(BackendMirror):
+    name: ClassVar[str] = "vllm-bench"
+    description: ClassVar[str] = "vllm bench serve / benchmark_serving.py result JSON or appended JSONL"
+    accepts_line: ClassVar[bool] = True
+
+    def sniff(self, path: Path, head: bytes) -> bool:
+        return sniff_bench(head)
+
+    def read(self, path: Path, line: int | None = None) -> dict[str, Any]:
+        text = read_text(path)
+        if not text.strip():
+            raise InputError(path, "empty file: expected a vllm bench serve result")
+        notes: list[str] = []
+        stripped = text.strip()
+        if "\n" in stripped and stripped.startswith("{") and _is_jsonl(stripped):
+            lineno, obj = pick_line(path, list(iter_json_lines(path, text)), line, "result", notes)
+        else:
+            if line is not None and line != 1:
+                raise InputError(path, f"holds one result; there is no run on line {line}")
+            lineno, obj = None, parse_engine_json(text, path)
+        return read_result(obj, path, lineno, notes, fmt=self.name)
+
+
+def _is_jsonl(text: str) -> bool:
+    """A JSON document spread over lines, or one object per line?"""
+    first = text.split("\n", 1)[0].strip()
+    if not first.endswith("}"):
+        return False
+    try:
+        parse_engine_json(first, "<probe>")
+    except InputError:
+        return False
+    return True
+
+
+def read_result(obj: Any, path: Path, lineno: int | None, notes: list[str], *, fmt: str) -> dict[str, Any]:
+    f = Fields(obj, path, line=lineno, notes=notes)
+    agg: dict[str, Any] = {}
+    extra: dict[str, Any] = {}
+    agg.update(summary_percentiles(f, METRICS, extra))
+    completed = f.count("completed")
+    failed = f.count("failed")
+    num_prompts = f.count("num_prompts")
+    agg["completed"] = completed
+    agg["failed"] = failed
+    if completed is not None and failed is not None:
+        agg["request_count"] = completed + failed
+        if completed + failed:
+            agg["error_rate"] = round(failed / (completed + failed), 6)
+    elif num_prompts is not None:
+        agg["request_count"] = num_prompts
+    agg["duration_s"] = f.number("duration")
+    agg["request_throughput"] = f.number("request_throughput")
+    agg["output_throughput"] = f.number("output_throughput")
+    agg["total_input_tokens"] = f.count("total_input_tokens")
+    agg["total_output_tokens"] = f.count("total_output_tokens")
+    for key in _EXTRA_NUMBERS:
+        v = f.number(key)
+        if v is not None:
+            extra[key] = v
+    for key in ("request_goodput", "request_goodput:"):
+        v = f.number(key)
+        if v is not None:
+            extra["request_goodput"] = v
+    rate = obj.get("request_rate")
+    if rate == "inf" or (is_number(rate) and rate == float("inf")):
+        extra["request_rate"] = "inf"
+    elif is_number(rate):
+        extra["request_rate"] = f.number("request_rate")
+    elif rate is not None:
+        raise f.fail("request_rate", f"expected a number or \"inf\", got {rate!r}")
+    agg["extra"] = extra
+    metadata = {k: v for k, v in sorted(obj.items())
+                if k not in KNOWN and not k.endswith("_ms") and isinstance(v, (str, int, float, bool))}
+    model = f.string("model_id")
+    backend = f.string("backend") or "vllm"
+    requests = None
+    if has_arrays(obj):
+        requests = requests_from_arrays(f, backend=backend, model=model, notes=notes)
+    else:
+        notes.append("summary only (no per-request arrays): run-level comparison only")
+    run = {"label": f.string("label") or f.string("date"), "backend": backend, "model": model,
+           "provenance": provenance(path, fmt, detect_version(obj), notes, line=lineno, metadata=metadata),
+           "aggregates": clean_aggregates(agg)}
+    return document(run, requests)

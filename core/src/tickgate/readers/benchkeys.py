@@ -1,0 +1,126 @@
+"""Summary keys and per-request arrays of the Python bench clients.
+
+``vllm bench serve`` (benchmark_serving.py) and ``sglang.bench_serving`` share
+a lineage and a layout: summary statistics as flat keys
+``{mean,median,std,pNN}_{metric}_ms`` in milliseconds, and (with
+``--save-detailed`` / ``--output-details``) index-aligned per-request arrays
+``input_lens, output_lens, ttfts, itls, generated_texts, errors`` whose times
+are in **seconds**. Both adapters read them with these functions.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any, Mapping
+
+from ..errors import InputError
+from .common import Fields, is_number
+from .stats import summarize
+from .streams import fingerprint
+
+_STAT = re.compile(r"^(mean|median|std|min|max|p(\d+(?:\.\d+)?))_(.+)_ms$")
+_SCHEMA_P = {"50": "p50", "90": "p90", "95": "p95", "99": "p99", "99.9": "p999"}
+ARRAY_KEYS = ("input_lens", "output_lens", "ttfts", "itls", "generated_texts", "errors")
+
+
+def summary_percentiles(f: Fields, metrics: Mapping[str, str], extra: dict[str, Any]) -> dict[str, dict[str, float]]:
+    """Collect ``{stat}_{metric}_ms`` keys into schema percentile objects.
+
+    ``metrics`` maps the bench's metric name (``ttft``, ``e2el``...) to the
+    aggregate it feeds (``ttft_ms``, ``latency_ms``...). Percentiles the schema
+    has no slot for (p25, p75...) go to ``extra`` as ``<aggregate>.pNN``.
+    """
+    out: dict[str, dict[str, float]] = {}
+    for key in sorted(f.obj):
+        m = _STAT.match(key)
+        if not m or m.group(3) not in metrics:
+            continue
+        value = f.number(key)
+        if value is None:
+            continue
+        target = metrics[m.group(3)]
+        stat = m.group(1)
+        if m.group(2) is not None:
+            p = m.group(2)
+            p = p[:-2] if p.endswith(".0") else p
+            if p not in _SCHEMA_P:
+                extra[f"{target}.p{p}"] = round(value, 6)
+                continue
+            stat = _SCHEMA_P[p]
+        out.setdefault(target, {})[stat] = round(value, 6)
+    return out
+
+
+def has_arrays(obj: Mapping[str, Any]) -> bool:
+    return isinstance(obj.get("ttfts"), list) and isinstance(obj.get("output_lens"), list)
+
+
+def requests_from_arrays(f: Fields, *, backend: str, model: str | None,
+                         notes: list[str]) -> list[dict[str, Any]]:
+    """One observation per index of the per-request arrays (seconds -> ms).
+
+    Request ids are positions in the bench's prompt list: two runs with the
+    same dataset, seed and prompt count send the same prompts in the same
+    order, so position is the join key. Failed requests (non-empty ``errors``
+    entry) carry the error and no times.
+    """
+    arrays = {k: f.array(k) for k in (*ARRAY_KEYS, "latencies")}
+    present = {k: v for k, v in arrays.items() if v is not None}
+    n = len(present["ttfts"])
+    for key, values in present.items():
+        if len(values) != n:
+            raise f.fail(key, f"has {len(values)} entries but ttfts has {n}: per-request arrays must align")
+    width = max(5, len(str(n - 1)))
+    requests = []
+    derived_latency = False
+    for i in range(n):
+        req: dict[str, Any] = {"request_id": f"{i:0{width}d}", "backend": backend}
+        if model:
+            req["model"] = model
+        err = present.get("errors", [""] * n)[i]
+        if err not in (None, "") and not isinstance(err, str):
+            raise f.fail("errors", f"entry {i} must be a string, got {type(err).__name__}")
+        req["error"] = err or None
+        for key, out_key in (("input_lens", "tokens_in"), ("output_lens", "tokens_out")):
+            if key in present:
+                v = present[key][i]
+                if isinstance(v, bool) or not isinstance(v, int) or v < 0:
+                    raise InputError(f.path, f"expected a token count, got {v!r}", line=f.line,
+                                     json_path=f"{f.where(key)}[{i}]")
+                req[out_key] = v
+        if not req["error"]:
+            ttft = _seconds(f, "ttfts", i, present["ttfts"][i])
+            itls = present.get("itls", [[]] * n)[i]
+            if not isinstance(itls, list):
+                raise InputError(f.path, "expected a list of seconds", line=f.line,
+                                 json_path=f"{f.where('itls')}[{i}]")
+            gaps = [_seconds(f, f"itls[{i}]", j, v) for j, v in enumerate(itls)]
+            req["ttft_ms"] = round(ttft * 1000, 6)
+            req["itl_ms"] = [round(g * 1000, 6) for g in gaps]
+            if gaps:
+                req["itl_p95_ms"] = summarize(req["itl_ms"])["p95"]
+            if "latencies" in present:
+                req["latency_ms"] = round(_seconds(f, "latencies", i, present["latencies"][i]) * 1000, 6)
+            else:
+                req["latency_ms"] = round((ttft + sum(gaps)) * 1000, 6)
+                derived_latency = True
+            texts = present.get("generated_texts")
+            if texts is not None:
+                text = texts[i]
+                if not isinstance(text, str):
+                    raise InputError(f.path, f"expected a string, got {type(text).__name__}", line=f.line,
+                                     json_path=f"{f.where('generated_texts')}[{i}]")
+                req["output_fingerprint"] = fingerprint(text)
+        requests.append(req)
+    if derived_latency:
+        notes.append("per-request latency_ms = ttft + sum(itls) (arrival of the last chunk); "
+                     "the file has no 'latencies' array")
+    notes.append("request ids are positions in the bench's prompt list (same dataset and seed: same prompts)")
+    return requests
+
+
+def _seconds(f: Fields, key: str, i: int, v: Any) -> float:
+    if not is_number(v) or not (v == v) or v < 0 or v == float("inf"):
+        raise InputError(f.path, f"expected seconds (a number >= 0), got {v!r}", line=f.line,
+                         json_path=f"{f.prefix}.{key}[{i}]")
+    return float(v)

@@ -1,0 +1,234 @@
+"""Helpers every backend mirror uses: reading engine files (which are not
+always strict JSON), typed field access with located errors, and building the
+neutral observation document.
+
+Engine files are foreign data: a field of the wrong type is an
+:class:`~tickgate.errors.InputError` naming the file, the line (for JSONL) and
+the JSON path, never a ``KeyError`` traceback. Non-finite numbers (Python's
+``json.dumps`` writes bare ``Infinity``/``NaN``) are accepted on input but never
+reach an output file: readers drop them with a note.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+from typing import Any, Iterator, Mapping
+
+from ..errors import InputError
+from ..locations import MAX_DOCUMENT_BYTES
+
+HEAD_BYTES = 64 * 1024
+#: engine outputs with per-request arrays get big; still bounded
+MAX_NATIVE_BYTES = 4 * MAX_DOCUMENT_BYTES
+
+
+def read_bytes(path: Path, *, limit: int = MAX_NATIVE_BYTES) -> bytes:
+    try:
+        size = path.stat().st_size
+        if size > limit:
+            raise InputError(path, f"file is {size} bytes; the limit for engine outputs is {limit}")
+        return path.read_bytes()
+    except FileNotFoundError:
+        raise InputError(path, "file not found") from None
+    except IsADirectoryError:
+        raise InputError(path, "is a directory, expected a file") from None
+    except OSError as exc:
+        raise InputError(path, f"cannot read: {exc.strerror}") from None
+
+
+def read_head(path: Path) -> bytes:
+    try:
+        with path.open("rb") as fh:
+            return fh.read(HEAD_BYTES)
+    except FileNotFoundError:
+        raise InputError(path, "file not found") from None
+    except IsADirectoryError:
+        raise InputError(path, "is a directory, expected a file") from None
+    except OSError as exc:
+        raise InputError(path, f"cannot read: {exc.strerror}") from None
+
+
+def read_text(path: Path) -> str:
+    data = read_bytes(path)
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise InputError(path, f"not UTF-8 text (byte {exc.start})") from None
+
+
+def head_text(head: bytes) -> str:
+    return head.decode("utf-8", errors="replace")
+
+
+def parse_engine_json(text: str, path: Path | str, *, line: int | None = None) -> Any:
+    """JSON as engines write it: bare ``Infinity``/``-Infinity``/``NaN`` allowed."""
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        if line is None:
+            raise InputError(path, f"invalid JSON: {exc.msg}", line=exc.lineno, column=exc.colno) from None
+        raise InputError(path, f"invalid JSON: {exc.msg}", line=line, column=exc.colno) from None
+    except RecursionError:
+        raise InputError(path, "invalid JSON: nested too deeply", line=line) from None
+
+
+def load_engine_json(path: Path) -> Any:
+    text = read_text(path)
+    if not text.strip():
+        raise InputError(path, "empty file: expected a JSON document")
+    return parse_engine_json(text, path)
+
+
+def iter_json_lines(path: Path, text: str | None = None) -> Iterator[tuple[int, Any]]:
+    """(line number, value) for every non-blank line of a JSONL file."""
+    text = read_text(path) if text is None else text
+    for lineno, raw in enumerate(text.splitlines(), start=1):
+        if raw.strip():
+            yield lineno, parse_engine_json(raw, path, line=lineno)
+
+
+def is_number(v: Any) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool)
+
+
+class Fields:
+    """Typed access to one JSON object of an engine file, with located errors.
+
+    ``path``/``line`` locate the file (and JSONL line); ``prefix`` is the JSON
+    path of the object. Non-finite numbers read as absent and are noted.
+    """
+
+    def __init__(self, obj: Any, path: Path | str, *, line: int | None = None, prefix: str = "$",
+                 notes: list[str] | None = None) -> None:
+        if not isinstance(obj, dict):
+            raise InputError(path, f"expected a JSON object, got {_type(obj)}", line=line, json_path=prefix)
+        self.obj = obj
+        self.path = path
+        self.line = line
+        self.prefix = prefix
+        self.notes = notes if notes is not None else []
+
+    def where(self, key: str | int) -> str:
+        return f"{self.prefix}[{key}]" if isinstance(key, int) else f"{self.prefix}.{key}"
+
+    def fail(self, key: str, message: str) -> InputError:
+        return InputError(self.path, message, line=self.line, json_path=self.where(key))
+
+    def has(self, key: str) -> bool:
+        return self.obj.get(key) is not None
+
+    def number(self, key: str, *, required: bool = False, minimum: float | None = 0.0) -> float | None:
+        v = self.obj.get(key)
+        if v is None:
+            if required:
+                raise self.fail(key, "is required (a number)")
+            return None
+        if not is_number(v):
+            raise self.fail(key, f"expected a number, got {_type(v)} {_short(v)}")
+        if not math.isfinite(v):
+            self.notes.append(f"{self.where(key)} is {v}; ignored")
+            return None
+        if minimum is not None and v < minimum:
+            raise self.fail(key, f"expected a number >= {minimum:g}, got {v}")
+        return float(v)
+
+    def count(self, key: str, *, required: bool = False) -> int | None:
+        v = self.number(key, required=required)
+        if v is None:
+            return None
+        if v != int(v):
+            raise self.fail(key, f"expected a whole count, got {v}")
+        return int(v)
+
+    def string(self, key: str, *, required: bool = False) -> str | None:
+        v = self.obj.get(key)
+        if v is None:
+            if required:
+                raise self.fail(key, "is required (a string)")
+            return None
+        if not isinstance(v, str):
+            raise self.fail(key, f"expected a string, got {_type(v)} {_short(v)}")
+        return v
+
+    def sub(self, key: str, *, required: bool = False) -> "Fields | None":
+        v = self.obj.get(key)
+        if v is None:
+            if required:
+                raise self.fail(key, "is required (an object)")
+            return None
+        if not isinstance(v, dict):
+            raise self.fail(key, f"expected an object, got {_type(v)}")
+        return Fields(v, self.path, line=self.line, prefix=self.where(key), notes=self.notes)
+
+    def array(self, key: str) -> list[Any] | None:
+        v = self.obj.get(key)
+        if v is None:
+            return None
+        if not isinstance(v, list):
+            raise self.fail(key, f"expected an array, got {_type(v)}")
+        return v
+
+
+def _type(v: Any) -> str:
+    return {dict: "an object", list: "an array", str: "a string", bool: "a boolean",
+            type(None): "null"}.get(type(v), type(v).__name__)
+
+
+def _short(v: Any) -> str:
+    text = json.dumps(v, allow_nan=True) if not isinstance(v, (dict, list)) else ""
+    return text if len(text) <= 40 else text[:37] + "..."
+
+
+def scaled(values: Mapping[str, float | None], scale: float = 1.0) -> dict[str, float]:
+    """Drop absent values and scale the rest, rounding away float noise."""
+    return {k: round(v * scale, 6) for k, v in values.items() if v is not None}
+
+
+def provenance(path: Path | str, fmt: str, version: str, notes: list[str], **extra: Any) -> dict[str, Any]:
+    out: dict[str, Any] = {"file": str(path), "format": fmt, "format_version": version}
+    for key, value in sorted(extra.items()):
+        if value is not None and value != {} and value != []:
+            out[key] = value
+    if notes:
+        out["notes"] = sorted(set(notes))
+    return out
+
+
+def document(run: Mapping[str, Any], requests: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+    """A neutral observation document (schemas/observations.schema.json)."""
+    doc: dict[str, Any] = {"version": 1, "kind": "tickgate.observations",
+                           "run": {k: v for k, v in run.items() if v is not None}}
+    if requests is not None:
+        doc["requests"] = requests
+    return doc
+
+
+def clean_aggregates(agg: dict[str, Any]) -> dict[str, Any]:
+    """Remove empty entries so an absent figure is absent, not zero or {}."""
+    out = {k: v for k, v in agg.items() if v is not None and v != {}}
+    if "extra" in out:
+        out["extra"] = dict(sorted(out["extra"].items()))
+    return dict(sorted(out.items()))
+
+
+def pick_line(path: Path, lines: list[tuple[int, Any]], line: int | None, what: str,
+              notes: list[str]) -> tuple[int, Any]:
+    """Choose one run of an appended JSONL file: the given line, else the last.
+
+    Bench clients append one result per run (``--append-result``,
+    ``--output-file``); the last line is the most recent run.
+    """
+    if not lines:
+        raise InputError(path, f"no {what} lines found (the file is empty)")
+    if line is None:
+        if len(lines) > 1:
+            notes.append(f"{len(lines)} runs in this file; read the last (line {lines[-1][0]}); "
+                         f"select another with FILE#LINE")
+        return lines[-1]
+    for lineno, value in lines:
+        if lineno == line:
+            return lineno, value
+    raise InputError(path, f"no {what} on line {line}; runs are on lines "
+                     + ", ".join(str(n) for n, _ in lines))

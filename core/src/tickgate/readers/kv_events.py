@@ -1,0 +1,191 @@
+"""KV-cache event batches (vLLM and SGLang ``--kv-events-config`` publishers).
+
+A capture file is the concatenation of msgpack ``EventBatch`` payloads as the
+ZMQ publisher sends them (one per message, the topic and sequence frames
+dropped). Both encodings msgspec has produced are accepted:
+
+* array-like: batch ``[ts, events]`` (SGLang, early vLLM) or
+  ``[ts, events, data_parallel_rank]`` (vLLM), events ``["BlockStored",
+  block_hashes, parent_block_hash, token_ids, block_size, lora_id, medium, ...]``;
+* maps: events ``{"type": "BlockStored", "block_hashes": [...], ...}``
+  (vLLM 0.28+) and batches ``{"ts", "events", "data_parallel_rank"}``.
+
+The summary replays the events over a set of resident block hashes: stored
+adds, removed discards, AllBlocksCleared empties. Hashes may be ints or bytes.
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Any
+
+import attrs
+
+from ..errors import InputError
+from .msgpack import decode_all
+
+EVENT_TYPES = ("BlockStored", "BlockRemoved", "AllBlocksCleared")
+#: positions of fields in the array-like encoding (index 0 is the tag)
+_STORED_FIELDS = ("block_hashes", "parent_block_hash", "token_ids", "block_size", "lora_id", "medium",
+                  "lora_name", "extra_keys", "group_idx")
+_REMOVED_FIELDS = ("block_hashes", "medium", "group_idx")
+
+
+@attrs.define
+class KvSummary:
+    batches: int = 0
+    events: dict[str, int] = attrs.Factory(lambda: {t: 0 for t in EVENT_TYPES})
+    blocks_stored: int = 0
+    blocks_removed: int = 0
+    removed_unknown: int = 0
+    tokens_stored: int = 0
+    peak_resident: int = 0
+    resident_end: int = 0
+    block_sizes: set[int] = attrs.Factory(set)
+    media: set[str] = attrs.Factory(set)
+    dp_ranks: set[int] = attrs.Factory(set)
+    first_ts: float | None = None
+    last_ts: float | None = None
+    batch_encoding: set[str] = attrs.Factory(set)
+    event_encoding: set[str] = attrs.Factory(set)
+    batch_lengths: set[int] = attrs.Factory(set)
+    stored_lengths: set[int] = attrs.Factory(set)
+
+
+def _fail(path: Path | str, offset: int, where: str, msg: str) -> InputError:
+    return InputError(path, f"batch at byte {offset}: {msg}", json_path=where)
+
+
+def _event_fields(ev: Any, path: Path | str, offset: int, where: str, summary: KvSummary) -> tuple[str, dict[str, Any]]:
+    if isinstance(ev, dict):
+        summary.event_encoding.add("map")
+        tag = ev.get("type")
+        fields = {k: v for k, v in ev.items() if k != "type"}
+    elif isinstance(ev, list) and ev:
+        summary.event_encoding.add("array")
+        tag = ev[0]
+        names = _STORED_FIELDS if tag == "BlockStored" else _REMOVED_FIELDS if tag == "BlockRemoved" else ()
+        if len(ev) - 1 > len(names) and tag != "BlockStored":
+            raise _fail(path, offset, where, f"{tag} has {len(ev) - 1} fields; expected at most {len(names)}")
+        if tag == "BlockStored":
+            summary.stored_lengths.add(len(ev))
+        fields = dict(zip(names, ev[1:]))
+    else:
+        raise _fail(path, offset, where, f"expected an event (array or map), got {type(ev).__name__}")
+    if tag not in EVENT_TYPES:
+        raise _fail(path, offset, where, f"unknown event type {tag!r}; expected one of {', '.join(EVENT_TYPES)}")
+    return tag, fields
+
+
+def _hashes(value: Any, path: Path | str, offset: int, where: str) -> list[Any]:
+    if not isinstance(value, list) or not all(
+            isinstance(h, (int, bytes)) and not isinstance(h, bool) for h in value):
+        raise _fail(path, offset, where, "block_hashes must be a list of ints or bytes")
+    return value
+
+
+def summarize(data: bytes, path: Path | str) -> KvSummary:
+    """Decode every batch and replay its events; errors name byte and JSON path."""
+    if not data:
+        raise InputError(path, "empty file: expected msgpack KV event batches")
+    summary = KvSummary()
+    resident: set[Any] = set()
+    for offset, batch in decode_all(data, path):
+        if isinstance(batch, list):
+            summary.batch_encoding.add("array")
+            summary.batch_lengths.add(len(batch))
+            if len(batch) not in (2, 3):
+                raise _fail(path, offset, "$", f"expected [ts, events] or [ts, events, dp_rank], got {len(batch)} items")
+            ts, events = batch[0], batch[1]
+            rank = batch[2] if len(batch) == 3 else None
+        elif isinstance(batch, dict):
+            summary.batch_encoding.add("map")
+            if "events" not in batch or "ts" not in batch:
+                raise _fail(path, offset, "$", "expected a map with 'ts' and 'events'")
+            ts, events, rank = batch["ts"], batch["events"], batch.get("data_parallel_rank")
+        else:
+            raise _fail(path, offset, "$", f"expected an EventBatch (array or map), got {type(batch).__name__}")
+        if isinstance(ts, bool) or not isinstance(ts, (int, float)) or not math.isfinite(ts):
+            raise _fail(path, offset, "$.ts", f"expected a timestamp number, got {ts!r}")
+        if not isinstance(events, list):
+            raise _fail(path, offset, "$.events", f"expected a list of events, got {type(events).__name__}")
+        if rank is not None:
+            if isinstance(rank, bool) or not isinstance(rank, int):
+                raise _fail(path, offset, "$.data_parallel_rank", f"expected an int or nil, got {rank!r}")
+            summary.dp_ranks.add(rank)
+        summary.batches += 1
+        summary.first_ts = ts if summary.first_ts is None else min(summary.first_ts, ts)
+        summary.last_ts = ts if summary.last_ts is None else max(summary.last_ts, ts)
+        for i, ev in enumerate(events):
+            where = f"$.events[{i}]"
+            tag, fields = _event_fields(ev, path, offset, where, summary)
+            summary.events[tag] += 1
+            medium = fields.get("medium")
+            if isinstance(medium, str):
+                summary.media.add(medium)
+            if tag == "AllBlocksCleared":
+                resident.clear()
+                continue
+            hashes = _hashes(fields.get("block_hashes"), path, offset, where + ".block_hashes")
+            if tag == "BlockStored":
+                tokens = fields.get("token_ids")
+                if not isinstance(tokens, list) or not all(isinstance(t, int) for t in tokens):
+                    raise _fail(path, offset, where + ".token_ids", "token_ids must be a list of ints")
+                size = fields.get("block_size")
+                if isinstance(size, bool) or not isinstance(size, int) or size <= 0:
+                    raise _fail(path, offset, where + ".block_size", f"expected a positive int, got {size!r}")
+                summary.block_sizes.add(size)
+                summary.blocks_stored += len(hashes)
+                summary.tokens_stored += len(tokens)
+                resident.update(hashes)
+                summary.peak_resident = max(summary.peak_resident, len(resident))
+            else:
+                summary.blocks_removed += len(hashes)
+                for h in hashes:
+                    if h in resident:
+                        resident.discard(h)
+                    else:
+                        summary.removed_unknown += 1
+    summary.resident_end = len(resident)
+    return summary
+
+
+def first_batch_shape(head: bytes) -> tuple[str, int, int | None] | None:
+    """(batch encoding, batch length, BlockStored array length) of the first
+    batch in ``head``, for sniffing; None when it is not a KV event batch."""
+    from .msgpack import Decoder
+
+    if not head or head[0] not in (0x92, 0x93, 0x82, 0x83):
+        return None
+    if b"BlockStored" not in head and b"BlockRemoved" not in head and b"AllBlocksCleared" not in head:
+        return None
+    try:
+        batch = Decoder(head, "<head>").decode()
+    except InputError:
+        return ("array" if head[0] in (0x92, 0x93) else "map", (head[0] & 0x0F), None)
+    if isinstance(batch, dict):
+        return ("map", len(batch), None)
+    if not isinstance(batch, list) or len(batch) < 2 or not isinstance(batch[1], list):
+        return None
+    stored = next((len(e) for e in batch[1] if isinstance(e, list) and e and e[0] == "BlockStored"), None)
+    return ("array", len(batch), stored)
+
+
+def to_extra(s: KvSummary) -> dict[str, Any]:
+    """The run-level counters an observation carries (sorted keys)."""
+    extra: dict[str, Any] = {
+        "kv_event_batches": s.batches,
+        "kv_events_block_stored": s.events["BlockStored"],
+        "kv_events_block_removed": s.events["BlockRemoved"],
+        "kv_events_all_blocks_cleared": s.events["AllBlocksCleared"],
+        "kv_blocks_stored": s.blocks_stored,
+        "kv_blocks_removed": s.blocks_removed,
+        "kv_blocks_removed_unseen": s.removed_unknown,
+        "kv_tokens_stored": s.tokens_stored,
+        "kv_peak_resident_blocks": s.peak_resident,
+        "kv_resident_blocks_at_end": s.resident_end,
+    }
+    if len(s.block_sizes) == 1:
+        extra["kv_block_size"] = next(iter(s.block_sizes))
+    return dict(sorted(extra.items()))

@@ -205,10 +205,9 @@ def test_aimd_window_shrinks_under_kv_pressure_and_recovers() -> None:
     low_tick, low = min(((tick, w) for tick, w, _ in hist), key=lambda x: (x[1], x[0]))
     assert low < 4  # initial_window
     assert max(w for tick, w, _ in hist if tick > low_tick) >= 7  # grew back past where it started
-    # the window is honoured: never more running than the window allowed when they were admitted
-    for tick, w, _ in hist:
-        if by_tick[tick]["admitted"]:
-            assert by_tick[tick]["active"] - len(by_tick[tick]["completed"]) <= max(w, 1) + 8  # admitted under window
+    # the window is honoured: a step that admits ends with at most `window` requests running
+    admitting = [(tick, w) for tick, w, _ in hist if by_tick[tick]["admitted"]]
+    assert admitting and all(by_tick[tick]["active"] <= w for tick, w in admitting)
     base = run("aimd", POLICIES / "default.yaml")
     assert report["pressure"]["active"]["mean"] < base["pressure"]["active"]["mean"]
 

@@ -97,7 +97,7 @@ class _Req:
     __slots__ = ("request", "seq", "max_new_tokens", "key", "weight", "decoded", "kv_len", "extend",
                  "last_node", "path_tokens", "prefix_tokens", "own", "retractions", "hit_tokens",
                  "arrival_tick", "arrival_ms", "admitted_tick", "first_token_tick", "first_token_ms",
-                 "clipped", "chunk_target")
+                 "clipped", "chunk_target", "new_round", "pieces")
 
     def __init__(self, request: Request, seq: int, max_new: int, key: tuple[Hashable, ...], weight: int,
                  tick: int, now_ms: float) -> None:
@@ -122,6 +122,8 @@ class _Req:
         self.first_token_ms: float | None = None
         self.clipped = False
         self.chunk_target = 0     # fill length this prefill round must reach
+        self.new_round = False    # admitted from the waiting queue by the current prefill
+        self.pieces = 0           # prefill steps of the current round (chunks)
 
     @property
     def fill_len(self) -> int:
@@ -415,6 +417,7 @@ class SglangScheduler(Scheduler):
                 if rem_chunk is not None:
                     rem_chunk -= input_tokens
                 req.chunk_target = fill
+                req.new_round = True
                 req.path_tokens = req.prefix_tokens if locked else 0
                 batch.append((req, req.prefix_tokens))
                 if not self._budget_ok(rem_total(), cur_offset, rem_input, rem_chunk) or new_chunk:
@@ -423,8 +426,6 @@ class SglangScheduler(Scheduler):
             if any(id(r) in taken for r in self.waiting):
                 self.waiting = [r for r in self.waiting if id(r) not in taken]
                 self.queue_version += 1
-            if new_chunk is not None:
-                self.chunked = new_chunk
         return batch or None
 
     def _budget_ok(self, rem_total: float, cur_offset: int, rem_input: int, rem_chunk: int | None) -> bool:
@@ -440,9 +441,12 @@ class SglangScheduler(Scheduler):
         scheduled: dict[str, int] = {}
         hit = 0
         grown = 0
+        self.chunked = None
         for req, prefix in batch:
-            if req is not self.chunked or req.kv_len == 0:
+            if req.new_round:
                 # a new round: the matched prefix becomes this request's KV
+                req.new_round = False
+                req.pieces = 0
                 if req.admitted_tick is None:
                     req.admitted_tick = tick
                 admitted.append(req.request.id)
@@ -455,6 +459,7 @@ class SglangScheduler(Scheduler):
                 raise ReplayError(f"sglang: prefill of {req.request.id} needs {need} tokens; "
                                   f"{self.available} free after eviction")
             req.kv_len += req.extend
+            req.pieces += 1
             grown += self._set_own(req)
             scheduled[req.request.id] = req.extend
             self.total_extend += req.extend
@@ -467,12 +472,10 @@ class SglangScheduler(Scheduler):
             self._cache(req)
             if req.kv_len < req.chunk_target:
                 self.chunked = req
-                self.chunks += 1
                 chunk_id = req.request.id
                 continue
-            if req is self.chunked:
-                self.chunked = None
-                self.chunks += 1
+            if req.pieces > 1:
+                self.chunks += req.pieces
             req.decoded += 1
             if req.first_token_tick is None:
                 req.first_token_tick = tick

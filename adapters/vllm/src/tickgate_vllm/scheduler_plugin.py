@@ -1,6 +1,22 @@
-"""Entry point ``vllm-scheduler = tickgate_vllm.scheduler_plugin``: the vllm
-scheduling mirror (scheduler plugins), imported lazily inside the hooks."""
+"""Entry point ``vllm-scheduler = tickgate_vllm.scheduler_plugin``: the vLLM
+scheduling mirror (the ``vllm-v1`` scheduler) and the ``conformance vllm``
+command. Implementation modules are imported inside the hooks (lazy start-up)."""
 
 from __future__ import annotations
 
-from tickgate import hookimpl  # noqa: F401
+from tickgate import hookimpl
+from tickgate.hookspecs import Register
+
+
+@hookimpl
+def register_schedulers(register: Register) -> None:
+    from .v1_scheduler import VllmV1Scheduler
+
+    register(VllmV1Scheduler)
+
+
+@hookimpl
+def register_commands(register: Register) -> None:
+    from .conformance_cli import conformance_group
+
+    register(conformance_group)

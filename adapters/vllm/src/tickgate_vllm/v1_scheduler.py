@@ -1,0 +1,651 @@
+"""The ``vllm-v1`` scheduler: vLLM 0.33's v1 ``Scheduler.schedule()`` +
+``update_from_output()`` for text-only requests, step for step.
+
+One step, as in vLLM (see docs/vllm.md for the full list and what is not mirrored):
+
+1. Running requests, in running-queue order, each get
+   ``min(tokens still to compute, long_prefill_token_threshold, budget left)``
+   tokens (the threshold only when more than one request is in the engine).
+   Their blocks are allocated on demand; when the pool is short, the victim
+   (fcfs: last in the running queue; priority: worst ``(priority, arrival)``)
+   is preempted by recompute: its blocks are freed and it goes back to the
+   front of the waiting queue. A fcfs request that has to preempt itself ends
+   the running pass; a priority one lets the better requests after it go on.
+2. Only if nothing was preempted: waiting requests in queue order (fcfs, or
+   ``(priority, arrival)``) while budget and ``max_num_seqs`` allow, with
+   strict head-of-line blocking. Prefix-cache hits are whole cached blocks of
+   the request's chained block hashes, at most ``num_tokens - 1`` tokens. The
+   head is admitted only if the blocks for its whole sequence fit
+   (``scheduler_reserve_full_isl``) and those for this step's chunk fit,
+   keeping ``watermark * num_gpu_blocks`` free while anything runs. Without
+   chunked prefill a prompt that does not fit the budget stops admission.
+3. Every request whose prefill is complete samples one token; a request that
+   reaches ``max_output_tokens`` (or ``max_model_len``) finishes and frees its
+   blocks in reverse order.
+
+Speed: a step that only decodes (every running request one token, nothing
+admitted, preempted or finished) is followed by identical steps until the
+next arrival, completion, or the first step whose block allocations no longer
+fit. Those are computed in one go (:meth:`_steady_span`): O(running requests)
+per span, not per step. The record carries only per-step decisions so these
+steps are identical; the KV figures in it are sampled when the decisions
+change (docs/vllm.md, "Trace records"), exact per-step figures are in the
+scheduler summary.
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections import deque
+from typing import Any, Callable, Hashable, Mapping
+
+from tickgate.errors import PluginError
+from tickgate.interfaces import BuildContext, Horizon, Scheduler
+from tickgate.model import Request, RequestOutcome, TickRecord
+
+from .v1_pool import BlockPool
+from .v1_options import OPTIONS_SCHEMA, V1Config
+
+WAITING, RUNNING, PREEMPTED = 0, 1, 2
+
+
+class _Req:
+    """Scheduler state of one request (vLLM's ``Request`` fields that matter)."""
+
+    __slots__ = ("r", "ordinal", "M", "prio", "T", "nc", "no", "held", "blocks", "ncached",
+                 "status", "npre", "pkeys", "admitted_tick", "first_tick", "first_ms",
+                 "hit_first", "arrival_tick", "arrival_ms")
+
+    def __init__(self, r: Request, ordinal: int, pkeys: list[Hashable], tick: int,
+                 arrival_ms: float | None) -> None:
+        self.r = r
+        self.ordinal = ordinal
+        self.M = r.max_output_tokens
+        self.prio = r.priority
+        self.T = r.prompt_tokens  # num_tokens: prompt + sampled output
+        self.nc = 0  # num_computed_tokens
+        self.no = 0  # output tokens sampled
+        self.held = 0  # blocks held
+        self.blocks: list[int] = []  # block ids (prefix-caching mode)
+        self.ncached = 0  # leading blocks registered in the prefix cache
+        self.status = WAITING
+        self.npre = 0
+        self.pkeys = pkeys
+        self.admitted_tick: int | None = None
+        self.first_tick: int | None = None
+        self.first_ms: float | None = None
+        self.hit_first = 0
+        self.arrival_tick = tick
+        self.arrival_ms = arrival_ms
+
+    def key(self, i: int) -> Hashable:
+        """Chained hash of block ``i``: shared content for known prompt blocks,
+        otherwise unique to this request (its outputs never repeat elsewhere)."""
+        pk = self.pkeys
+        return pk[i] if i < len(pk) else (self.ordinal, i)
+
+    def __lt__(self, other: "_Req") -> bool:  # priority queue order, as vLLM's Request.__lt__
+        return (self.prio, self.ordinal) < (other.prio, other.ordinal)
+
+
+def prompt_block_keys(r: Request, block_size: int) -> list[Hashable]:
+    """Chained keys of the prompt's full blocks that can be shared with others.
+
+    From ``prompt_token_ids`` (content of each block chained to its parent) or
+    ``prefix_blocks`` (workload block ids, chained the same way); without
+    either, nothing is shareable. Keys are Python hashes of int tuples:
+    deterministic across processes (ints are not salted).
+    """
+    full = r.prompt_tokens // block_size
+    keys: list[Hashable] = []
+    parent = 0
+    if r.prompt_token_ids is not None:
+        ids = r.prompt_token_ids
+        for i in range(min(full, len(ids) // block_size)):
+            parent = hash((parent, ids[i * block_size:(i + 1) * block_size]))
+            keys.append(parent)
+    elif r.prefix_blocks is not None:
+        for bid in r.prefix_blocks[:full]:
+            parent = hash((parent, bid))
+            keys.append(parent)
+    return keys
+
+
+class VllmV1Scheduler(Scheduler):
+    name = "vllm-v1"
+    description = "vLLM 0.33 v1 scheduler (fcfs/priority, chunked prefill, prefix caching, recompute preemption)."
+    options_schema = OPTIONS_SCHEMA
+    uses_admission_policy = False
+    uses_kv_allocator = False
+    admission_note = ("vLLM admits strictly in its own waiting-queue order (fcfs or priority) with "
+                      "head-of-line blocking; an external admission policy would change the semantics")
+
+    def __init__(self, cfg: V1Config, ctx: BuildContext) -> None:
+        self.cfg = cfg
+        self.bs = cfg.block_size
+        self.clock = ctx.clock
+        self.timing = ctx.timing
+        self.pool = BlockPool(cfg.num_gpu_blocks, cfg.enable_prefix_caching)
+        self.caching = cfg.enable_prefix_caching
+        self.priority = cfg.policy == "priority"
+        self.maxlen = cfg.max_model_len
+        self.wm_blocks = int(cfg.watermark * cfg.num_gpu_blocks)
+        self.running: list[_Req] = []
+        self.waiting_fifo: deque[_Req] = deque()
+        self.waiting_heap: list[_Req] = []
+        self.outcomes: list[RequestOutcome] = []
+        self.rejected_now: list[str] = []
+        self.ordinal = 0
+        self.max_span = cfg.max_span
+        #: called with a dict per executed step (conformance); forces single steps
+        self.observer: Callable[[dict[str, Any]], None] | None = None
+        # steady-state fast path: the last step only decoded, nothing changed since
+        self.steady = False
+        self.last_body: tuple[Any, ...] | None = None
+        self.last_record: TickRecord | None = None
+        self.kv_sample = (0, self.pool.usable)
+        # totals for extra_summary
+        self.t_preemptions = 0
+        self.t_admissions = 0
+        self.t_hit_tokens = 0
+        self.t_query_tokens = 0
+        self.t_first_hit_tokens = 0
+        self.t_first_query_tokens = 0
+        self.t_sched_tokens = 0
+        self.t_steps = 0
+        self.tok_hist: dict[int, int] = {}
+        self.kv_peak = 0
+        self.kv_weighted = 0
+
+    @classmethod
+    def build(cls, options: Mapping[str, Any], ctx: BuildContext) -> "VllmV1Scheduler":
+        return cls(V1Config.from_options(options), ctx)
+
+    # -- engine protocol -------------------------------------------------------
+    def add(self, request: Request) -> None:
+        cfg = self.cfg
+        p = request.prompt_tokens
+        timed = self.timing is not None
+        arrival_ms = request.arrival_ms if request.arrival_ms is not None else (
+            self.clock.now_ms if timed else None)
+        if self.maxlen is not None and p >= self.maxlen:
+            self._reject(request, arrival_ms, f"prompt of {p} tokens >= max_model_len {self.maxlen} "
+                                              "(vLLM rejects it before scheduling)")
+            return
+        last = p + request.max_output_tokens
+        if self.maxlen is not None:
+            last = min(last, self.maxlen)
+        need = -(-(last - 1) // self.bs)
+        if need > self.pool.usable:
+            self._reject(request, arrival_ms, f"needs {need} KV blocks of {self.bs} tokens; the pool has "
+                                              f"{self.pool.usable} (vLLM would stall on it)")
+            return
+        pkeys = prompt_block_keys(request, self.bs) if cfg.enable_prefix_caching else []
+        q = _Req(request, self.ordinal, pkeys, self.clock.tick, arrival_ms)
+        self.ordinal += 1
+        if self.priority:
+            heapq.heappush(self.waiting_heap, q)
+        else:
+            self.waiting_fifo.append(q)
+        self.steady = False
+
+    def has_work(self) -> bool:
+        return bool(self.running) or bool(self.waiting_fifo) or bool(self.waiting_heap) or bool(self.rejected_now)
+
+    def pop_outcomes(self) -> list[RequestOutcome]:
+        out, self.outcomes = self.outcomes, []
+        return out
+
+    def kv_capacity_pages(self) -> int:
+        return self.pool.usable
+
+    def kv_used_pages(self) -> int:
+        return self.pool.used
+
+    def decode_slots_per_tick(self) -> int:
+        return self.cfg.max_num_seqs
+
+    def _n_waiting(self) -> int:
+        return len(self.waiting_heap) if self.priority else len(self.waiting_fifo)
+
+    # -- one step ---------------------------------------------------------------
+    def step(self, horizon: Horizon) -> TickRecord:
+        if self.steady and self.observer is None and self.max_span != 1:
+            span = self._steady_span(horizon)
+            if span > 0:
+                return span_record(self, span)
+        return self._full_step()
+
+    def _full_step(self) -> TickRecord:
+        tick = self.clock.tick
+        cfg = self.cfg
+        bs = self.bs
+        pool = self.pool
+        caching = self.caching
+        maxlen = self.maxlen
+        running = self.running
+        budget = cfg.max_num_batched_tokens
+        n_waiting = self._n_waiting()
+        thr = cfg.long_prefill_token_threshold if len(running) + n_waiting > 1 else 0
+        sched: dict[_Req, list[Any]] = {}  # req -> [tokens, kind, computed_before]
+        preempted: list[_Req] = []
+        idx = 0
+        while idx < len(running) and budget > 0:
+            q = running[idx]
+            n = q.T - q.nc
+            if 0 < thr < n:
+                n = thr
+            if n > budget:
+                n = budget
+            if maxlen is not None and n > maxlen - q.nc - 1:
+                n = maxlen - q.nc - 1
+            if n <= 0:
+                idx += 1
+                continue
+            slot = q.nc + n
+            if maxlen is not None and slot > maxlen:
+                slot = maxlen
+            ok = True
+            while True:
+                need = -(-slot // bs) - q.held
+                if need <= pool.free:
+                    break
+                if self.priority:
+                    victim = max(running, key=_victim_key)
+                    vi = running.index(victim)
+                    del running[vi]
+                    if vi < idx:
+                        idx -= 1
+                    entry = sched.pop(victim, None)
+                    if entry is not None:
+                        budget += entry[0]
+                else:
+                    victim = running.pop()
+                self._preempt(victim)
+                preempted.append(victim)
+                if victim is q:
+                    ok = False
+                    break
+            if not ok:
+                if self.priority:
+                    continue
+                break
+            if need > 0:
+                self._grow(q, need)
+            if caching:
+                self._cache(q, min(q.nc + n, q.T) // bs)
+            sched[q] = [n, "running", q.nc]
+            budget -= n
+            idx += 1
+
+        admitted_blocks = 0
+        if not preempted:
+            while budget > 0:
+                if self.priority:
+                    if not self.waiting_heap:
+                        break
+                    q = self.waiting_heap[0]
+                else:
+                    if not self.waiting_fifo:
+                        break
+                    q = self.waiting_fifo[0]
+                if len(running) >= cfg.max_num_seqs:
+                    break
+                T = q.T
+                hits = pool.lookup(q.key, (T - 1) // bs) if caching else []
+                h = len(hits)
+                hit = h * bs
+                n = T - hit
+                if 0 < thr < n:
+                    n = thr
+                if not cfg.enable_chunked_prefill and n > budget:
+                    break
+                if n > budget:
+                    n = budget
+                wm = self.wm_blocks if running else 0
+                evictable = pool.evictable(hits) if h else 0
+                if cfg.scheduler_reserve_full_isl:
+                    full = T if maxlen is None else min(T, maxlen)
+                    if max(-(-full // bs) - h, 0) + evictable + wm > pool.free:
+                        break
+                slot = hit + n
+                if maxlen is not None and slot > maxlen:
+                    slot = maxlen
+                new_blocks = max(-(-slot // bs) - h, 0)
+                if new_blocks + evictable + wm > pool.free:
+                    break
+                if self.priority:
+                    heapq.heappop(self.waiting_heap)
+                else:
+                    self.waiting_fifo.popleft()
+                if caching:
+                    pool.touch(hits)
+                    q.blocks = hits
+                    q.ncached = h
+                q.held = h
+                if new_blocks:
+                    self._grow(q, new_blocks)
+                admitted_blocks += new_blocks
+                if caching:
+                    self._cache(q, min(hit + n, T) // bs)
+                running.append(q)
+                kind = "resumed" if q.npre > 0 else "new"
+                q.status = RUNNING
+                q.nc = hit
+                sched[q] = [n, kind, hit]
+                budget -= n
+                self.t_admissions += 1
+                self.t_hit_tokens += hit
+                self.t_query_tokens += T
+                if q.admitted_tick is None:
+                    q.admitted_tick = tick
+                    q.hit_first = hit
+                    self.t_first_hit_tokens += hit
+                    self.t_first_query_tokens += T
+
+        free_after_sched = pool.free
+        kv_after_sched = pool.usable - free_after_sched
+        # _update_after_schedule, then the fake model output: one token for
+        # every request whose prefill is complete.
+        prefill_tokens = decode_tokens = context = total = 0
+        decoded: list[str] = []
+        sampled: list[_Req] = []
+        sched_json: list[list[Any]] = []
+        admitted: list[str] = []
+        pure_decode = not preempted
+        for q, (n, kind, before) in sched.items():
+            total += n
+            context += before + n
+            if kind == "running":
+                sched_json.append([q.r.id, n, kind])
+            else:
+                sched_json.append([q.r.id, n, kind, before])
+                admitted.append(q.r.id)
+                pure_decode = False
+            is_decode = q.no > 0 and before + n == q.T
+            if is_decode:
+                decode_tokens += 1
+            else:
+                prefill_tokens += n
+                pure_decode = False
+            q.nc = before + n
+            if q.nc >= q.T:
+                sampled.append(q)
+                decoded.append(q.r.id)
+        if len(sched) != len(running):
+            pure_decode = False
+        duration = (self.timing.step_ms(prefill_tokens, decode_tokens, context)
+                    if self.timing is not None else None)
+        end_ms = self.clock.now_ms + duration if duration is not None else None
+        completed: list[str] = []
+        finished: list[_Req] = []
+        for q in sampled:
+            q.no += 1
+            q.T += 1
+            if q.first_tick is None:
+                q.first_tick = tick
+                q.first_ms = end_ms
+            if q.no >= q.M or (maxlen is not None and q.T >= maxlen):
+                finished.append(q)
+                completed.append(q.r.id)
+        if finished:
+            pure_decode = False
+            gone = set(finished)
+            self.running = running = [q for q in running if q not in gone]
+            for q in finished:
+                self._release(q)
+                self.outcomes.append(self._outcome(q, tick, end_ms))
+        rejected = tuple(self.rejected_now)
+        self.rejected_now = []
+        self.steady = pure_decode and not rejected
+        self.t_preemptions += len(preempted)
+        self.t_sched_tokens += total
+        self.t_steps += 1
+        self.tok_hist[total] = self.tok_hist.get(total, 0) + 1
+        if kv_after_sched > self.kv_peak:
+            self.kv_peak = kv_after_sched
+        self.kv_weighted += kv_after_sched
+        if self.observer is not None:
+            self.observer({
+                "step": tick,
+                "sched": [[q.r.id, e[0], e[1], e[2]] for q, e in sched.items()],
+                "num_tokens": total,
+                "preempted": [q.r.id for q in preempted],
+                "finished": completed,
+                "free_blocks_after_sched": free_after_sched,
+                "running_after_sched": len(running) + len(finished),
+                "free_blocks": pool.free,
+                "running": len(running),
+                "waiting": self._n_waiting(),
+            })
+        body = (tuple(admitted), prefill_tokens, tuple(decoded), decode_tokens, self._n_waiting(),
+                len(running) + len(finished), admitted_blocks, tuple(completed),
+                tuple(q.r.id for q in preempted), rejected, sched_json)
+        if body != self.last_body:
+            self.kv_sample = (kv_after_sched, free_after_sched)
+            self.last_body = body
+        record = TickRecord(
+            tick=tick, admitted=body[0], prefill_tokens=prefill_tokens, decoded=body[2],
+            decode_tokens=decode_tokens, queued=body[4], active=body[5],
+            kv_pages_used=self.kv_sample[0], kv_pages_reserved=admitted_blocks,
+            completed=body[7], preempted=body[8], rejected=rejected,
+            duration_ms=duration,
+            detail={"sched": sched_json, "free_blocks": self.kv_sample[1]},
+        )
+        self.last_record = record
+        return record
+
+    # -- steady decode spans ----------------------------------------------------
+    def _steady_span(self, horizon: Horizon) -> int:
+        """How many identical decode-only steps follow, and apply them.
+
+        After a decode-only step with no arrival since, the next steps repeat
+        it exactly until (a) a request samples its last token, (b) an arrival
+        (the horizon), or (c) a block allocation does not fit (that step may
+        preempt). The waiting head stays blocked: free blocks only shrink and
+        its need only grows. Returns 0 when the next step must run in full.
+        """
+        running = self.running
+        bs = self.bs
+        maxlen = self.maxlen
+        limit = horizon.max_ticks if horizon.max_ticks is not None else 1 << 62
+        if self.max_span is not None:
+            limit = min(limit, self.max_span)
+        for q in running:
+            left = q.M - q.no
+            if maxlen is not None and maxlen - q.T < left:
+                left = maxlen - q.T
+            if left - 1 < limit:
+                limit = left - 1  # the step sampling the last token is not steady
+        if limit <= 0:
+            return 0
+        free = self.pool.free
+        # First step (0-based) at which each request needs a new block: slot T+k > held*bs.
+        firsts = [q.held * bs - q.T + 1 for q in running]
+
+        def allocs(n: int) -> int:
+            total = 0
+            for k0 in firsts:
+                if n > k0:
+                    total += (n - 1 - k0) // bs + 1
+            return total
+
+        if allocs(limit) > free:
+            lo, hi = 0, limit  # allocs(lo) <= free < allocs(hi)
+            while hi - lo > 1:
+                mid = (lo + hi) // 2
+                if allocs(mid) <= free:
+                    lo = mid
+                else:
+                    hi = mid
+            limit = lo
+        if limit <= 0:
+            return 0
+        durations: list[float] | None = None
+        if self.timing is not None:
+            limit, durations = self._timed_limit(limit, horizon.until_ms)
+            if limit <= 0:
+                return 0
+        self._apply_span(limit, firsts)
+        self._span_duration = None if durations is None else durations[0]
+        return limit
+
+    def _timed_limit(self, limit: int, until_ms: float | None) -> tuple[int, list[float]]:
+        """Cut the span so every step starts before the next arrival; also the
+        span's duration, summed exactly as the engine would step by step."""
+        timing = self.timing
+        assert timing is not None
+        r = len(self.running)
+        ctx0 = sum(q.T for q in self.running)
+        step_ms = timing.step_ms
+        now0 = now = self.clock.now_ms
+        n = 0
+        while n < limit:
+            if until_ms is not None and now >= until_ms:
+                break
+            now = now + step_ms(0, r, ctx0 + n * r)
+            n += 1
+        total = now - now0
+        # make the engine's single addition land exactly where step-by-step would
+        while now0 + total < now:
+            total = _next_up(total)
+        while now0 + total > now:
+            total = _next_down(total)
+        return n, [total]
+
+    def _apply_span(self, n: int, firsts: list[int]) -> None:
+        bs = self.bs
+        pool = self.pool
+        caching = self.caching
+        for q, k0 in zip(self.running, firsts):
+            grow = (n - 1 - k0) // bs + 1 if n > k0 else 0
+            if grow:
+                self._grow(q, grow)
+            q.nc += n
+            q.no += n
+            q.T += n
+            if caching:
+                self._cache(q, q.nc // bs)
+        used = pool.usable - pool.free
+        self.t_steps += n
+        r = len(self.running)
+        self.t_sched_tokens += r * n
+        self.tok_hist[r] = self.tok_hist.get(r, 0) + n
+        # exact per-step KV after schedule(): blocks grow inside the span
+        used_end = used
+        if used_end > self.kv_peak:
+            self.kv_peak = used_end
+        self.kv_weighted += self._span_kv_sum(n, firsts, used_end)
+
+    def _span_kv_sum(self, n: int, firsts: list[int], used_end: int) -> int:
+        """Sum over the span's steps of blocks in use right after each schedule()."""
+        bs = self.bs
+        total = used_end * n
+        for k0 in firsts:
+            # allocations at steps k0, k0+bs, ... < n; a block allocated at step k
+            # is absent from the steps before k.
+            if n > k0:
+                m = (n - 1 - k0) // bs + 1
+                # sum over j<m of (k0 + j*bs) steps missing that block
+                total -= m * k0 + bs * m * (m - 1) // 2
+        return total
+
+    # -- block helpers ----------------------------------------------------------
+    def _grow(self, q: _Req, n: int) -> None:
+        q.held += n
+        if self.caching:
+            self.pool.allocate(n, q.blocks)
+        else:
+            self.pool.take(n)
+
+    def _cache(self, q: _Req, upto: int) -> None:
+        """Register q's full computed blocks [ncached, upto) in the prefix cache."""
+        i = q.ncached
+        if upto <= i:
+            return
+        pool = self.pool
+        blocks = q.blocks
+        for j in range(i, upto):
+            pool.insert(blocks[j], q.key(j))
+        q.ncached = upto
+
+    def _release(self, q: _Req) -> None:
+        if self.caching:
+            self.pool.release(q.blocks)
+            q.blocks = []
+            q.ncached = 0
+        else:
+            self.pool.give(q.held)
+        q.held = 0
+
+    def _preempt(self, q: _Req) -> None:
+        self._release(q)
+        q.status = PREEMPTED
+        q.nc = 0
+        q.npre += 1
+        if self.priority:
+            heapq.heappush(self.waiting_heap, q)
+        else:
+            self.waiting_fifo.appendleft(q)
+
+    # -- outcomes ---------------------------------------------------------------
+    def _reject(self, request: Request, arrival_ms: float | None, reason: str) -> None:
+        self.rejected_now.append(request.id)
+        self.steady = False
+        self.outcomes.append(RequestOutcome(
+            id=request.id, status="rejected", reason=reason, arrival_tick=self.clock.tick,
+            finished_tick=self.clock.tick, prompt_tokens=request.prompt_tokens,
+            priority=request.priority, tenant=request.tenant, lane=request.lane,
+            arrival_ms=arrival_ms,
+        ))
+
+    def _outcome(self, q: _Req, tick: int, end_ms: float | None) -> RequestOutcome:
+        r = q.r
+        missed = None
+        if r.deadline_tick is not None:
+            missed = tick + 1 > r.deadline_tick
+        elif r.deadline_ms is not None and end_ms is not None:
+            missed = end_ms > r.deadline_ms
+        return RequestOutcome(
+            id=r.id, status="completed", arrival_tick=q.arrival_tick, admitted_tick=q.admitted_tick,
+            first_token_tick=q.first_tick, finished_tick=tick, output_tokens=q.no,
+            prompt_tokens=r.prompt_tokens, preemptions=q.npre, prefix_hit_tokens=q.hit_first,
+            priority=r.priority, tenant=r.tenant, lane=r.lane, deadline_missed=missed,
+            arrival_ms=q.arrival_ms, first_token_ms=q.first_ms, finished_ms=end_ms,
+            flags=("length_capped",) if q.no < q.M else (),
+        )
+
+    def extra_summary(self) -> Mapping[str, Any]:
+        from .v1_summary import summary
+
+        return summary(self)
+
+
+def _victim_key(q: _Req) -> tuple[int, int]:
+    return (q.prio, q.ordinal)
+
+
+def span_record(s: VllmV1Scheduler, span: int) -> TickRecord:
+    """The last decode-only record, repeated ``span`` times from the current tick."""
+    last = s.last_record
+    if last is None:  # pragma: no cover - steady implies a previous record
+        raise PluginError("vllm-v1: steady span without a previous step")
+    duration = getattr(s, "_span_duration", None)
+    return TickRecord(
+        tick=s.clock.tick, admitted=(), prefill_tokens=0, decoded=last.decoded,
+        decode_tokens=last.decode_tokens, queued=last.queued, active=last.active,
+        kv_pages_used=last.kv_pages_used, kv_pages_reserved=0, span=span,
+        duration_ms=duration, detail=last.detail,
+    )
+
+
+def _next_up(x: float) -> float:
+    import math
+
+    return math.nextafter(x, math.inf)
+
+
+def _next_down(x: float) -> float:
+    import math
+
+    return math.nextafter(x, -math.inf)

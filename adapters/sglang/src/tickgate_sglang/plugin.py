@@ -19,14 +19,14 @@ def register_backend_mirrors(register: Any) -> None:
     from .metrics import SglangMetricsMirror
     from .sse import SglangSseMirror
 
-    register(SglangBenchMirror())
-    register(SglangMetricsMirror())
-    register(SglangSseMirror())
-    register(SglangKvEventsMirror())
+    register(SglangBenchMirror)
+    register(SglangMetricsMirror)
+    register(SglangSseMirror)
+    register(SglangKvEventsMirror)
 
 
 @hookimpl
 def register_evidence_parsers(register: Any) -> None:
     from .sse import SglangSseEvidence
 
-    register(SglangSseEvidence())
+    register(SglangSseEvidence)

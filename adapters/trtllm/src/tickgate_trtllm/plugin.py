@@ -18,7 +18,7 @@ def register_backend_mirrors(register: Any) -> None:
     from .iteration_stats import TrtllmIterationStatsMirror
     from .metrics import TritonTrtllmMetricsMirror, TrtllmMetricsMirror
 
-    register(TrtllmBenchMirror())
-    register(TrtllmIterationStatsMirror())
-    register(TritonTrtllmMetricsMirror())
-    register(TrtllmMetricsMirror())
+    register(TrtllmBenchMirror)
+    register(TrtllmIterationStatsMirror)
+    register(TritonTrtllmMetricsMirror)
+    register(TrtllmMetricsMirror)

@@ -19,14 +19,14 @@ def register_backend_mirrors(register: Any) -> None:
     from .metrics import VllmMetricsMirror
     from .sse import VllmSseMirror
 
-    register(VllmBenchMirror())
-    register(VllmMetricsMirror())
-    register(VllmSseMirror())
-    register(VllmKvEventsMirror())
+    register(VllmBenchMirror)
+    register(VllmMetricsMirror)
+    register(VllmSseMirror)
+    register(VllmKvEventsMirror)
 
 
 @hookimpl
 def register_evidence_parsers(register: Any) -> None:
     from .sse import VllmSseEvidence
 
-    register(VllmSseEvidence())
+    register(VllmSseEvidence)

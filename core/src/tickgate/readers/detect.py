@@ -1,7 +1,8 @@
 """Format auto-detection over the registered backend mirrors, and the one
 function that turns any supported file into a neutral observation document.
 
-Every mirror's ``sniff`` sees the first 64 KiB of the file. Exactly one must
+Mirrors are registered as classes (like every other plugin kind) and
+instantiated without arguments for each use. Every mirror's ``sniff`` sees the first 64 KiB of the file. Exactly one must
 claim it: none or several is an error listing the formats known, so a user
 can force one with ``--format NAME``. Built-in readers get no special
 treatment: they are found in the registry like any third party's.
@@ -47,7 +48,7 @@ def detect_format(path: Path | str, registry: Registry | None = None) -> PluginI
     matches = []
     for info in registry.of_kind(KIND):
         try:
-            claimed = bool(info.obj.sniff(path, head))
+            claimed = bool(info.obj().sniff(path, head))
         except Exception as exc:  # a plugin bug must not become a traceback
             raise PluginError(f'backend mirror "{info.name}" from {info.distribution} {info.version} '
                               f"failed to sniff {path}: {type(exc).__name__}: {exc}") from exc
@@ -62,10 +63,10 @@ def detect_format(path: Path | str, registry: Registry | None = None) -> PluginI
     return matches[0]
 
 
-def mirror(name: str, registry: Registry | None = None) -> PluginInfo:
+def mirror(name: str, registry: Registry | None = None, path: Path | str | None = None) -> PluginInfo:
     registry = registry or get_registry()
     if name not in registry.names(KIND):
-        raise InputError(None, f'unknown format "{name}"; known formats: {_known(registry)}')
+        raise InputError(path, f'unknown format "{name}"; known formats: {_known(registry)}')
     return registry.get(KIND, name)
 
 
@@ -75,8 +76,8 @@ def read_observations(path: Path | str, format: str = "auto", registry: Registry
 
     registry = registry or get_registry()
     base, line = split_selector(path)
-    info = detect_format(path, registry) if format == "auto" else mirror(format, registry)
-    reader = info.obj
+    info = detect_format(path, registry) if format == "auto" else mirror(format, registry, base)
+    reader = info.obj()
     if line is not None:
         if not getattr(reader, "accepts_line", False):
             raise InputError(path, f'format "{info.name}" holds one run per file; "#LINE" selects a run '

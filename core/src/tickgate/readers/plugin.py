@@ -15,6 +15,6 @@ def register_backend_mirrors(register: Any) -> None:
     from .genai_perf import GenaiPerfMirror
     from .neutral import NeutralMirror
 
-    register(NeutralMirror())
-    register(AiperfMirror())
-    register(GenaiPerfMirror())
+    register(NeutralMirror)
+    register(AiperfMirror)
+    register(GenaiPerfMirror)

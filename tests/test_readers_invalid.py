@@ -1,0 +1,87 @@
+"""Hostile variants of every format give one clean, located error."""
+
+from __future__ import annotations
+
+import pytest
+
+from readers_helpers import INVALID, read
+from tickgate.errors import InputError
+
+CASES = [
+    ("vllm-bench/truncated.json", {"line": 1, "column": 395}, "invalid JSON"),
+    ("vllm-bench/empty.json", {}, "empty file"),
+    ("vllm-bench/ttft_not_number.json", {"json_path": "$.mean_ttft_ms"}, 'expected a number, got a string "fast"'),
+    ("vllm-bench/completed_string.json", {"json_path": "$.completed"}, "expected a number"),
+    ("vllm-bench/arrays_misaligned.json", {"json_path": "$.input_lens"}, "per-request arrays must align"),
+    ("vllm-bench/line2_cut.jsonl", {"line": 2}, "invalid JSON"),
+    ("vllm-bench/not_an_object.json", {"json_path": "$"}, "expected a JSON object, got an array"),
+    ("sglang-bench/truncated.jsonl", {"line": 1}, "invalid JSON"),
+    ("sglang-bench/empty.jsonl", {}, "empty file"),
+    ("sglang-bench/request_rate_object.jsonl", {"line": 1, "json_path": "$.request_rate"}, "expected a number"),
+    ("sglang-bench/negative_ttft.jsonl", {"json_path": "$.ttfts[0]"}, "expected seconds"),
+    ("vllm-metrics/bad_value.prom", {"line": 2}, "'lots' is not a number"),
+    ("vllm-metrics/unterminated_label.prom", {"line": 1}, "unterminated label value"),
+    ("vllm-metrics/empty.prom", {}, "no vllm: metrics"),
+    ("sglang-metrics/missing_value.prom", {"line": 2}, "expected a sample value"),
+    ("triton-trtllm-metrics/bad_name.prom", {"line": 3, "column": 1}, "expected a metric name"),
+    ("vllm-sse/bad_chunk_middle.sse", {"line": 5}, "invalid JSON in stream chunk"),
+    ("vllm-sse/choices_not_list.sse", {"json_path": "$.choices"}, "'choices' must be a list"),
+    ("vllm-sse/empty.sse", {}, "empty stream capture"),
+    ("vllm-sse/chunk_not_object.sse", {"line": 3}, "must be a JSON object"),
+    ("sglang-sse/missing_id.sse", {"json_path": "$.id"}, "no string 'id'"),
+    ("sglang-sse/content_not_string.jsonl", {"line": 1}, "token text must be a string"),
+    ("vllm-kv-events/truncated.msgpack", {}, "ends inside the object that starts at byte 0"),
+    ("vllm-kv-events/unknown_event.msgpack", {"json_path": "$.events[2]"}, "unknown event type 'AllBlocksVanishd'"),
+    ("vllm-kv-events/empty.msgpack", {}, "empty file"),
+    ("vllm-kv-events/hashes_not_list.msgpack", {"json_path": "$.events[0].block_hashes"}, "list of ints or bytes"),
+    ("sglang-kv-events/ext_type.msgpack", {}, "0xd4 at byte 10"),
+    ("trtllm-bench/no_performance.json", {"json_path": "$.performance"}, "is required"),
+    ("trtllm-bench/latency_string.json", {"json_path": "$.performance.total_latency_ms"}, "expected a number"),
+    ("trtllm-iteration-stats/used_exceeds_max.json", {"json_path": "$[0].kvCacheStats.usedNumBlocks"},
+     "exceed maxNumBlocks 7240"),
+    ("trtllm-iteration-stats/truncated.json", {"line": 1}, "invalid JSON"),
+    ("aiperf/bad_unit.jsonl", {"line": 2, "json_path": "$.metrics.time_to_first_token.unit"}, "'fortnights'"),
+    ("aiperf/short_row.csv", {"line": 3}, "row has 11 cells, the header has 14"),
+    ("genai-perf/latency_array.json", {"json_path": "$.request_latency"}, "expected an object, got an array"),
+    ("neutral/bad_version.json", {"json_path": "$.version"}, "1 was expected"),
+]
+
+
+@pytest.mark.parametrize("rel, where, message", CASES, ids=[c[0] for c in CASES])
+def test_hostile_variant(rel, where, message):
+    path = INVALID / rel
+    with pytest.raises(InputError) as exc:
+        read(path, rel.split("/")[0])
+    err = exc.value
+    assert err.path == str(path)
+    assert message in err.message
+    for key, value in where.items():
+        assert getattr(err, key) == value, (key, str(err))
+
+
+def test_every_hostile_file_is_covered():
+    listed = {c[0] for c in CASES}
+    formats = {c[0].split("/")[0] for c in CASES}
+    on_disk = {f"{p.parent.name}/{p.name}" for fmt in formats for p in (INVALID / fmt).iterdir()}
+    assert on_disk == listed
+
+
+def test_unknown_file_lists_known_formats():
+    with pytest.raises(InputError) as exc:
+        read(INVALID / "unknown/plain.txt")
+    assert "matches no known format" in exc.value.message
+    assert "vllm-bench" in exc.value.message and "trtllm-iteration-stats" in exc.value.message
+
+
+def test_empty_file_under_auto(tmp_path):
+    path = tmp_path / "empty.json"
+    path.write_text("")
+    with pytest.raises(InputError, match="empty file"):
+        read(path)
+
+
+def test_unknown_format_name_names_the_file():
+    path = INVALID / "unknown/plain.txt"
+    with pytest.raises(InputError) as exc:
+        read(path, "vllm-benchmark")
+    assert exc.value.path == str(path) and 'unknown format "vllm-benchmark"' in exc.value.message

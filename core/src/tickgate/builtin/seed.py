@@ -71,23 +71,39 @@ OPTIONS_SCHEMA: Mapping[str, Any] = {
 MAX_SPAN = 1 << 16
 
 
-def _step_ends(timing: TimingModel, start: float, seqs: int, context: int, steps: int) -> list[float]:
-    """End times of ``steps`` decode-only steps of ``seqs`` sequences reading
-    ``context`` tokens (growing by ``seqs`` a step), starting at ``start``.
+def _step_ends(timing: TimingModel, start: float, seqs: int, context: int, steps: int,
+               until: float | None) -> list[float]:
+    """End times of up to ``steps`` decode-only steps of ``seqs`` sequences
+    reading ``context`` tokens (growing by ``seqs`` a step), starting at
+    ``start``; computed in growing chunks and stopped at the first end at or
+    after ``until`` (no later step may start), so the cost follows the span.
 
     Bit-identical to adding ``timing.step_ms(0, seqs, context)`` to the clock
     one step at a time (``accumulate`` adds left to right, and for the stock
     model ``step_ms(0, n, c)`` is exactly ``base + per_context_token_ms * c``
     with ``base`` evaluated in the same order), but runs in C.
     """
-    contexts = range(context, context + steps * seqs, seqs)
-    if type(timing).step_ms is TimingModel.step_ms:
-        base = timing.fixed_ms + timing.per_prefill_token_ms * 0 + timing.per_decode_seq_ms * seqs
-        durations: Any = map(base.__add__, map(timing.per_context_token_ms.__mul__, contexts))
-    else:
-        durations = (timing.step_ms(0, seqs, c) for c in contexts)
-    out = list(accumulate(durations, initial=start))
-    del out[0]
+    stock = type(timing).step_ms is TimingModel.step_ms
+    base = timing.fixed_ms + timing.per_prefill_token_ms * 0 + timing.per_decode_seq_ms * seqs
+    per_ctx = timing.per_context_token_ms
+    out: list[float] = []
+    t = start
+    chunk = 32
+    while len(out) < steps:
+        k = min(chunk, steps - len(out))
+        contexts = range(context, context + k * seqs, seqs)
+        context += k * seqs
+        if stock:
+            durations: Any = map(base.__add__, map(per_ctx.__mul__, contexts))
+        else:
+            durations = (timing.step_ms(0, seqs, c) for c in contexts)
+        ends = list(accumulate(durations, initial=t))
+        del ends[0]
+        out += ends
+        t = ends[-1]
+        if until is not None and t >= until:
+            break
+        chunk *= 4
     return out
 
 
@@ -277,8 +293,10 @@ class SeedScheduler(Scheduler):
         first_end: float | None = None
         if timing is not None:
             start = clock.now_ms
-            ends = _step_ends(timing, start, n, sum(e.request.prompt_tokens + e.decoded for e in active), steps)
             until = horizon.until_ms
+            ends = _step_ends(timing, start, n, sum(e.request.prompt_tokens + e.decoded for e in active), steps,
+                              until)
+            steps = len(ends)
             if until is not None:
                 # step k (k >= 1) starts at ends[k - 1]; it runs only if that is before the arrival
                 steps = bisect_left(ends, until, 0, steps - 1) + 1

@@ -16,6 +16,7 @@ from ..errors import InputError, PluginError, TickgateError
 from ..plugins import PluginInfo, Registry, get_registry
 from ..schemas import load_schema, validate
 from .jsonscan import Scanner
+from .fastpath import add_batch
 from .observations import Side, check_envelope, side_from_document
 
 NEUTRAL = "neutral"
@@ -24,6 +25,8 @@ BUNDLE_KIND = "tickgate.gate-bundle"
 HEAD_BYTES = 64 * 1024
 #: observation files can be large (a million requests is ~250 MB of JSON)
 MAX_OBSERVATION_BYTES = 4 * 1024**3
+#: requests checked together by the column-wise fast path
+BATCH = 2048
 
 
 def _head(path: Path) -> bytes:
@@ -158,12 +161,30 @@ class _SideReader:
         return self.sc.fail(pos, message, f"{base}[{index}]" + (f".{sub}" if sub else ""))
 
     def _each(self, item: Any, index: int, pos: int) -> None:
-        self._where = (index, pos, self._where[2])
-        self.side.add(item, self._fail)
+        self._batch.append(item)
+        self._positions.append(pos)
+        if len(self._batch) >= BATCH:
+            self._flush()
+
+    def _flush(self) -> None:
+        """Column-wise fast path; the exact per-request path when it declines."""
+        batch, positions = self._batch, self._positions
+        if batch and not add_batch(self.side, batch):
+            base, first = self._where[2], self._first
+            for offset, (item, pos) in enumerate(zip(batch, positions)):
+                self._where = (first + offset, pos, base)
+                self.side.add(item, self._fail)
+        self._first += len(batch)
+        self._batch, self._positions = [], []
 
     def _requests(self, pos: int, json_path: str) -> int:
         self._where = (0, pos, json_path)
-        return self.sc.items(pos, json_path, self._each)
+        self._batch: list[Any] = []
+        self._positions: list[int] = []
+        self._first = 0
+        end = self.sc.items(pos, json_path, self._each)
+        self._flush()
+        return end
 
     def read(self, pos: int, json_path: str) -> tuple[Side, int]:
         start = self.sc.skip(pos)

@@ -30,7 +30,7 @@ BASE_OPTIONS = {
     "quantile": {"type": "number", "exclusiveMinimum": 0, "exclusiveMaximum": 1, "default": 0.95},
     "confidence": {"type": "number", "minimum": 0.5, "exclusiveMaximum": 1, "default": 0.95},
     "resamples": {"type": "integer", "minimum": 0, "maximum": 100000, "default": 200},
-    "max_bootstrap_pairs": {"type": "integer", "minimum": 100, "maximum": 10000000, "default": 10000},
+    "max_bootstrap_pairs": {"type": "integer", "minimum": 100, "maximum": 10000000, "default": 4000},
     "min_tail_samples": {"type": "integer", "minimum": 1, "maximum": 1000000, "default": 10},
     "min_pairs": {"type": "integer", "minimum": 1, "description": "overrides the derived minimum"},
     "max_missing_fraction": {**FRACTION, "default": 0.0},

@@ -1,0 +1,89 @@
+"""Gate a million matched request pairs and report time and peak memory.
+
+    python benchmarks/bench_gate.py [--pairs 1000000] [--workdir /tmp/tickgate-bench-gate]
+
+Writes a baseline and a candidate neutral observations file (seeded, written
+once and reused), then runs ``tickgate gate --baseline --candidate`` with the
+default policy in a fresh process and reports its wall time and peak RSS
+(``ru_maxrss`` of the child), plus the same for a 100k-pair run in the same
+script as the scaling baseline: linear cost means ~10x between them.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import resource
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+MODELS = ("llama-3.1-8b", "qwen2.5-7b")
+ACCELERATORS = ("h100", "a100")
+
+
+def write_side(path: Path, pairs: int, seed: int, factor: float) -> None:
+    """Paired traffic: the candidate's latencies are the baseline's times noise."""
+    base = random.Random(7)
+    noise = random.Random(seed)
+    with path.open("w", encoding="utf-8") as fh:
+        fh.write('{"version":1,"kind":"tickgate.observations","run":{"label":"%s","backend":"vllm",'
+                 '"scheduler":"vllm-v1","provenance":{"format":"neutral"}},"requests":[\n' % path.stem)
+        for i in range(pairs):
+            lat = base.lognormvariate(7.0, 0.5)
+            ttft = base.lognormvariate(4.0, 0.35)
+            itl = base.lognormvariate(2.6, 0.2)
+            mem = base.uniform(0.3, 0.7)
+            tin, tout = base.randint(64, 2048), base.randint(32, 512)
+            f = factor * (1 + noise.gauss(0, 0.02)) if factor else 1.0
+            fh.write(
+                f'{"," if i else ""}{{"request_id":"r{i:07d}","model":"{MODELS[i % 2]}",'
+                f'"accelerator":"{ACCELERATORS[(i >> 1) % 2]}","route":"/v1/chat/completions",'
+                f'"output_fingerprint":"{(i * 2654435761) % (1 << 32):08x}",'
+                f'"latency_ms":{lat * f:.3f},"ttft_ms":{ttft * f:.3f},"itl_p95_ms":{itl * f:.3f},'
+                f'"tokens_in":{tin},"tokens_out":{tout},"memory_pressure":{mem:.4f}}}\n')
+        fh.write("]}\n")
+
+
+def run_gate(workdir: Path, pairs: int) -> dict[str, float | int | str]:
+    base = workdir / f"baseline-{pairs}.json"
+    cand = workdir / f"candidate-{pairs}.json"
+    if not base.exists():
+        write_side(base, pairs, 1, 0.0)
+    if not cand.exists():
+        write_side(cand, pairs, 2, 1.0)
+    out = workdir / f"report-{pairs}.json"
+    before = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+    start = time.perf_counter()
+    proc = subprocess.run([sys.executable, "-m", "tickgate", "gate", "--baseline", str(base), "--candidate",
+                           str(cand), "--output", str(out), "--quiet"], capture_output=True, text=True)
+    seconds = time.perf_counter() - start
+    peak_kib = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+    if proc.returncode not in (0, 10, 20):
+        raise SystemExit(f"gate failed ({proc.returncode}): {proc.stderr.strip()}")
+    report = json.loads(out.read_text())
+    return {"pairs": pairs, "decision": report["decision"], "matched": report["join"]["matched"],
+            "seconds": round(seconds, 2), "peak_rss_mib": round(max(peak_kib, before) / 1024, 1),
+            "input_mib": round((base.stat().st_size + cand.stat().st_size) / 2**20, 1)}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--pairs", type=int, default=1_000_000)
+    ap.add_argument("--workdir", type=Path, default=Path("/tmp/tickgate-bench-gate"))
+    args = ap.parse_args()
+    args.workdir.mkdir(parents=True, exist_ok=True)
+    os.environ.setdefault("PYTHONHASHSEED", "0")
+    small = run_gate(args.workdir, max(1, args.pairs // 10))  # its peak is recorded first (children max)
+    print(json.dumps(small))
+    big = run_gate(args.workdir, args.pairs)
+    print(json.dumps(big))
+    print(json.dumps({"time_ratio": round(big["seconds"] / small["seconds"], 2)}))  # type: ignore[operator]
+
+
+if __name__ == "__main__":
+    main()

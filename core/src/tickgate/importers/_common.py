@@ -179,7 +179,7 @@ def check_header(path: Path, found: list[str], required: tuple[str, ...], fmt: s
     index = {name: i for i, name in reversed(list(enumerate(names)))}
     missing = [c for c in required if c not in index]
     if missing:
-        raise InputError(path, f"not a {fmt} CSV: missing column(s) {', '.join(missing)}; "
+        raise InputError(path, f"missing column(s) {', '.join(missing)} for a {fmt} CSV; "
                          f"expected a header with {', '.join(required)}, found {', '.join(names) or 'nothing'}",
                          line=1)
     return index

@@ -66,7 +66,7 @@ class AzureReader(TraceReader):
                 header = next(reader, None)
                 if header is None:
                     raise InputError(path, "empty file: expected a header " + ",".join(COLUMNS), line=1)
-                col = check_header(path, header, COLUMNS, "Azure LLM inference trace")
+                col = check_header(path, header, COLUMNS, "azure (Azure LLM inference trace)")
                 its, ictx, igen = col["TIMESTAMP"], col["ContextTokens"], col["GeneratedTokens"]
                 for row in reader:
                     line = reader.line_num

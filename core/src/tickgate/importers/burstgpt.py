@@ -45,7 +45,7 @@ class BurstGptReader(TraceReader):
                 header = next(reader, None)
                 if header is None:
                     raise InputError(path, "empty file: expected a header " + ",".join(COLUMNS), line=1)
-                col = check_header(path, header, COLUMNS, "BurstGPT")
+                col = check_header(path, header, COLUMNS, "burstgpt")
                 its, imodel, ireq, iresp, ilog = (col["Timestamp"], col["Model"], col["Request tokens"],
                                                   col["Response tokens"], col["Log Type"])
                 for row in reader:

@@ -40,7 +40,7 @@ class SplitwiseReader(TraceReader):
                 header = next(reader, None)
                 if header is None:
                     raise InputError(path, "empty file: expected a header " + ",".join(COLUMNS), line=1)
-                col = check_header(path, header, COLUMNS, "splitwise-sim trace")
+                col = check_header(path, header, COLUMNS, "splitwise (splitwise-sim trace)")
                 for row in reader:
                     line = reader.line_num
                     if not row or (len(row) == 1 and not row[0].strip()):

@@ -362,9 +362,14 @@ class VllmV1Scheduler(Scheduler):
                 sched_json.append([q.r.id, n, kind, before])
                 admitted.append(q.r.id)
                 pure_decode = False
-            is_decode = q.no > 0 and before + n == q.T
-            if is_decode:
+            # As the reference harness counts: a chunk ending at the newest
+            # sampled token decodes its last position; the rest is prefill
+            # (prompt or recompute after preemption).
+            if q.no > 0 and before + n == q.T:
                 decode_tokens += 1
+                if n != 1:
+                    prefill_tokens += n - 1
+                    pure_decode = False
             else:
                 prefill_tokens += n
                 pure_decode = False

@@ -67,8 +67,9 @@ def add_batch(side: Side, batch: list[Any]) -> bool:
     for key in CATEGORIES:
         cat = side.cats[key]
         col = columns[key]
-        for value in sorted(set(col) - {None}):
-            cat.code(value)
+        for value in dict.fromkeys(col):  # first-seen order, as the exact path assigns codes
+            if value is not None:
+                cat.code(value)
         lookup = cat._lookup
         cat.codes.extend([-1 if v is None else lookup[v] for v in col])
     side.fingerprints.extend(columns["output_fingerprint"])

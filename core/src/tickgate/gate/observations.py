@@ -197,12 +197,12 @@ class Side:
         self.streaming.append(stream)
         v = d.get("ttft_ms")
         num["ttft_ms"].append(first if v is None and "ttft_ms" not in d else _ms(v, "ttft_ms", fail))
+        if "itl_ms" in d:  # explicit inter-token gaps win over the stream's
+            gaps = _ms_list(d["itl_ms"], "itl_ms", fail)
         v = d.get("itl_p95_ms")
         if v is not None or "itl_p95_ms" in d:
             itl = _ms(v, "itl_p95_ms", fail)
         else:
-            if "itl_ms" in d:
-                gaps = _ms_list(d["itl_ms"], "itl_ms", fail)
             itl = quantile(sorted(gaps), 0.95) if gaps else NAN
         num["itl_p95_ms"].append(itl)
         if "segments" in d:

@@ -1,0 +1,252 @@
+"""Reading gate inputs: the hand-written request check agrees with the JSON
+Schema, errors are located, backend mirrors are chosen by sniffing (exactly
+one), and a misbehaving mirror is an error naming its distribution."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from conftest import FIXTURES, POLICIES
+
+from tickgate.errors import InputError, PluginError
+from tickgate.gate.fastpath import add_batch
+from tickgate.gate.inputs import load_observations, read_bundle, read_side
+from tickgate.gate.observations import Side, side_from_document
+from tickgate.hookspecs import hookimpl
+from tickgate.plugins import Registry
+
+VALID = {"request_id": "a", "backend": "vllm", "model": "m", "accelerator": "h100", "route": "/v1/completions",
+         "scheduler": "vllm-v1", "output_fingerprint": "ff", "error": None, "latency_ms": 12.5, "ttft_ms": 3,
+         "itl_p95_ms": 1.0, "tokens_in": 10, "tokens_out": 4, "memory_pressure": 0.5}
+
+INVALID: list[tuple[str, dict[str, Any]]] = [
+    ("latency_ms", {"latency_ms": -1}),
+    ("latency_ms", {"latency_ms": "12"}),
+    ("latency_ms", {"latency_ms": True}),
+    ("latency_ms", {"latency_ms": None}),
+    ("tokens_out", {"tokens_out": 1.5}),
+    ("memory_pressure", {"memory_pressure": 1.2}),
+    ("request_id", {"request_id": ""}),
+    ("request_id", {"request_id": 7}),
+    ("model", {"model": None}),
+    ("error", {"error": 500}),
+    ("output_values", {"output_values": [1, "x"]}),
+    ("itl_ms[1]", {"itl_ms": [1, -2]}),
+    ("streaming.complete", {"streaming": {"gaps_ms": [1.0]}}),
+    ("streaming", {"streaming": {"complete": True, "gap": 1}}),
+    ("segments.region", {"segments": {"region": 3}}),
+    ("", {"latency": 3}),
+]
+
+
+def _schema_errors(request: dict[str, Any]) -> list[str]:
+    import jsonschema
+
+    from tickgate.schemas import load_schema
+
+    schema = load_schema("observations.schema.json")
+    doc = {"version": 1, "kind": "tickgate.observations", "run": {}, "requests": [request]}
+    return [e.message for e in jsonschema.Draft202012Validator(schema).iter_errors(doc)]
+
+
+def _fail(sub: str, msg: str) -> InputError:
+    return InputError("f.json", msg, json_path=f"$.requests[0].{sub}")
+
+
+def test_valid_request_passes_both_checks():
+    assert _schema_errors(VALID) == []
+    side = Side("b", "f.json")
+    side.add(dict(VALID), _fail)
+    assert side.num["latency_ms"][0] == 12.5 and side.cats["model"].value(0) == "m"
+
+
+@pytest.mark.parametrize("field,change", INVALID, ids=[json.dumps(c) for _, c in INVALID])
+def test_hand_check_rejects_exactly_what_the_schema_rejects(field, change):
+    request = {**VALID, **change}
+    assert _schema_errors(request), "the schema must reject this too"
+    with pytest.raises(InputError) as err:
+        Side("b", "f.json").add(request, _fail)
+    assert err.value.json_path.endswith(field)
+    assert not add_batch(Side("b", "f.json"), [dict(VALID, request_id="z"), request])
+
+
+def test_fast_path_builds_the_same_columns_as_the_exact_path():
+    bundle = json.loads((FIXTURES / "release_gate_bad.json").read_text())
+    requests = bundle["candidate"]["requests"]
+    fast, slow = Side("c", "x"), Side("c", "x")
+    assert add_batch(fast, requests)
+    for r in requests:
+        slow.add(r, _fail)
+    for attr in ("ids", "index", "fingerprints", "values", "errors", "error_messages", "streaming"):
+        assert getattr(fast, attr) == getattr(slow, attr), attr
+    for key in fast.num:
+        assert fast.num[key].tobytes() == slow.num[key].tobytes(), key
+    for key in fast.cats:
+        assert fast.cats[key].codes == slow.cats[key].codes and fast.cats[key].values == slow.cats[key].values
+
+
+def test_explicit_null_value_is_refused_by_the_fast_path():
+    assert not add_batch(Side("c", "x"), [dict(VALID, ttft_ms=None)])
+    assert add_batch(Side("c", "x"), [dict(VALID, error=None)])
+
+
+def test_bad_request_in_a_bundle_is_located_by_line_column_and_path(tmp_path):
+    bundle = json.loads((FIXTURES / "release_gate_safe.json").read_text())
+    bundle["candidate"]["requests"][7]["tokens_out"] = -3
+    path = tmp_path / "b.json"
+    path.write_text(json.dumps(bundle, indent=1))
+    with pytest.raises(InputError) as err:
+        read_bundle(path)
+    text = path.read_text()
+    line = text[:text.index('"req-00007"', text.index('"candidate"'))].count("\n") + 1
+    assert err.value.json_path == "$.candidate.requests[7].tokens_out"
+    assert err.value.line is not None and abs(err.value.line - line) <= 2
+    assert "-3" in err.value.message
+
+
+def test_duplicate_request_id_is_an_error(tmp_path):
+    doc = {"version": 1, "kind": "tickgate.observations", "run": {},
+           "requests": [dict(VALID), dict(VALID, latency_ms=3.0)]}
+    path = tmp_path / "o.json"
+    path.write_text(json.dumps(doc))
+    with pytest.raises(InputError, match=r"duplicate request_id 'a'") as err:
+        read_side(path, "baseline", registry=Registry())
+    assert err.value.json_path == "$.requests[1].request_id"
+
+
+@pytest.mark.parametrize("text,where", [
+    ('{"version": 1, "kind": "tickgate.observations", "run": {}, "requests": [{"request_id": "a",}]}', "$.requests[0]"),
+    ('{"version": 1, "kind": "tickgate.observations", "run": {}, "requests": [{"request_id": "a"} {"x": 1}]}',
+     "$.requests"),
+    ('{"version": 1, "kind": "tickgate.observations", "run": {"label": 3}}', "$.run.label"),
+    ('{"version": 1, "kind": "tickgate.observations", "run": {}, "requests": [{"request_id": "a", "latency_ms": NaN}]}',
+     "$.requests[0]"),
+    ('{"version": 2, "kind": "tickgate.observations", "run": {}}', "$.version"),
+])
+def test_malformed_neutral_files_are_input_errors(tmp_path, text, where):
+    path = tmp_path / "o.json"
+    path.write_text(text)
+    with pytest.raises(InputError) as err:
+        read_side(path, "baseline", registry=Registry())
+    assert err.value.json_path == where and err.value.line == 1
+
+
+# -- backend mirrors ------------------------------------------------------------------
+
+class CsvMirror:
+    """A toy engine format: ``id,latency_ms,output`` lines after a '#toybench' header."""
+
+    name = "toybench"
+    description = "test mirror"
+
+    def sniff(self, path: Path, head: bytes) -> bool:
+        return head.startswith(b"#toybench")
+
+    def read(self, path: Path) -> dict[str, Any]:
+        requests = []
+        for line in path.read_text().splitlines()[1:]:
+            rid, latency, output = line.split(",")
+            requests.append({"request_id": rid, "latency_ms": float(latency), "output_fingerprint": output,
+                             "model": "toy", "accelerator": "cpu", "ttft_ms": 1.0, "itl_p95_ms": 1.0,
+                             "memory_pressure": 0.4})
+        return {"version": 1, "kind": "tickgate.observations",
+                "run": {"backend": "toy", "provenance": {"format": self.name, "file": path.name}},
+                "requests": requests}
+
+
+class GreedyMirror(CsvMirror):
+    name = "greedy"
+
+    def sniff(self, path: Path, head: bytes) -> bool:
+        return True
+
+
+class BrokenMirror(CsvMirror):
+    name = "broken"
+
+    def read(self, path: Path) -> dict[str, Any]:
+        raise KeyError("ttfts")
+
+
+class InvalidMirror(CsvMirror):
+    name = "invalid"
+
+    def read(self, path: Path) -> dict[str, Any]:
+        doc = super().read(path)
+        doc["requests"][1]["latency_ms"] = -5
+        return doc
+
+
+def registry_with(*mirrors: Any) -> Registry:
+    class Module:
+        @staticmethod
+        @hookimpl
+        def register_backend_mirrors(register):
+            for m in mirrors:
+                register(m)
+
+    reg = Registry()
+    reg.register_module(Module, distribution="toy-dist", version="1.2")
+    from tickgate.gate import plugin
+
+    reg.register_module(plugin, distribution="tickgate", version="0")
+    return reg
+
+
+def _toy(path: Path, rows: list[tuple[str, float, str]]) -> Path:
+    path.write_text("#toybench\n" + "".join(f"{r},{lat},{out}\n" for r, lat, out in rows))
+    return path
+
+
+def test_engine_native_files_go_through_the_one_mirror_that_claims_them(tmp_path):
+    reg = registry_with(CsvMirror)
+    rows = [(f"q{i}", 100.0 + i % 13, f"o{i}") for i in range(300)]
+    base = _toy(tmp_path / "base.toy", rows)
+    cand = _toy(tmp_path / "cand.toy", [(r, lat, "changed" if r == "q7" else o) for r, lat, o in rows])
+    doc = load_observations(base, registry=reg)
+    assert doc["run"]["provenance"]["format"] == "toybench" and len(doc["requests"]) == 300
+    from tickgate.gate.api import gate_files
+
+    report = gate_files(POLICIES / "gate-default.yaml", baseline=base, candidate=cand, registry=reg)
+    assert report["decision"] == "rollback"
+    assert report["inputs"]["candidate"]["format"] == "toybench"
+    assert "q7" in next(t for t in report["triage"] if t["signal"] == "output-mismatch")["next_action"]
+
+
+def test_neutral_documents_are_used_directly_without_asking_mirrors(tmp_path):
+    path = tmp_path / "n.json"
+    path.write_text(json.dumps({"version": 1, "kind": "tickgate.observations", "run": {}, "requests": [VALID]}))
+    assert load_observations(path, registry=registry_with(GreedyMirror))["requests"] == [VALID]
+
+
+def test_no_mirror_or_several_mirrors_is_an_error_listing_formats(tmp_path):
+    path = _toy(tmp_path / "x.toy", [("a", 1.0, "x")])
+    with pytest.raises(InputError, match=r"no installed backend mirror recognises it; known formats: neutral \(pass --format"):
+        load_observations(path, registry=registry_with())
+    with pytest.raises(InputError, match=r"several backend mirrors claim this file \(greedy, toybench\)"):
+        load_observations(path, registry=registry_with(CsvMirror, GreedyMirror))
+    assert load_observations(path, "toybench", registry=registry_with(CsvMirror, GreedyMirror))["run"]["backend"] == "toy"
+    with pytest.raises(InputError, match="unknown format 'nope'"):
+        load_observations(path, "nope", registry=registry_with(CsvMirror))
+
+
+def test_a_failing_mirror_is_an_error_naming_its_distribution(tmp_path):
+    path = _toy(tmp_path / "x.toy", [("a", 1.0, "x"), ("b", 2.0, "y")])
+    with pytest.raises(PluginError, match=r'backend mirror "broken" from toy-dist 1.2 failed to read .*KeyError'):
+        read_side(path, "baseline", registry=registry_with(BrokenMirror))
+    with pytest.raises(PluginError, match=r'"invalid" from toy-dist 1.2 returned an invalid observations '
+                                          r"document .*\$\.requests\[1\]\.latency_ms"):
+        read_side(path, "baseline", registry=registry_with(InvalidMirror))
+
+
+def test_side_from_document_applies_run_level_defaults():
+    side = side_from_document({"version": 1, "kind": "tickgate.observations",
+                               "run": {"backend": "sglang", "model": "m1"},
+                               "requests": [{"request_id": "a"}, {"request_id": "b", "backend": "vllm"}]}, "b", "x")
+    assert [side.cats["backend"].value(i) for i in range(2)] == ["sglang", "vllm"]
+    assert [side.cats["model"].value(i) for i in range(2)] == ["m1", "m1"]
+    assert side.cats["route"].value(0) is None

@@ -67,21 +67,22 @@ class BlockPool:
                     ref[bid] = 1
                     into.append(bid)
                 continue
-            bid, key = self.lru.popitem(last=False)
-            self._uncache(bid, key)
-            ref[bid] = 1
-            into.append(bid)
-            n -= 1
-
-    def _uncache(self, bid: int, key: Hashable) -> None:
-        del self.key_of[bid]
-        entry = self.cache[key]
-        if type(entry) is int:
-            del self.cache[key]
-        else:
-            entry.remove(bid)  # type: ignore[union-attr]
-            if not entry:
-                del self.cache[key]
+            popitem = self.lru.popitem
+            key_of = self.key_of
+            cache = self.cache
+            while n > 0:
+                bid, key = popitem(last=False)
+                del key_of[bid]
+                entry = cache[key]
+                if type(entry) is int:
+                    del cache[key]
+                else:
+                    entry.remove(bid)  # type: ignore[union-attr]
+                    if not entry:
+                        del cache[key]
+                ref[bid] = 1
+                into.append(bid)
+                n -= 1
 
     def lookup(self, key: Callable[[int], Hashable], limit: int) -> list[int]:
         """The leading cached run of blocks ``key(0), key(1), ...`` (at most

@@ -570,8 +570,21 @@ class VllmV1Scheduler(Scheduler):
             return
         pool = self.pool
         blocks = q.blocks
-        for j in range(i, upto):
-            pool.insert(blocks[j], q.key(j))
+        pk = q.pkeys
+        shared = min(len(pk), upto)
+        insert = pool.insert
+        for j in range(i, shared):
+            insert(blocks[j], pk[j])
+        if upto > shared:
+            # keys unique to this request: no duplicates possible, plain inserts
+            ordinal = q.ordinal
+            key_of = pool.key_of
+            cache = pool.cache
+            for j in range(max(i, shared), upto):
+                key = (ordinal, j)
+                b = blocks[j]
+                key_of[b] = key
+                cache[key] = b
         q.ncached = upto
 
     def _release(self, q: _Req) -> None:

@@ -60,6 +60,21 @@ def merge(docs: list[tuple[str, dict[str, Any]]]) -> dict[str, Any]:
     return document(run, requests)
 
 
+def dump(doc: dict[str, Any], fh: Any) -> None:
+    """Indented envelope, one compact request per line: readable, diffable, and
+    written by the C JSON encoder (an indented dump of 100k requests is slow)."""
+    head = {k: v for k, v in doc.items() if k != "requests"}
+    text = json.dumps(head, indent=2, ensure_ascii=False, allow_nan=False)
+    if "requests" not in doc:
+        fh.write(text + "\n")
+        return
+    fh.write(text[:-2] + ',\n  "requests": [')
+    for i, req in enumerate(doc["requests"]):
+        fh.write(("\n    " if i == 0 else ",\n    ")
+                 + json.dumps(req, ensure_ascii=False, allow_nan=False, separators=(", ", ": ")))
+    fh.write("\n  ]\n}\n" if doc["requests"] else "]\n}\n")
+
+
 @click.command("normalize")
 @click.argument("files", nargs=-1, required=True)
 @click.option("--format", "fmt", default="auto", show_default=True, metavar="auto|NAME",
@@ -69,16 +84,16 @@ def merge(docs: list[tuple[str, dict[str, Any]]]) -> dict[str, Any]:
 def normalize_command(files: tuple[str, ...], fmt: str, output: Path | None) -> None:
     """Turn engine outputs (bench results, /metrics, SSE captures, KV events)
     into neutral observations. FILE#LINE picks one run of an appended JSONL."""
-    from ..atomic import write_json
+    from ..atomic import atomic_writer
     from ..readers.detect import read_observations
 
     docs = [(name, read_observations(name, fmt)) for name in files]
     result = docs[0][1] if len(docs) == 1 else merge(docs)
     if output is None:
-        json.dump(result, sys.stdout, indent=2, ensure_ascii=False, allow_nan=False)
-        sys.stdout.write("\n")
+        dump(result, sys.stdout)
         return
-    write_json(output, result)
+    with atomic_writer(output) as fh:
+        dump(result, fh)
     run = result["run"]
     count = len(result.get("requests", []))
     what = f"{count} requests" if count else "run-level aggregates only"

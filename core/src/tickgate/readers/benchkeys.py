@@ -15,7 +15,7 @@ from typing import Any, Mapping
 
 from ..errors import InputError
 from .common import Fields, is_number
-from .stats import summarize
+from .stats import percentile
 from .streams import fingerprint
 
 _STAT = re.compile(r"^(mean|median|std|min|max|p(\d+(?:\.\d+)?))_(.+)_ms$")
@@ -71,13 +71,15 @@ def requests_from_arrays(f: Fields, *, backend: str, model: str | None,
         if len(values) != n:
             raise f.fail(key, f"has {len(values)} entries but ttfts has {n}: per-request arrays must align")
     width = max(5, len(str(n - 1)))
+    errors = present.get("errors") or [""] * n
+    itls_all = present.get("itls") or [[]] * n
     requests = []
     derived_latency = False
     for i in range(n):
         req: dict[str, Any] = {"request_id": f"{i:0{width}d}", "backend": backend}
         if model:
             req["model"] = model
-        err = present.get("errors", [""] * n)[i]
+        err = errors[i]
         if err not in (None, "") and not isinstance(err, str):
             raise f.fail("errors", f"entry {i} must be a string, got {type(err).__name__}")
         req["error"] = err or None
@@ -90,7 +92,7 @@ def requests_from_arrays(f: Fields, *, backend: str, model: str | None,
                 req[out_key] = v
         if not req["error"]:
             ttft = _seconds(f, "ttfts", i, present["ttfts"][i])
-            itls = present.get("itls", [[]] * n)[i]
+            itls = itls_all[i]
             if not isinstance(itls, list):
                 raise InputError(f.path, "expected a list of seconds", line=f.line,
                                  json_path=f"{f.where('itls')}[{i}]")
@@ -98,7 +100,7 @@ def requests_from_arrays(f: Fields, *, backend: str, model: str | None,
             req["ttft_ms"] = round(ttft * 1000, 6)
             req["itl_ms"] = [round(g * 1000, 6) for g in gaps]
             if gaps:
-                req["itl_p95_ms"] = summarize(req["itl_ms"])["p95"]
+                req["itl_p95_ms"] = round(percentile(sorted(req["itl_ms"]), 0.95), 6)
             if "latencies" in present:
                 req["latency_ms"] = round(_seconds(f, "latencies", i, present["latencies"][i]) * 1000, 6)
             else:

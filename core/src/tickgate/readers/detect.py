@@ -72,7 +72,7 @@ def mirror(name: str, registry: Registry | None = None, path: Path | str | None 
 
 def read_observations(path: Path | str, format: str = "auto", registry: Registry | None = None) -> dict[str, Any]:
     """Read any supported file as a schema-valid observation document."""
-    from ..schemas import load_schema, validate
+    from ..gate.observations import side_from_document
 
     registry = registry or get_registry()
     base, line = split_selector(path)
@@ -93,7 +93,9 @@ def read_observations(path: Path | str, format: str = "auto", registry: Registry
     if info.name != "neutral":
         prov["distribution"] = info.distribution
     try:
-        validate(doc, load_schema("observations.schema.json"), file=base)
+        # the gate's checker: JSON Schema for the envelope, a hand-written
+        # equivalent for the requests (~50x faster on 100k requests)
+        side_from_document(doc, "observations", str(base))
     except InputError as exc:
         raise InputError(base, f"read as {info.name}, a value is outside what observations allow: "
                          f"{exc.message}", json_path=exc.json_path) from None

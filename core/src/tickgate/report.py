@@ -189,10 +189,10 @@ class SummarySink:
     def arrival(self, request: Request) -> None:
         self.request_count += 1
         self.total_prompt_tokens += request.prompt_tokens
-        for key in ("tenant", "lane"):
-            value = getattr(request, key)
-            if value is not None:
-                self._segment(key, value).requests += 1
+        if request.tenant is not None:
+            self._segment("tenant", request.tenant).requests += 1
+        if request.lane is not None:
+            self._segment("lane", request.lane).requests += 1
 
     def record(self, r: TickRecord) -> None:
         span = r.span
@@ -218,7 +218,8 @@ class SummarySink:
             self.ticks_omitted += 1
 
     def outcome(self, o: RequestOutcome) -> None:
-        segs = [self._segment(k, v) for k, v in (("tenant", o.tenant), ("lane", o.lane)) if v is not None]
+        segs = ([self._segment(k, v) for k, v in (("tenant", o.tenant), ("lane", o.lane)) if v is not None]
+                if o.tenant is not None or o.lane is not None else ())
         if o.status == "completed":
             self.completed += 1
             self.output_tokens_done += o.output_tokens

@@ -12,6 +12,7 @@ path, which either ingests the batch identically or raises the located error.
 
 from __future__ import annotations
 
+from itertools import repeat
 from typing import Any
 
 from .observations import CATEGORIES, NAN, NO_STREAM, REQUEST_KEYS, Side
@@ -31,16 +32,15 @@ _ORDER = ("request_id", *CATEGORIES, "output_fingerprint", "error", *_NUMERIC)
 def add_batch(side: Side, batch: list[Any]) -> bool:
     """Append ``batch`` if it is certainly valid; False (and no change) otherwise.
 
-    Rows are read once each (``map(d.get, keys)``; touching every dict once
-    per column would be cache-hostile) and transposed with ``zip``. ``get``
-    cannot tell an explicit null from an absent key, so the batch's key count
+    Columns are read with ``map(dict.get, batch, repeat(key))`` (a C loop).
+    ``get`` cannot tell an explicit null from an absent key, so the batch's key count
     is compared with its non-null values (only ``error`` may be null).
     """
     if set(map(type, batch)) != {dict} or not all(map(_FAST_KEYS.issuperset, batch)):
         return False
-    columns = dict(zip(_ORDER, zip(*[tuple(map(d.get, _ORDER)) for d in batch])))
+    columns = {key: list(map(dict.get, batch, repeat(key))) for key in _ORDER}
     errors = columns["error"]
-    error_nulls = sum(["error" in d for d in batch]) - (len(errors) - errors.count(None))
+    error_nulls = sum(map(dict.__contains__, batch, repeat("error"))) - (len(errors) - errors.count(None))
     non_null = sum(len(col) - col.count(None) for col in columns.values())
     if sum(map(len, batch)) != non_null + error_nulls:
         return False  # an explicit null where the schema wants a value
@@ -70,11 +70,11 @@ def add_batch(side: Side, batch: list[Any]) -> bool:
         for value in dict.fromkeys(col):  # first-seen order, as the exact path assigns codes
             if value is not None:
                 cat.code(value)
-        lookup = cat._lookup
-        cat.codes.extend([-1 if v is None else lookup[v] for v in col])
+        lookup = {**cat._lookup, None: -1}
+        cat.codes.extend(map(lookup.__getitem__, col))
     side.fingerprints.extend(columns["output_fingerprint"])
     side.values.extend([None] * len(batch))
-    side.errors.extend([0 if e is None else 1 for e in errors])
+    side.errors.extend([e is not None for e in errors])
     for i, e in enumerate(errors):
         if e is not None:
             side.error_messages[row + i] = e

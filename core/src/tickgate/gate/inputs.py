@@ -177,12 +177,20 @@ class _SideReader:
         self._first += len(batch)
         self._batch, self._positions = [], []
 
+    def _run(self, values: list[Any]) -> bool:
+        """A run of requests decoded in one call: ingest column-wise or decline."""
+        self._flush()  # keep request order
+        if add_batch(self.side, values):
+            self._first += len(values)
+            return True
+        return False
+
     def _requests(self, pos: int, json_path: str) -> int:
         self._where = (0, pos, json_path)
         self._batch: list[Any] = []
         self._positions: list[int] = []
         self._first = 0
-        end = self.sc.items(pos, json_path, self._each)
+        end = self.sc.items(pos, json_path, self._each, self._run)
         self._flush()
         return end
 

@@ -9,12 +9,23 @@ from __future__ import annotations
 
 import math
 from array import array
-from typing import Iterable
+from itertools import compress
+from operator import itemgetter
+from typing import Any, Sequence
 
 import attrs
 
 from .observations import NO_STREAM, Side
 from .stats import derive_seed
+
+
+def gather(values: Sequence[Any], index: Sequence[int]) -> list[Any]:
+    """``[values[i] for i in index]`` as one C call (itemgetter)."""
+    if not index:
+        return []
+    if len(index) == 1:
+        return [values[index[0]]]
+    return list(itemgetter(*index)(values))
 
 
 @attrs.define
@@ -36,6 +47,7 @@ class Comparison:
     seed: int = 0
     _segment_cache: dict[str, list[str | None]] = attrs.field(factory=dict)
     _ok_cache: list[int] | None = None
+    _group_cache: dict[str, dict[str, list[int]]] = attrs.field(factory=dict)
 
     @property
     def per_request(self) -> bool:
@@ -55,30 +67,41 @@ class Comparison:
         """Pairs where neither side reported an error (latency of a failed
         request says nothing about speed; the error-rate signal judges those)."""
         if self._ok_cache is None:
-            be, ce = self.baseline.errors, self.candidate.errors
-            pb, pc = self.pairs_b, self.pairs_c
-            self._ok_cache = [p for p in range(len(pb)) if not be[pb[p]] and not ce[pc[p]]]
+            n = len(self.pairs_b)
+            bflags = gather(self.baseline.errors, self.pairs_b)
+            cflags = gather(self.candidate.errors, self.pairs_c)
+            if not any(bflags) and not any(cflags):
+                self._ok_cache = list(range(n))
+            else:
+                self._ok_cache = list(compress(range(n), [not (b or c) for b, c in zip(bflags, cflags)]))
         return self._ok_cache
 
-    def paired(self, column: str, pairs: Iterable[int]) -> tuple[list[int], list[float], list[float], list[int]]:
+    def paired(self, column: str, pairs: list[int]) -> tuple[list[int], list[float], list[float], list[int]]:
         """(pairs used, baseline values, candidate values, pairs missing a value)."""
-        bcol, ccol = self.baseline.num[column], self.candidate.num[column]
-        pb, pc = self.pairs_b, self.pairs_c
-        used: list[int] = []
-        bv: list[float] = []
-        cv: list[float] = []
-        missing: list[int] = []
-        isnan = math.isnan
-        for p in pairs:
-            b = bcol[pb[p]]
-            c = ccol[pc[p]]
-            if isnan(b) or isnan(c):
-                missing.append(p)
+        bv = gather(self.baseline.num[column], gather(self.pairs_b, pairs))
+        cv = gather(self.candidate.num[column], gather(self.pairs_c, pairs))
+        if not any(map(math.isnan, bv)) and not any(map(math.isnan, cv)):
+            return list(pairs), bv, cv, []
+        keep = [not (math.isnan(b) or math.isnan(c)) for b, c in zip(bv, cv)]
+        missing = [p for p, k in zip(pairs, keep) if not k]
+        return (list(compress(pairs, keep)), list(compress(bv, keep)), list(compress(cv, keep)), missing)
+
+    def groups(self, key: str) -> dict[str, list[int]]:
+        """Pair indices per value of a segment key (pairs without a value left out)."""
+        cached = self._group_cache.get(key)
+        if cached is None:
+            cached = {}
+            values = self.segment_values(key)
+            distinct = [v for v in dict.fromkeys(values) if v is not None]
+            if len(distinct) <= 16:  # few values: one C-level pass per value
+                for value in distinct:
+                    cached[value] = list(compress(range(len(values)), map(value.__eq__, values)))
             else:
-                used.append(p)
-                bv.append(b)
-                cv.append(c)
-        return used, bv, cv, missing
+                for p, value in enumerate(values):
+                    if value is not None:
+                        cached.setdefault(value, []).append(p)
+            self._group_cache[key] = cached
+        return cached
 
     def segment_keys(self) -> list[str]:
         keys = dict.fromkeys(self.baseline.segment_keys())
@@ -90,22 +113,20 @@ class Comparison:
         cached = self._segment_cache.get(key)
         if cached is not None:
             return cached
-        ccat = self.candidate.cats.get(key)
-        bcat = self.baseline.cats.get(key)
-        cvals = ccat.values if ccat else []
-        bvals = bcat.values if bcat else []
-        ccodes = ccat.codes if ccat else None
-        bcodes = bcat.codes if bcat else None
-        out: list[str | None] = []
-        for p in range(len(self.pairs_b)):
-            code = ccodes[self.pairs_c[p]] if ccodes is not None else -1
-            if code >= 0:
-                out.append(cvals[code])
-                continue
-            code = bcodes[self.pairs_b[p]] if bcodes is not None else -1
-            out.append(bvals[code] if code >= 0 else None)
+        out = self._side_values(self.candidate, self.pairs_c, key)
+        if None in out:
+            fallback = self._side_values(self.baseline, self.pairs_b, key)
+            out = [b if c is None else c for c, b in zip(out, fallback)]
         self._segment_cache[key] = out
         return out
+
+    @staticmethod
+    def _side_values(side: Side, rows: array, key: str) -> list[str | None]:  # type: ignore[type-arg]
+        cat = side.cats.get(key)
+        if cat is None:
+            return [None] * len(rows)
+        lookup = [*cat.values, None]  # code -1 -> None
+        return list(map(lookup.__getitem__, gather(cat.codes, rows)))
 
     def has_streaming(self, side: Side, row: int) -> bool:
         return side.streaming[row] != NO_STREAM

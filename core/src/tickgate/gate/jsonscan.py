@@ -16,6 +16,10 @@ from typing import Any, Callable
 from ..errors import InputError
 
 _WS = re.compile(r"[ \t\n\r]*")
+#: a place where one array element of objects may end and the next begin
+_BOUNDARY = re.compile(r"\}[ \t\n\r]*,[ \t\n\r]*\{")
+#: characters of array text decoded in one call by :meth:`Scanner.items` with ``run``
+RUN_CHARS = 1 << 20
 
 
 def _reject_constant(name: str) -> Any:
@@ -96,8 +100,17 @@ class Scanner:
                 return out, pos + 1
             raise self.fail(pos, "invalid JSON: expected ',' or '}'", json_path)
 
-    def items(self, pos: int, json_path: str, each: Callable[[Any, int, int], None]) -> int:
-        """Decode the array at ``pos`` element by element: ``each(value, index, pos)``."""
+    def items(self, pos: int, json_path: str, each: Callable[[Any, int, int], None],
+              run: Callable[[list[Any]], bool] | None = None) -> int:
+        """Decode the array at ``pos`` element by element: ``each(value, index, pos)``.
+
+        With ``run``, about ``RUN_CHARS`` of elements at a time are first decoded
+        in one C call and offered as a list; ``run`` returns False to decline
+        (then those elements go through ``each`` one by one). A run ends just
+        after a ``}`` followed by ``,{``; it is used only if it decodes on its
+        own as a sequence of complete values, which proves the cut lies between
+        two elements (a cut inside a string or a nested value never decodes).
+        """
         pos = self.skip(pos)
         if not self.text.startswith("[", pos):
             raise self.fail(pos, "expected an array", json_path)
@@ -108,22 +121,42 @@ class Scanner:
         scan = self._scan
         text = self.text
         ws = _WS.match
+        declined = 0
         while True:
-            try:
-                item, end = scan(text, pos)
-            except (StopIteration, ValueError, RecursionError):
-                self.value(pos, f"{json_path}[{index}]")  # raises a located error
-                raise  # pragma: no cover
-            each(item, index, pos)
-            index += 1
-            pos = ws(text, end).end()  # type: ignore[union-attr]
-            char = text[pos:pos + 1]
-            if char == ",":
-                pos = ws(text, pos + 1).end()  # type: ignore[union-attr]
-                continue
-            if char == "]":
-                return pos + 1
-            raise self.fail(pos, "invalid JSON: expected ',' or ']'", json_path)
+            limit = len(text)
+            if run is not None and declined < 2:
+                m = _BOUNDARY.search(text, pos + RUN_CHARS)
+                if m is not None:
+                    end = m.start() + 1
+                    try:
+                        values, stop = scan("[" + text[pos:end] + "]", 0)
+                    except (StopIteration, ValueError, RecursionError):
+                        values, stop = None, 0
+                    if values is not None and stop == end - pos + 2:
+                        if run(values):
+                            index += len(values)
+                            pos = m.end() - 1
+                            continue
+                        declined += 1
+                    limit = end
+            while True:
+                try:
+                    item, end = scan(text, pos)
+                except (StopIteration, ValueError, RecursionError):
+                    self.value(pos, f"{json_path}[{index}]")  # raises a located error
+                    raise  # pragma: no cover
+                each(item, index, pos)
+                index += 1
+                pos = ws(text, end).end()  # type: ignore[union-attr]
+                char = text[pos:pos + 1]
+                if char == ",":
+                    pos = ws(text, pos + 1).end()  # type: ignore[union-attr]
+                    if pos >= limit:
+                        break
+                    continue
+                if char == "]":
+                    return pos + 1
+                raise self.fail(pos, "invalid JSON: expected ',' or ']'", json_path)
 
     def finish(self, pos: int) -> None:
         pos = self.skip(pos)

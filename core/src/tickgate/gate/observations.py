@@ -238,9 +238,13 @@ class Side:
             default = self.run.get(key)
             if isinstance(default, str):
                 col = self.cats[key]
-                if -1 in col.codes:
+                missing = col.codes.count(-1)
+                if missing:
                     code = col.code(default)
-                    col.codes = array("i", (code if c < 0 else c for c in col.codes))
+                    if missing == len(col.codes):
+                        col.codes = array("i", [code]) * missing
+                    else:
+                        col.codes = array("i", (code if c < 0 else c for c in col.codes))
 
     def segment_keys(self) -> list[str]:
         return [*CATEGORIES, *self.custom_keys]

@@ -9,9 +9,10 @@ test), or its baseline value when the candidate does not say.
 from __future__ import annotations
 
 import math
+from itertools import compress
 from typing import Any
 
-from .join import Comparison
+from .join import Comparison, gather
 from .stats import quantile
 
 #: (report field, column) summarised with their p95 per side
@@ -24,25 +25,24 @@ def _p95(values: list[float]) -> float | None:
 
 def _summary(comparison: Comparison, pairs: list[int]) -> dict[str, Any]:
     base, cand = comparison.baseline, comparison.candidate
-    pb, pc = comparison.pairs_b, comparison.pairs_c
-    be = sum(base.errors[pb[p]] for p in pairs)
-    ce = sum(cand.errors[pc[p]] for p in pairs)
-    ok = [p for p in pairs if not base.errors[pb[p]] and not cand.errors[pc[p]]]
-    bf, cf = base.fingerprints, cand.fingerprints
-    mismatched = sum(1 for p in ok if bf[pb[p]] is not None and cf[pc[p]] is not None
-                     and bf[pb[p]] != cf[pc[p]])
-    out: dict[str, Any] = {"pairs": len(pairs), "baseline_errors": be, "candidate_errors": ce,
+    brows = gather(comparison.pairs_b, pairs)
+    crows = gather(comparison.pairs_c, pairs)
+    berr = gather(base.errors, brows)
+    cerr = gather(cand.errors, crows)
+    keep = [not (b or c) for b, c in zip(berr, cerr)]
+    brows = list(compress(brows, keep))
+    crows = list(compress(crows, keep))
+    bf = gather(base.fingerprints, brows)
+    cf = gather(cand.fingerprints, crows)
+    mismatched = sum(1 for b, c in zip(bf, cf) if b != c and b is not None and c is not None)
+    out: dict[str, Any] = {"pairs": len(pairs), "baseline_errors": sum(berr), "candidate_errors": sum(cerr),
                            "output_mismatches": mismatched}
-    isnan = math.isnan
     for field, column in METRICS:
-        bcol, ccol = base.num[column], cand.num[column]
-        bv: list[float] = []
-        cv: list[float] = []
-        for p in ok:
-            b, c = bcol[pb[p]], ccol[pc[p]]
-            if not (isnan(b) or isnan(c)):
-                bv.append(b)
-                cv.append(c)
+        bv = gather(base.num[column], brows)
+        cv = gather(cand.num[column], crows)
+        if any(map(math.isnan, bv)) or any(map(math.isnan, cv)):
+            both = [not (math.isnan(b) or math.isnan(c)) for b, c in zip(bv, cv)]
+            bv, cv = list(compress(bv, both)), list(compress(cv, both))
         qb, qc = _p95(bv), _p95(cv)
         out[field] = {"baseline": qb, "candidate": qc,
                       "delta_pct": (qc / qb - 1.0) * 100.0 if qb and qc is not None else None}
@@ -56,10 +56,7 @@ def segment_summaries(comparison: Comparison, keys: list[str] | None) -> dict[st
     out: dict[str, dict[str, Any]] = {}
     everything: dict[str, Any] | None = None
     for key in keys:
-        groups: dict[str, list[int]] = {}
-        for p, value in enumerate(comparison.segment_values(key)):
-            if value is not None:
-                groups.setdefault(value, []).append(p)
+        groups = comparison.groups(key)
         if not groups:
             continue
         block: dict[str, Any] = {}

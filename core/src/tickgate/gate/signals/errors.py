@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..join import Comparison
+from ..join import Comparison, gather
 from ..protocol import GateSignal, SignalResult
 from ..stats import min_pairs_for_rate
 from .common import FRACTION, id_text, ids, pct, schema
@@ -34,14 +34,10 @@ class ErrorRate(GateSignal):
             return self._aggregate(comparison, threshold, min_pairs)
         base, cand = comparison.baseline, comparison.candidate
         pb, pc = comparison.pairs_b, comparison.pairs_c
-        be = ce = 0
-        new: list[int] = []
-        for p in range(comparison.matched):
-            b, c = base.errors[pb[p]], cand.errors[pc[p]]
-            be += b
-            ce += c
-            if c and not b:
-                new.append(p)
+        bflags = gather(base.errors, pb)
+        cflags = gather(cand.errors, pc)
+        be, ce = sum(bflags), sum(cflags)
+        new = [p for p, (b, c) in enumerate(zip(bflags, cflags)) if c and not b] if ce else []
         n = comparison.matched
         evidence = {"matched": n, "baseline_errors": be, "candidate_errors": ce, "new_errors": len(new),
                     "min_pairs": min_pairs}

@@ -21,7 +21,7 @@ from __future__ import annotations
 import math
 from typing import Any, ClassVar
 
-from ..join import Comparison
+from ..join import Comparison, gather
 from ..protocol import GateSignal, SignalResult
 from ..stats import Delta, min_pairs_for_quantile, paired_quantile_delta
 from .common import DEFAULT_SEGMENT_KEYS, FRACTION, SEGMENT_KEYS, id_text, ids, pct, schema
@@ -142,21 +142,25 @@ class QuantileRegression(GateSignal):
                   threshold: float, min_pairs: int, seed: int) -> list[dict[str, Any]]:
         """Point delta per segment value; a bootstrap only where it looks large."""
         out = []
+        everything = len(used) == comparison.matched  # then positions in `used` are pair indices
         for key in self.opt("segment_keys"):
-            values = comparison.segment_values(key)
-            groups: dict[str, list[int]] = {}
-            for i, p in enumerate(used):
-                v = values[p]
-                if v is not None:
-                    groups.setdefault(v, []).append(i)
+            if everything:
+                groups = comparison.groups(key)
+            else:
+                values = comparison.segment_values(key)
+                groups = {}
+                for i, p in enumerate(used):
+                    v = values[p]
+                    if v is not None:
+                        groups.setdefault(v, []).append(i)
             if len(groups) < 2:
                 continue  # one segment is the total, judged above
             for value in sorted(groups):
                 rows = groups[value]
                 entry: dict[str, Any] = {"key": key, "value": value, "pairs": len(rows), "regressed": False}
                 if len(rows) >= min_pairs:
-                    sb = [bv[i] for i in rows]
-                    sc = [cv[i] for i in rows]
+                    sb = gather(bv, rows)
+                    sc = gather(cv, rows)
                     point = paired_quantile_delta(sb, sc, q=q, relative=self.relative, confidence=0.95,
                                                   resamples=0, max_pairs=len(rows), seed=0)
                     if self.relative and point.baseline <= 0:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from ..plugins import Registry
+from ..plugins import Registry, get_registry
 from ..policy import load_policy
 from .config import GateConfig, load_gate_config
 from .inputs import read_bundle, read_side
@@ -31,6 +31,12 @@ def gate_files(policy_path: Path | str, *, bundle: Path | str | None = None,
         base, cand = read_bundle(bundle)
     else:
         assert baseline is not None and candidate is not None
-        base = read_side(baseline, "baseline", format, registry=registry)
-        cand = read_side(candidate, "candidate", format, registry=registry)
+        from .parallel import read_pair, worth_it
+
+        if registry is None and worth_it(Path(baseline), Path(candidate)):
+            get_registry()  # loaded once here, inherited by the child
+            base, cand = read_pair(Path(baseline), Path(candidate), format)
+        else:
+            base = read_side(baseline, "baseline", format, registry=registry)
+            cand = read_side(candidate, "candidate", format, registry=registry)
     return run_gate(base, cand, config)

@@ -134,18 +134,13 @@ class Comparison:
 
 def join(baseline: Side, candidate: Side, seed: int = 0) -> Comparison:
     """Match requests by id; count and list the unmatched on either side."""
-    bindex = baseline.index
     cids = candidate.ids
-    pairs_b = array("q")
-    pairs_c = array("q")
-    candidate_only: list[str] = []
-    for row in sorted(range(len(cids)), key=cids.__getitem__):
-        b = bindex.get(cids[row])
-        if b is None:
-            candidate_only.append(cids[row])
-        else:
-            pairs_b.append(b)
-            pairs_c.append(row)
+    order = sorted(range(len(cids)), key=cids.__getitem__)
+    matches = list(map(baseline.index.get, gather(cids, order)))
+    found = [b is not None for b in matches]
+    pairs_b = array("q", compress(matches, found))
+    pairs_c = array("q", compress(order, found))
+    candidate_only = [cids[row] for row, f in zip(order, found) if not f] if len(pairs_b) < len(order) else []
     cindex = candidate.index
-    baseline_only = sorted(rid for rid in baseline.ids if rid not in cindex)
+    baseline_only = sorted(rid for rid in baseline.ids if rid not in cindex) if len(pairs_b) < len(baseline) else []
     return Comparison(baseline, candidate, pairs_b, pairs_c, baseline_only, candidate_only, seed)

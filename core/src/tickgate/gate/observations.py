@@ -145,6 +145,16 @@ class Side:
     def __len__(self) -> int:
         return len(self.ids)
 
+    def __getstate__(self) -> dict[str, Any]:
+        """Pickled without the id index (rebuilt on load: cheaper than pickling it)."""
+        state = dict(self.__dict__)
+        del state["index"]
+        return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        self.index = dict(zip(self.ids, range(len(self.ids))))
+
     @property
     def aggregates(self) -> dict[str, Any]:
         return self.run.get("aggregates") or {}

@@ -9,18 +9,19 @@ test), or its baseline value when the candidate does not say.
 from __future__ import annotations
 
 import math
+import operator
 from itertools import compress
 from typing import Any
 
 from .join import Comparison, gather
-from .stats import quantile
+from .stats import select_quantile
 
 #: (report field, column) summarised with their p95 per side
 METRICS = (("latency_p95_ms", "latency_ms"), ("ttft_p95_ms", "ttft_ms"))
 
 
 def _p95(values: list[float]) -> float | None:
-    return quantile(sorted(values), 0.95) if values else None
+    return select_quantile(values, 0.95) if values else None
 
 
 def _summary(comparison: Comparison, pairs: list[int]) -> dict[str, Any]:
@@ -29,12 +30,16 @@ def _summary(comparison: Comparison, pairs: list[int]) -> dict[str, Any]:
     crows = gather(comparison.pairs_c, pairs)
     berr = gather(base.errors, brows)
     cerr = gather(cand.errors, crows)
-    keep = [not (b or c) for b, c in zip(berr, cerr)]
-    brows = list(compress(brows, keep))
-    crows = list(compress(crows, keep))
+    if any(berr) or any(cerr):
+        keep = [not (b or c) for b, c in zip(berr, cerr)]
+        brows = list(compress(brows, keep))
+        crows = list(compress(crows, keep))
     bf = gather(base.fingerprints, brows)
     cf = gather(cand.fingerprints, crows)
-    mismatched = sum(1 for b, c in zip(bf, cf) if b != c and b is not None and c is not None)
+    if None in bf or None in cf:
+        mismatched = sum(1 for b, c in zip(bf, cf) if b != c and b is not None and c is not None)
+    else:
+        mismatched = sum(map(operator.ne, bf, cf))
     out: dict[str, Any] = {"pairs": len(pairs), "baseline_errors": sum(berr), "candidate_errors": sum(cerr),
                            "output_mismatches": mismatched}
     for field, column in METRICS:

@@ -9,9 +9,10 @@ owns errors). A pair with nothing to compare is missing evidence: above
 
 from __future__ import annotations
 
+import operator
 from typing import Any, Mapping
 
-from ..join import Comparison
+from ..join import Comparison, gather
 from ..protocol import GateSignal, SignalResult
 from ..stats import min_pairs_for_rate
 from .common import FRACTION, id_text, ids, no_join, pct, schema
@@ -39,14 +40,16 @@ class OutputMismatch(GateSignal):
         bf, cf = comparison.baseline.fingerprints, comparison.candidate.fingerprints
         pb, pc = comparison.pairs_b, comparison.pairs_c
         ok = comparison.ok_pairs()
+        bvals = gather(bf, gather(pb, ok))
+        cvals = gather(cf, gather(pc, ok))
         mismatched: list[str] = []
         missing: list[str] = []
-        for p in ok:
-            b, c = bf[pb[p]], cf[pc[p]]
-            if b is None or c is None:
-                missing.append(comparison.pair_id(p))
-            elif b != c:
-                mismatched.append(comparison.pair_id(p))
+        if None in bvals or None in cvals or any(map(operator.ne, bvals, cvals)):
+            for p, b, c in zip(ok, bvals, cvals):
+                if b is None or c is None:
+                    missing.append(comparison.pair_id(p))
+                elif b != c:
+                    mismatched.append(comparison.pair_id(p))
         compared = len(ok) - len(missing)
         evidence = {"matched": comparison.matched, "eligible": len(ok), "compared": compared,
                     "mismatched": len(mismatched), "missing": len(missing), "min_pairs": min_pairs}

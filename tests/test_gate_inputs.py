@@ -250,3 +250,38 @@ def test_side_from_document_applies_run_level_defaults():
     assert [side.cats["backend"].value(i) for i in range(2)] == ["sglang", "vllm"]
     assert [side.cats["model"].value(i) for i in range(2)] == ["m1", "m1"]
     assert side.cats["route"].value(0) is None
+
+
+# -- parallel reading of big sides ---------------------------------------------------------------
+
+def _split_bundle(tmp_path: Path, name: str) -> tuple[Path, Path]:
+    bundle = json.loads((FIXTURES / name).read_text())
+    base, cand = tmp_path / "base.json", tmp_path / "cand.json"
+    base.write_text(json.dumps(bundle["baseline"]))
+    cand.write_text(json.dumps(bundle["candidate"]))
+    return base, cand
+
+
+def test_parallel_read_gives_the_same_sides_as_reading_in_turn(tmp_path, monkeypatch):
+    from tickgate.gate.parallel import read_pair
+
+    monkeypatch.setenv("TICKGATE_PLUGINS", "tickgate")
+    base, cand = _split_bundle(tmp_path, "release_gate_bad.json")
+    pb, pc = read_pair(base, cand, "auto")
+    for got, path, label in ((pb, base, "baseline"), (pc, cand, "candidate")):
+        want = read_side(path, label)
+        assert got.ids == want.ids and got.index == want.index and got.run == want.run
+        assert got.error_messages == want.error_messages and got.fingerprints == want.fingerprints
+        assert all(got.num[k].tobytes() == want.num[k].tobytes() for k in want.num)
+
+
+def test_parallel_read_reraises_the_childs_located_error(tmp_path, monkeypatch):
+    from tickgate.gate.parallel import read_pair
+
+    monkeypatch.setenv("TICKGATE_PLUGINS", "tickgate")
+    base, cand = _split_bundle(tmp_path, "release_gate_safe.json")
+    base.write_text(base.read_text().replace('"latency_ms": ', '"latency_ms": -', 1))
+    with pytest.raises(InputError) as err:
+        read_pair(base, cand, "auto")
+    assert err.value.path == str(base) and err.value.json_path == "$.requests[0].latency_ms"
+    assert err.value.line == 1

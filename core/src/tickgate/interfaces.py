@@ -295,11 +295,14 @@ class EvidenceParser(Plugin):
 
 
 class GateSignal(Plugin):
-    """One release-gate check; see :mod:`tickgate.gate` for the data it gets.
-
+    """One release-gate check. The protocol is defined in
+    :mod:`tickgate.gate.protocol` (base class ``tickgate.gate.protocol.GateSignal``):
     ``build(options)`` returns a configured signal; ``evaluate(comparison)``
-    returns a signal result (status ``pass``/``hold``/``rollback``, the numbers,
-    the threshold, the segment and the next action).
+    gets a :class:`tickgate.gate.join.Comparison` (baseline and candidate joined
+    by request id, column by column) and returns a
+    :class:`tickgate.gate.protocol.SignalResult` (status ``pass``/``hold``/
+    ``rollback``, reason, baseline/candidate/delta/threshold, confidence
+    interval, evidence counts, next action, details). See docs/gate.md.
     """
 
     @classmethod

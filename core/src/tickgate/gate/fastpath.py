@@ -74,10 +74,13 @@ def add_batch(side: Side, batch: list[Any]) -> bool:
         cat.codes.extend(map(lookup.__getitem__, col))
     side.fingerprints.extend(columns["output_fingerprint"])
     side.values.extend([None] * len(batch))
-    side.errors.extend([e is not None for e in errors])
-    for i, e in enumerate(errors):
-        if e is not None:
-            side.error_messages[row + i] = e
+    if errors.count(None) == len(errors):
+        side.errors.frombytes(bytes(len(errors)))
+    else:
+        side.errors.extend([e is not None for e in errors])
+        for i, e in enumerate(errors):
+            if e is not None:
+                side.error_messages[row + i] = e
     side.streaming.extend([NO_STREAM] * len(batch))
     nan = NAN
     for key in _NUMERIC:

@@ -48,6 +48,7 @@ class Comparison:
     _segment_cache: dict[str, list[str | None]] = attrs.field(factory=dict)
     _ok_cache: list[int] | None = None
     _group_cache: dict[str, dict[str, list[int]]] = attrs.field(factory=dict)
+    _aligned: dict[tuple[str, str], Any] = attrs.field(factory=dict)
 
     @property
     def per_request(self) -> bool:
@@ -63,28 +64,52 @@ class Comparison:
     def pair_id(self, pair: int) -> str:
         return self.candidate.ids[self.pairs_c[pair]]
 
+    def aligned(self, which: str, column: str) -> Any:
+        """A column of one side in pair order (cached): ``aligned("candidate",
+        "latency_ms")[p]`` is the candidate latency of pair ``p``. Numeric
+        columns are ``array('d')`` (NaN = absent), ``errors`` is ``array('b')``,
+        ``fingerprints`` a list. Reading aligned columns instead of gathering
+        per signal keeps the random access into each side to once per column."""
+        key = (which, column)
+        cached = self._aligned.get(key)
+        if cached is None:
+            side, rows = ((self.baseline, self.pairs_b) if which == "baseline"
+                          else (self.candidate, self.pairs_c))
+            if column in side.num:
+                cached = array("d", gather(side.num[column], rows))
+            elif column == "errors":
+                cached = array("b", gather(side.errors, rows))
+            else:
+                cached = gather(getattr(side, column), rows)
+            self._aligned[key] = cached
+        return cached
+
     def ok_pairs(self) -> list[int]:
         """Pairs where neither side reported an error (latency of a failed
         request says nothing about speed; the error-rate signal judges those)."""
         if self._ok_cache is None:
             n = len(self.pairs_b)
-            bflags = gather(self.baseline.errors, self.pairs_b)
-            cflags = gather(self.candidate.errors, self.pairs_c)
+            bflags = self.aligned("baseline", "errors")
+            cflags = self.aligned("candidate", "errors")
             if not any(bflags) and not any(cflags):
                 self._ok_cache = list(range(n))
             else:
                 self._ok_cache = list(compress(range(n), [not (b or c) for b, c in zip(bflags, cflags)]))
         return self._ok_cache
 
-    def paired(self, column: str, pairs: list[int]) -> tuple[list[int], list[float], list[float], list[int]]:
+    def paired(self, column: str, pairs: list[int]) -> tuple[list[int], Any, Any, list[int]]:
         """(pairs used, baseline values, candidate values, pairs missing a value)."""
-        bv = gather(self.baseline.num[column], gather(self.pairs_b, pairs))
-        cv = gather(self.candidate.num[column], gather(self.pairs_c, pairs))
+        ball, call = self.aligned("baseline", column), self.aligned("candidate", column)
+        if len(pairs) == len(ball):  # every pair, in order
+            bv, cv = ball, call
+        else:
+            bv, cv = array("d", gather(ball, pairs)), array("d", gather(call, pairs))
         if not any(map(math.isnan, bv)) and not any(map(math.isnan, cv)):
             return list(pairs), bv, cv, []
         keep = [not (math.isnan(b) or math.isnan(c)) for b, c in zip(bv, cv)]
         missing = [p for p, k in zip(pairs, keep) if not k]
-        return (list(compress(pairs, keep)), list(compress(bv, keep)), list(compress(cv, keep)), missing)
+        return (list(compress(pairs, keep)), array("d", compress(bv, keep)), array("d", compress(cv, keep)),
+                missing)
 
     def groups(self, key: str) -> dict[str, list[int]]:
         """Pair indices per value of a segment key (pairs without a value left out)."""

@@ -24,27 +24,30 @@ def _p95(values: list[float]) -> float | None:
     return select_quantile(values, 0.95) if values else None
 
 
-def _summary(comparison: Comparison, pairs: list[int]) -> dict[str, Any]:
-    base, cand = comparison.baseline, comparison.candidate
-    brows = gather(comparison.pairs_b, pairs)
-    crows = gather(comparison.pairs_c, pairs)
-    berr = gather(base.errors, brows)
-    cerr = gather(cand.errors, crows)
-    if any(berr) or any(cerr):
-        keep = [not (b or c) for b, c in zip(berr, cerr)]
-        brows = list(compress(brows, keep))
-        crows = list(compress(crows, keep))
-    bf = gather(base.fingerprints, brows)
-    cf = gather(cand.fingerprints, crows)
+def _pick(comparison: Comparison, which: str, column: str, pairs: list[int] | None) -> Any:
+    col = comparison.aligned(which, column)
+    return col if pairs is None else gather(col, pairs)
+
+
+def _summary(comparison: Comparison, pairs: list[int] | None) -> dict[str, Any]:
+    """Figures over ``pairs`` (None: every pair)."""
+    berr = _pick(comparison, "baseline", "errors", pairs)
+    cerr = _pick(comparison, "candidate", "errors", pairs)
+    keep = [not (b or c) for b, c in zip(berr, cerr)] if any(berr) or any(cerr) else None
+    ok = pairs if keep is None else list(compress(pairs if pairs is not None else range(len(berr)), keep))
+
+    def column(which: str, name: str) -> Any:
+        return _pick(comparison, which, name, ok)
+
+    bf, cf = column("baseline", "fingerprints"), column("candidate", "fingerprints")
     if None in bf or None in cf:
         mismatched = sum(1 for b, c in zip(bf, cf) if b != c and b is not None and c is not None)
     else:
         mismatched = sum(map(operator.ne, bf, cf))
-    out: dict[str, Any] = {"pairs": len(pairs), "baseline_errors": sum(berr), "candidate_errors": sum(cerr),
+    out: dict[str, Any] = {"pairs": len(berr), "baseline_errors": sum(berr), "candidate_errors": sum(cerr),
                            "output_mismatches": mismatched}
-    for field, column in METRICS:
-        bv = gather(base.num[column], brows)
-        cv = gather(cand.num[column], crows)
+    for field, name in METRICS:
+        bv, cv = column("baseline", name), column("candidate", name)
         if any(map(math.isnan, bv)) or any(map(math.isnan, cv)):
             both = [not (math.isnan(b) or math.isnan(c)) for b, c in zip(bv, cv)]
             bv, cv = list(compress(bv, both)), list(compress(cv, both))
@@ -68,7 +71,7 @@ def segment_summaries(comparison: Comparison, keys: list[str] | None) -> dict[st
         for value in sorted(groups):
             pairs = groups[value]
             if len(pairs) == comparison.matched:  # one segment holds every pair: reuse the total
-                everything = everything or _summary(comparison, pairs)
+                everything = everything or _summary(comparison, None)
                 block[value] = everything
             else:
                 block[value] = _summary(comparison, pairs)

@@ -34,8 +34,8 @@ class ErrorRate(GateSignal):
             return self._aggregate(comparison, threshold, min_pairs)
         base, cand = comparison.baseline, comparison.candidate
         pb, pc = comparison.pairs_b, comparison.pairs_c
-        bflags = gather(base.errors, pb)
-        cflags = gather(cand.errors, pc)
+        bflags = comparison.aligned("baseline", "errors")
+        cflags = comparison.aligned("candidate", "errors")
         be, ce = sum(bflags), sum(cflags)
         new = [p for p, (b, c) in enumerate(zip(bflags, cflags)) if c and not b] if ce else []
         n = comparison.matched

@@ -37,11 +37,11 @@ class OutputMismatch(GateSignal):
         max_rate = float(self.options.get("max_mismatch_rate", 0.0))
         max_missing = float(self.options.get("max_missing_fraction", 0.0))
         min_pairs = min_pairs_for_rate(max_rate, float(self.options.get("confidence", 0.95)))
-        bf, cf = comparison.baseline.fingerprints, comparison.candidate.fingerprints
-        pb, pc = comparison.pairs_b, comparison.pairs_c
         ok = comparison.ok_pairs()
-        bvals = gather(bf, gather(pb, ok))
-        cvals = gather(cf, gather(pc, ok))
+        bvals = comparison.aligned("baseline", "fingerprints")
+        cvals = comparison.aligned("candidate", "fingerprints")
+        if len(ok) != len(bvals):
+            bvals, cvals = gather(bvals, ok), gather(cvals, ok)
         mismatched: list[str] = []
         missing: list[str] = []
         if None in bvals or None in cvals or any(map(operator.ne, bvals, cvals)):

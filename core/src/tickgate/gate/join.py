@@ -49,6 +49,7 @@ class Comparison:
     _ok_cache: list[int] | None = None
     _group_cache: dict[str, dict[str, list[int]]] = attrs.field(factory=dict)
     _aligned: dict[tuple[str, str], Any] = attrs.field(factory=dict)
+    _in_group: dict[tuple[str, str, str, str], Any] = attrs.field(factory=dict)
 
     @property
     def per_request(self) -> bool:
@@ -82,6 +83,18 @@ class Comparison:
             else:
                 cached = gather(getattr(side, column), rows)
             self._aligned[key] = cached
+        return cached
+
+    def in_group(self, which: str, column: str, key: str, value: str) -> Any:
+        """``aligned(which, column)`` restricted to one segment's pairs (cached:
+        signals and segment summaries ask for the same groups)."""
+        ck = (which, column, key, value)
+        cached = self._in_group.get(ck)
+        if cached is None:
+            col = self.aligned(which, column)
+            rows = self.groups(key)[value]
+            cached = self._in_group[ck] = (array("d", gather(col, rows)) if isinstance(col, array)
+                                           and col.typecode == "d" else gather(col, rows))
         return cached
 
     def ok_pairs(self) -> list[int]:

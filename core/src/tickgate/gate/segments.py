@@ -24,30 +24,31 @@ def _p95(values: list[float]) -> float | None:
     return select_quantile(values, 0.95) if values else None
 
 
-def _pick(comparison: Comparison, which: str, column: str, pairs: list[int] | None) -> Any:
-    col = comparison.aligned(which, column)
-    return col if pairs is None else gather(col, pairs)
+def _summary(comparison: Comparison, group: tuple[str, str] | None,
+             clean: bool) -> dict[str, Any]:
+    """Figures over one segment's pairs (``group`` None: every pair). ``clean``:
+    no pair has an error or an output mismatch at all, so neither can a segment."""
+    def column(which: str, name: str, pairs: list[int] | None) -> Any:
+        if group is None:
+            col = comparison.aligned(which, name)
+            return col if pairs is None else gather(col, pairs)
+        if pairs is None:
+            return comparison.in_group(which, name, *group)
+        return gather(comparison.aligned(which, name), pairs)
 
-
-def _summary(comparison: Comparison, pairs: list[int] | None) -> dict[str, Any]:
-    """Figures over ``pairs`` (None: every pair)."""
-    berr = _pick(comparison, "baseline", "errors", pairs)
-    cerr = _pick(comparison, "candidate", "errors", pairs)
-    keep = [not (b or c) for b, c in zip(berr, cerr)] if any(berr) or any(cerr) else None
-    ok = pairs if keep is None else list(compress(pairs if pairs is not None else range(len(berr)), keep))
-
-    def column(which: str, name: str) -> Any:
-        return _pick(comparison, which, name, ok)
-
-    bf, cf = column("baseline", "fingerprints"), column("candidate", "fingerprints")
-    if None in bf or None in cf:
-        mismatched = sum(1 for b, c in zip(bf, cf) if b != c and b is not None and c is not None)
-    else:
-        mismatched = sum(map(operator.ne, bf, cf))
-    out: dict[str, Any] = {"pairs": len(berr), "baseline_errors": sum(berr), "candidate_errors": sum(cerr),
-                           "output_mismatches": mismatched}
+    size = comparison.matched if group is None else len(comparison.groups(group[0])[group[1]])
+    out: dict[str, Any] = {"pairs": size, "baseline_errors": 0, "candidate_errors": 0, "output_mismatches": 0}
+    ok: list[int] | None = None
+    if not clean:
+        rows = None if group is None else comparison.groups(group[0])[group[1]]
+        berr, cerr = column("baseline", "errors", rows), column("candidate", "errors", rows)
+        out["baseline_errors"], out["candidate_errors"] = sum(berr), sum(cerr)
+        base_rows = rows if rows is not None else range(len(berr))
+        ok = list(compress(base_rows, [not (b or c) for b, c in zip(berr, cerr)]))
+        bf, cf = column("baseline", "fingerprints", ok), column("candidate", "fingerprints", ok)
+        out["output_mismatches"] = sum(1 for b, c in zip(bf, cf) if b != c and b is not None and c is not None)
     for field, name in METRICS:
-        bv, cv = column("baseline", name), column("candidate", name)
+        bv, cv = column("baseline", name, ok), column("candidate", name, ok)
         if any(map(math.isnan, bv)) or any(map(math.isnan, cv)):
             both = [not (math.isnan(b) or math.isnan(c)) for b, c in zip(bv, cv)]
             bv, cv = list(compress(bv, both)), list(compress(cv, both))
@@ -57,23 +58,31 @@ def _summary(comparison: Comparison, pairs: list[int] | None) -> dict[str, Any]:
     return out
 
 
+def _clean(comparison: Comparison) -> bool:
+    """No errors and no fingerprint differences anywhere (the common, fast case)."""
+    if any(comparison.aligned("baseline", "errors")) or any(comparison.aligned("candidate", "errors")):
+        return False
+    bf, cf = comparison.aligned("baseline", "fingerprints"), comparison.aligned("candidate", "fingerprints")
+    return not any(map(operator.ne, bf, cf))
+
+
 def segment_summaries(comparison: Comparison, keys: list[str] | None) -> dict[str, dict[str, Any]]:
     if not comparison.per_request:
         return {}
     keys = sorted(keys if keys is not None else comparison.segment_keys())
     out: dict[str, dict[str, Any]] = {}
     everything: dict[str, Any] | None = None
+    clean = _clean(comparison)
     for key in keys:
         groups = comparison.groups(key)
         if not groups:
             continue
         block: dict[str, Any] = {}
         for value in sorted(groups):
-            pairs = groups[value]
-            if len(pairs) == comparison.matched:  # one segment holds every pair: reuse the total
-                everything = everything or _summary(comparison, None)
+            if len(groups[value]) == comparison.matched:  # one segment holds every pair: reuse the total
+                everything = everything or _summary(comparison, None, clean)
                 block[value] = everything
             else:
-                block[value] = _summary(comparison, pairs)
+                block[value] = _summary(comparison, (key, value), clean)
         out[key] = block
     return out

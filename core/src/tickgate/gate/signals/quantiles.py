@@ -159,8 +159,11 @@ class QuantileRegression(GateSignal):
                 rows = groups[value]
                 entry: dict[str, Any] = {"key": key, "value": value, "pairs": len(rows), "regressed": False}
                 if len(rows) >= min_pairs:
-                    sb = gather(bv, rows)
-                    sc = gather(cv, rows)
+                    if everything:
+                        sb = comparison.in_group("baseline", self.column, key, value)
+                        sc = comparison.in_group("candidate", self.column, key, value)
+                    else:
+                        sb, sc = gather(bv, rows), gather(cv, rows)
                     point = paired_quantile_delta(sb, sc, q=q, relative=self.relative, confidence=0.95,
                                                   resamples=0, max_pairs=len(rows), seed=0)
                     if self.relative and point.baseline <= 0:

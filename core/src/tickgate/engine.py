@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any, Iterable, Protocol
 
-from .errors import InputError, PluginError, ReplayError
+from .errors import InputError, PluginError, ReplayError, TickgateError
 from .interfaces import AdmissionContext, BuildContext, Clock, Horizon, Scheduler
 from .model import Request, RequestOutcome, TickRecord
 from .plugins import Registry, get_registry
@@ -33,7 +33,8 @@ def _plugin_label(info: Any) -> str:
     return f'{info.kind} "{info.name}" from {info.distribution} {info.version}'
 
 
-def build_scheduler(policy: Policy, clock: Clock, registry: Registry | None = None) -> tuple[Scheduler, dict[str, Any]]:
+def build_scheduler(policy: Policy, clock: Clock, registry: Registry | None = None, *,
+                    prefix_block_size: int | None = None) -> tuple[Scheduler, dict[str, Any]]:
     """Instantiate the policy's scheduler with its allocator and admission policy.
 
     Returns the scheduler and a description of what was built (for the report).
@@ -79,7 +80,7 @@ def build_scheduler(policy: Policy, clock: Clock, registry: Registry | None = No
         return _guard(info, lambda: info.obj.build(options, actx))
 
     ctx = BuildContext(clock=clock, timing=policy.timing, make_kv_allocator=make_kv,
-                       make_admission=make_admission)
+                       make_admission=make_admission, prefix_block_size=prefix_block_size)
     scheduler = _guard(sched_sel.plugin, lambda: cls.build(sched_sel.options, ctx))
     return scheduler, built
 
@@ -87,7 +88,7 @@ def build_scheduler(policy: Policy, clock: Clock, registry: Registry | None = No
 def _guard(info: Any, fn: Any) -> Any:
     try:
         return fn()
-    except (InputError, PluginError, ReplayError):
+    except TickgateError:
         raise
     except Exception as exc:
         raise PluginError(f"{_plugin_label(info)} failed: {type(exc).__name__}: {exc}") from exc

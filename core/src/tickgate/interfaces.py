@@ -63,6 +63,9 @@ class BuildContext:
     timing: "TimingModel | None"
     make_kv_allocator: Any  # (capacity_pages, page_size, default_name) -> KvAllocator
     make_admission: Any  # (AdmissionContext, default_name) -> AdmissionPolicy | None
+    #: tokens per entry of ``Request.prefix_blocks`` (the workload's ``block_size``,
+    #: or the importer's ``--block-size``); None when the workload does not say.
+    prefix_block_size: int | None = None
 
     def kv_allocator(self, capacity: int, page_size: int, default: str = "paged") -> "KvAllocator":
         return self.make_kv_allocator(capacity, page_size, default)

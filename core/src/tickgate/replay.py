@@ -21,6 +21,7 @@ def replay(
     trace_path: Path | str | None = None,
     inputs: dict[str, Any] | None = None,
     detail_limit: int = DETAIL_LIMIT,
+    prefix_block_size: int | None = None,
 ) -> dict[str, Any]:
     """Run ``requests`` through the policy's scheduler; return the report.
 
@@ -28,7 +29,9 @@ def replay(
     appears if the replay finishes.
     """
     clock = Clock()
-    scheduler, built = build_scheduler(policy, clock)
+    if prefix_block_size is None and inputs:
+        prefix_block_size = inputs.get("block_size")
+    scheduler, built = build_scheduler(policy, clock, prefix_block_size=prefix_block_size)
     fingerprint = FingerprintSink()
     summary = SummarySink(detail_limit=detail_limit)
     sinks: list[Any] = [fingerprint, summary]

@@ -21,6 +21,8 @@ def open_requests(path: Path, input_format: str = "workload", *, block_size: int
         stream: Iterable[Request] = workload.requests
         if workload.header.description:
             inputs["description"] = workload.header.description
+        if workload.header.block_size is not None:
+            inputs["block_size"] = workload.header.block_size
     else:
         from .plugins import get_registry
 
@@ -31,6 +33,9 @@ def open_requests(path: Path, input_format: str = "workload", *, block_size: int
         options: dict[str, Any] = {}
         if block_size is not None:
             options["block_size"] = block_size
+        effective = block_size if block_size is not None else getattr(info.obj, "default_block_size", None)
+        if effective is not None:
+            inputs["block_size"] = effective
         if not path.exists():
             raise InputError(path, "file not found")
         stream = info.obj().read(path, options)

@@ -171,7 +171,8 @@ class SglangScheduler(Scheduler):
         self.decay = (self.init_ratio - self.min_ratio) / steps
         self.clip = options.get("clip_max_new_tokens_estimation", CLIP_MAX_NEW_TOKENS)
         self.radix = not options.get("disable_radix_cache", False)
-        self.block_size = options.get("prefix_block_size", 16)
+        # an explicit option wins; otherwise the workload says how many tokens a prefix block id covers
+        self.block_size = options.get("prefix_block_size", ctx.prefix_block_size or 16)
         if self.block_size % self.page:
             raise InputError(None, f"prefix_block_size {self.block_size} is not a multiple of page_size "
                              f"{self.page}", json_path="$.scheduler.options.prefix_block_size")

@@ -88,13 +88,18 @@ class _Req:
         return (self.prio, self.ordinal) < (other.prio, other.ordinal)
 
 
-def prompt_block_keys(r: Request, block_size: int) -> list[Hashable]:
+def prompt_block_keys(r: Request, block_size: int, prefix_block_size: int | None = None) -> list[Hashable]:
     """Chained keys of the prompt's full blocks that can be shared with others.
 
     From ``prompt_token_ids`` (content of each block chained to its parent) or
     ``prefix_blocks`` (workload block ids, chained the same way); without
     either, nothing is shareable. Keys are Python hashes of int tuples:
     deterministic across processes (ints are not salted).
+
+    Workload block ids may cover more tokens than a KV block (Mooncake: 512):
+    each id then stands for ``prefix_block_size // block_size`` consecutive KV
+    blocks of that content. Ids covering fewer tokens are grouped
+    ``block_size // prefix_block_size`` to a KV block.
     """
     full = r.prompt_tokens // block_size
     keys: list[Hashable] = []
@@ -105,9 +110,25 @@ def prompt_block_keys(r: Request, block_size: int) -> list[Hashable]:
             parent = hash((parent, ids[i * block_size:(i + 1) * block_size]))
             keys.append(parent)
     elif r.prefix_blocks is not None:
-        for bid in r.prefix_blocks[:full]:
-            parent = hash((parent, bid))
-            keys.append(parent)
+        wbs = prefix_block_size or block_size
+        if wbs == block_size:
+            for bid in r.prefix_blocks[:full]:
+                parent = hash((parent, bid))
+                keys.append(parent)
+        elif wbs > block_size:
+            per = wbs // block_size
+            for bid in r.prefix_blocks:
+                for j in range(per):
+                    if len(keys) >= full:
+                        return keys
+                    parent = hash((parent, bid, j))
+                    keys.append(parent)
+        else:
+            per = block_size // wbs
+            ids = r.prefix_blocks
+            for i in range(min(full, len(ids) // per)):
+                parent = hash((parent, ids[i * per:(i + 1) * per]))
+                keys.append(parent)
     return keys
 
 
@@ -125,6 +146,12 @@ class VllmV1Scheduler(Scheduler):
         self.bs = cfg.block_size
         self.clock = ctx.clock
         self.timing = ctx.timing
+        self.prefix_bs = ctx.prefix_block_size
+        if self.prefix_bs is not None and self.prefix_bs % self.bs and self.bs % self.prefix_bs:
+            from tickgate.errors import TickgateError
+
+            raise TickgateError(f"vllm-v1: the workload's prefix blocks cover {self.prefix_bs} tokens and "
+                                f"block_size is {self.bs}; one must be a multiple of the other")
         self.pool = BlockPool(cfg.num_gpu_blocks, cfg.enable_prefix_caching)
         self.caching = cfg.enable_prefix_caching
         self.priority = cfg.policy == "priority"
@@ -180,7 +207,7 @@ class VllmV1Scheduler(Scheduler):
             self._reject(request, arrival_ms, f"needs {need} KV blocks of {self.bs} tokens; the pool has "
                                               f"{self.pool.usable} (vLLM would stall on it)")
             return
-        pkeys = prompt_block_keys(request, self.bs) if cfg.enable_prefix_caching else []
+        pkeys = prompt_block_keys(request, self.bs, self.prefix_bs) if cfg.enable_prefix_caching else []
         q = _Req(request, self.ordinal, pkeys, self.clock.tick, arrival_ms)
         self.ordinal += 1
         if self.priority:

@@ -38,7 +38,9 @@ def add_batch(side: Side, batch: list[Any]) -> bool:
     """
     if set(map(type, batch)) != {dict} or not all(map(_FAST_KEYS.issuperset, batch)):
         return False
-    columns = {key: list(map(dict.get, batch, repeat(key))) for key in _ORDER}
+    present = set().union(*batch)
+    absent = [None] * len(batch)
+    columns = {key: list(map(dict.get, batch, repeat(key))) if key in present else absent for key in _ORDER}
     errors = columns["error"]
     error_nulls = sum(map(dict.__contains__, batch, repeat("error"))) - (len(errors) - errors.count(None))
     non_null = sum(len(col) - col.count(None) for col in columns.values())

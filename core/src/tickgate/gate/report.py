@@ -79,9 +79,12 @@ def build_report(config: GateConfig, comparison: Comparison, outcomes: list[Outc
     if not any(not o.configured.dry_run for o in outcomes):
         notes.append("every signal is dry-run: nothing decided, so the gate holds")
     deciding = [t for t in triage if not t["dry_run"]]
-    summary = (f"{decision}: " + ("; ".join(f"{t['signal']} {t['status']}" for t in deciding)
-                                  if deciding else "every deciding signal within policy")
-               if decision != "promote" else "promote: complete evidence within policy")
+    if decision == "promote":
+        summary = "promote: complete evidence within policy"
+    elif deciding:
+        summary = f"{decision}: " + "; ".join(f"{t['signal']} {t['status']}" for t in deciding)
+    else:
+        summary = "hold: no signal may decide (all are dry-run)"
     bo, co = comparison.baseline_only, comparison.candidate_only
     report = {
         "kind": "tickgate.gate-report",

@@ -49,6 +49,7 @@ class Comparison:
     _ok_cache: list[int] | None = None
     _group_cache: dict[str, dict[str, list[int]]] = attrs.field(factory=dict)
     _aligned: dict[tuple[str, str], Any] = attrs.field(factory=dict)
+    _identity: dict[str, bool] = attrs.field(factory=dict)
     _in_group: dict[tuple[str, str, str, str], Any] = attrs.field(factory=dict)
 
     @property
@@ -76,7 +77,12 @@ class Comparison:
         if cached is None:
             side, rows = ((self.baseline, self.pairs_b) if which == "baseline"
                           else (self.candidate, self.pairs_c))
-            if column in side.num:
+            if which not in self._identity:
+                self._identity[which] = len(rows) == len(side) and rows == array("q", range(len(rows)))
+            if self._identity[which]:  # the side is already in pair order (files sorted by id, all matched)
+                source = side.num.get(column)
+                cached = source if source is not None else getattr(side, column)
+            elif column in side.num:
                 cached = array("d", gather(side.num[column], rows))
             elif column == "errors":
                 cached = array("b", gather(side.errors, rows))

@@ -111,8 +111,13 @@ def run(
     if timed is None:
         timed = pending is not None and pending.arrival_ms is not None
     stalled = 0
+    # Bound methods, looked up once: this loop runs once per record.
+    has_work, step, pop_outcomes = scheduler.has_work, scheduler.step, scheduler.pop_outcomes
+    on_arrival = [sink.arrival for sink in sinks]
+    on_record = [sink.record for sink in sinks]
+    on_outcome = [sink.outcome for sink in sinks]
     while True:
-        if not scheduler.has_work():
+        if not has_work():
             if pending is None:
                 break
             if timed:
@@ -123,8 +128,8 @@ def run(
         while pending is not None and (
             (pending.arrival_ms <= clock.now_ms) if timed else (pending.arrival_tick <= clock.tick)  # type: ignore[operator]
         ):
-            for sink in sinks:
-                sink.arrival(pending)
+            for fn in on_arrival:
+                fn(pending)
             scheduler.add(pending)
             pending = next(it, None)
         if pending is None:
@@ -133,31 +138,32 @@ def run(
             horizon = Horizon(max_ticks=None, until_ms=pending.arrival_ms)
         else:
             horizon = Horizon(max_ticks=pending.arrival_tick - clock.tick)
-        if not scheduler.has_work():
+        if not has_work():
             continue
         try:
-            record = scheduler.step(horizon)
+            record = step(horizon)
         except (InputError, PluginError, ReplayError):
             raise
         except Exception as exc:
             raise PluginError(f"{culprit(exc, label)} failed at step {clock.tick}: "
                               f"{type(exc).__name__}: {exc}") from exc
-        if record.tick != clock.tick or record.span < 1:
-            raise PluginError(f"{label} returned a record for tick {record.tick} (span {record.span}) "
+        span = record.span
+        if record.tick != clock.tick or span < 1:
+            raise PluginError(f"{label} returned a record for tick {record.tick} (span {span}) "
                               f"at step {clock.tick}")
-        for sink in sinks:
-            sink.record(record)
-        for outcome in scheduler.pop_outcomes():
-            for sink in sinks:
-                sink.outcome(outcome)
-        clock.tick += record.span
+        for fn in on_record:
+            fn(record)
+        for outcome in pop_outcomes():
+            for fn in on_outcome:
+                fn(outcome)
+        clock.tick += span
         if record.duration_ms is not None:
             clock.now_ms += record.duration_ms
         if clock.tick > limit:
             raise ReplayError(f"replay exceeded the tick limit of {limit} steps "
                               "(raise limits.max_ticks in the policy if this is expected)")
         if _idle(record):
-            stalled += record.span
+            stalled += span
             if stalled >= STALL_LIMIT and (pending is None or not timed):
                 raise ReplayError(f"no progress for {stalled} steps at step {clock.tick}: "
                                   f"{record.queued} requests queued, {record.active} active; "

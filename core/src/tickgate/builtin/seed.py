@@ -88,7 +88,14 @@ def _step_ends(timing: TimingModel, start: float, seqs: int, context: int, steps
     per_ctx = timing.per_context_token_ms
     out: list[float] = []
     t = start
-    chunk = 32
+    chunk = steps
+    if until is not None:
+        # Durations never shrink (the context only grows), so the first one bounds
+        # how many steps can start before ``until``; +2 absorbs rounding, and the
+        # loop below carries on in case the estimate still falls short.
+        first = base + per_ctx * context if stock else timing.step_ms(0, seqs, context)
+        if first > 0:
+            chunk = max(2, min(steps, int((until - start) / first) + 2))
     while len(out) < steps:
         k = min(chunk, steps - len(out))
         contexts = range(context, context + k * seqs, seqs)

@@ -281,3 +281,30 @@ def test_cli_report_is_byte_identical_across_runs_and_hash_seeds(tmp_path):
         assert res.returncode == 10, res.stderr
         outputs.append(out.read_bytes())
     assert outputs[0] == outputs[1] == outputs[2]
+
+
+def test_cli_gates_two_neutral_files(tmp_path):
+    bundle = json.loads((FIXTURES / "gate/memory_regression.json").read_text())
+    base, cand = tmp_path / "base.json", tmp_path / "cand.json"
+    base.write_text(json.dumps(bundle["baseline"]))
+    cand.write_text(json.dumps(bundle["candidate"]))
+    out = tmp_path / "r.json"
+    res = run_cli("gate", "--baseline", str(base), "--candidate", str(cand), "--output", str(out),
+                  env={"TICKGATE_PLUGINS": "tickgate"})
+    assert res.returncode == 10, res.stderr
+    report = json.loads(out.read_text())
+    assert [t["signal"] for t in report["triage"]] == ["memory-pressure"]
+    assert report["inputs"]["candidate"]["file"] == str(cand)
+    memory = signal(report, "memory-pressure")
+    assert memory["unit"] == "absolute" and 0.13 < memory["delta"] < 0.17
+
+
+@pytest.mark.parametrize("args,message", [
+    (["--input", "x.json", "--baseline", "b.json"], "give either --input or --baseline and --candidate"),
+    (["--baseline", "b.json"], "give --input BUNDLE, or both --baseline and --candidate"),
+    (["--input", "missing.json"], "missing.json: file not found"),
+])
+def test_cli_usage_errors_exit_2(tmp_path, args, message):
+    res = run_cli("gate", *args, "--output", str(tmp_path / "r.json"), env={"TICKGATE_PLUGINS": "tickgate"},
+                  cwd=tmp_path)
+    assert res.returncode == 2 and message in res.stderr and res.stderr.count("\n") == 1

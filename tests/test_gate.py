@@ -308,3 +308,20 @@ def test_cli_usage_errors_exit_2(tmp_path, args, message):
     res = run_cli("gate", *args, "--output", str(tmp_path / "r.json"), env={"TICKGATE_PLUGINS": "tickgate"},
                   cwd=tmp_path)
     assert res.returncode == 2 and message in res.stderr and res.stderr.count("\n") == 1
+
+
+from hypothesis import given, settings, strategies as st  # noqa: E402
+
+
+@settings(max_examples=8, deadline=None)
+@given(seed=st.integers(0, 2**16), n=st.integers(240, 320), streaming=st.booleans())
+def test_any_sufficient_run_compared_with_itself_promotes(seed, n, streaming):
+    reqs = generate.baseline(n, seed=seed, streaming=streaming)
+    for i, r in enumerate(reqs[::17]):
+        r["error"] = f"timeout {i}"  # errors on both sides are not an increase
+    base = doc(reqs)
+    report = gate_docs(base, copy.deepcopy(base), "gate-streaming.yaml" if streaming else "gate-default.yaml")
+    if streaming:  # every route, scheduler and stream is present in generated traffic
+        assert signal(report, "route-evidence")["status"] == "pass"
+    assert report["decision"] == "promote", report["triage"]
+    assert all(s["delta"] in (None, 0.0) for s in report["signals"])

@@ -285,3 +285,55 @@ def test_parallel_read_reraises_the_childs_located_error(tmp_path, monkeypatch):
         read_pair(base, cand, "auto")
     assert err.value.path == str(base) and err.value.json_path == "$.requests[0].latency_ms"
     assert err.value.line == 1
+
+
+# -- decoding runs of requests in one call -------------------------------------------------------
+
+def _obs_file(tmp_path: Path, requests: list[Any]) -> Path:
+    path = tmp_path / "o.json"
+    body = ",\n".join(json.dumps(r) for r in requests)
+    path.write_text('{"version": 1, "kind": "tickgate.observations", "run": {},\n"requests": [\n' + body + "\n]}\n")
+    return path
+
+
+def _columns(side: Side) -> Any:
+    return (side.ids, side.fingerprints, side.errors.tobytes(), side.streaming.tobytes(),
+            {k: v.tobytes() for k, v in side.num.items()}, {k: list(c.codes) for k, c in side.cats.items()})
+
+
+@pytest.mark.parametrize("streaming_every", [0, 3])
+def test_runs_decode_to_the_same_columns_as_one_by_one(tmp_path, monkeypatch, streaming_every):
+    from tickgate.gate import jsonscan
+
+    requests = []
+    for i in range(60):
+        r = dict(VALID, request_id=f"r{i}", latency_ms=float(i), error=None if i % 7 else "boom")
+        if streaming_every and i % streaming_every == 0:
+            r["streaming"] = {"complete": True, "gaps_ms": [1.0, 2.0]}
+            del r["itl_p95_ms"]
+        requests.append(r)
+    path = _obs_file(tmp_path, requests)
+    monkeypatch.setattr(jsonscan, "RUN_CHARS", 10**9)  # no runs: one by one
+    one_by_one = read_side(path, "b", registry=Registry())
+    monkeypatch.setattr(jsonscan, "RUN_CHARS", 300)  # a run every couple of requests
+    in_runs = read_side(path, "b", registry=Registry())
+    assert _columns(in_runs) == _columns(one_by_one)
+    assert len(in_runs) == 60 and in_runs.error_messages == one_by_one.error_messages
+
+
+def test_a_bad_request_inside_a_run_is_still_located(tmp_path, monkeypatch):
+    from tickgate.gate import jsonscan
+
+    requests = [dict(VALID, request_id=f"r{i}") for i in range(50)]
+    requests[31]["latency_ms"] = -4
+    path = _obs_file(tmp_path, requests)
+    monkeypatch.setattr(jsonscan, "RUN_CHARS", 400)
+    with pytest.raises(InputError) as err:
+        read_side(path, "b", registry=Registry())
+    assert err.value.json_path == "$.requests[31].latency_ms"
+    assert err.value.line == 2 + 31 + 1
+    text = path.read_text().replace('"latency_ms": -4', '"latency_ms": NaN')
+    path.write_text(text)
+    with pytest.raises(InputError) as err:
+        read_side(path, "b", registry=Registry())
+    assert err.value.json_path == "$.requests[31]" and "NaN is not valid JSON" in err.value.message

@@ -268,6 +268,21 @@ def check_envelope(doc: dict[str, Any], path: Any, prefix: tuple[Any, ...] = ())
     schema = load_schema("observations.schema.json")
     envelope = {k: v for k, v in doc.items() if k != "requests"}
     validate(envelope, schema, file=path, prefix=prefix)
+    _check_finite(envelope, path, "$" + "".join(f".{p}" for p in prefix))
+
+
+def _check_finite(value: Any, path: Any, where: str) -> None:
+    """JSON Schema bounds pass NaN (every comparison with it is false), and a
+    Prometheus scrape may legally hold NaN or +Inf; such a value would only
+    fail later, when the report is written. Reject it here, located."""
+    if type(value) is float and not math.isfinite(value):
+        raise InputError(path, f"{value!r} is not a finite number", json_path=where)
+    if type(value) is dict:
+        for key, item in value.items():
+            _check_finite(item, path, f"{where}.{key}")
+    elif type(value) is list:
+        for i, item in enumerate(value):
+            _check_finite(item, path, f"{where}[{i}]")
 
 
 def side_from_document(doc: Any, label: str, path: str, prefix: str = "$") -> Side:

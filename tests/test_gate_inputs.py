@@ -192,8 +192,10 @@ def registry_with(*mirrors: Any) -> Registry:
     reg = Registry()
     reg.register_module(Module, distribution="toy-dist", version="1.2")
     from tickgate.gate import plugin
+    from tickgate.readers import plugin as readers
 
     reg.register_module(plugin, distribution="tickgate", version="0")
+    reg.register_module(readers, distribution="tickgate", version="0")
     return reg
 
 
@@ -225,12 +227,13 @@ def test_neutral_documents_are_used_directly_without_asking_mirrors(tmp_path):
 
 def test_no_mirror_or_several_mirrors_is_an_error_listing_formats(tmp_path):
     path = _toy(tmp_path / "x.toy", [("a", 1.0, "x")])
-    with pytest.raises(InputError, match=r"no installed backend mirror recognises it; known formats: neutral \(pass --format"):
+    with pytest.raises(InputError, match=r"matches no known format; known formats: aiperf, genai-perf, neutral "
+                                         r"\(force one with --format NAME\)"):
         load_observations(path, registry=registry_with())
-    with pytest.raises(InputError, match=r"several backend mirrors claim this file \(greedy, toybench\)"):
+    with pytest.raises(InputError, match=r"matches several formats \(greedy, toybench\)"):
         load_observations(path, registry=registry_with(CsvMirror, GreedyMirror))
     assert load_observations(path, "toybench", registry=registry_with(CsvMirror, GreedyMirror))["run"]["backend"] == "toy"
-    with pytest.raises(InputError, match="unknown format 'nope'"):
+    with pytest.raises(InputError, match='unknown format "nope"'):
         load_observations(path, "nope", registry=registry_with(CsvMirror))
 
 

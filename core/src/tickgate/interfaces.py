@@ -277,8 +277,13 @@ class BackendMirror(Plugin):
     (``head`` is its first 64 KiB); ``read(path)`` returns a neutral observation
     run (a dict valid against ``schemas/observations.schema.json``) whose
     provenance names the file, the format and the detected version.
-    ``distribution`` is filled in by the registry.
+
+    A self-describing format may set ``declared_kind``: a file whose JSON head
+    declares ``"kind": "<declared_kind>"`` is read by that mirror without
+    asking the others to sniff it (no ambiguity with a too-eager sniffer).
     """
+
+    declared_kind: ClassVar[str | None] = None
 
     def sniff(self, path: Path, head: bytes) -> bool:
         raise NotImplementedError

@@ -62,94 +62,16 @@ def looks_neutral(head: bytes, kind: str = NEUTRAL_KIND) -> bool:
     return text.startswith(b"{") and f'"{kind}"'.encode() in text
 
 
-def _mirrors(registry: Registry) -> list[PluginInfo]:
-    return registry.of_kind("backend_mirror")
-
-
-def _known_formats(registry: Registry) -> str:
-    return ", ".join([NEUTRAL, *registry.names("backend_mirror")])
-
-
-def choose_mirror(path: Path, format: str = "auto", *, registry: Registry | None = None) -> PluginInfo | None:
-    """The backend mirror that reads ``path`` (None: a neutral document).
-
-    ``format`` "auto" sniffs: a neutral document wins outright; otherwise
-    exactly one mirror must claim the file."""
-    head = _head(path)
-    registry = registry or get_registry()
-    if format == NEUTRAL:
-        return None
-    if format != "auto":
-        if format not in registry.names("backend_mirror"):
-            raise InputError(path, f"unknown format {format!r}; known formats: {_known_formats(registry)}")
-        return registry.get("backend_mirror", format)
-    if looks_neutral(head):
-        return None
-    claims = []
-    for info in _mirrors(registry):
-        try:
-            claimed = info.obj().sniff(path, head)
-        except TickgateError:
-            raise
-        except Exception as exc:
-            raise PluginError(f'backend mirror "{info.name}" from {info.distribution} {info.version} '
-                              f"failed to sniff {path}: {type(exc).__name__}: {exc}") from exc
-        if claimed:
-            claims.append(info.name)
-    if len(claims) == 1:
-        return registry.get("backend_mirror", claims[0])
-    if not claims:
-        raise InputError(path, "not a neutral observations document and no installed backend mirror "
-                         f"recognises it; known formats: {_known_formats(registry)} "
-                         "(pass --format to choose one)")
-    raise InputError(path, f"several backend mirrors claim this file ({', '.join(claims)}); "
-                     f"pass --format with one of: {_known_formats(registry)}")
-
-
-def _read_mirror(info: PluginInfo, path: Path) -> dict[str, Any]:
-    try:
-        doc = info.obj().read(path)
-    except TickgateError:
-        raise
-    except Exception as exc:
-        raise PluginError(f'backend mirror "{info.name}" from {info.distribution} {info.version} '
-                          f"failed to read {path}: {type(exc).__name__}: {exc}") from exc
-    if not isinstance(doc, dict):
-        raise PluginError(f'backend mirror "{info.name}" from {info.distribution} {info.version} '
-                          f"returned {type(doc).__name__}, not an observations document, for {path}")
-    return doc
-
-
-def _mirror_side(info: PluginInfo, path: Path, label: str) -> Side:
-    return _check_mirror_document(info, path, _read_mirror(info, path), label)
-
-
-def _check_mirror_document(info: PluginInfo, path: Path, doc: dict[str, Any],
-                           label: str = "observations") -> Side:
-    """A mirror's output is plugin data: an invalid document is the plugin's fault."""
-    try:
-        return side_from_document(doc, label, str(path))
-    except InputError as exc:
-        raise PluginError(f'backend mirror "{info.name}" from {info.distribution} {info.version} '
-                          f"returned an invalid observations document for {path}: "
-                          f"{exc.json_path}: {exc.message}") from None
-
-
 def load_observations(path: Path | str, format: str = "auto", *,
                       registry: Registry | None = None) -> dict[str, Any]:
     """Read ``path`` into a neutral observations document (a dict valid against
-    ``schemas/observations.schema.json``), through a backend mirror if needed."""
-    path = Path(path)
-    info = choose_mirror(path, format, registry=registry)
-    if info is None:
-        from ..locations import parse_json
+    ``schemas/observations.schema.json``) through the registered backend
+    mirrors: the one named by ``format``, or the one whose ``sniff`` claims the
+    file (the core's ``neutral`` mirror reads neutral documents). ``FILE#LINE``
+    picks one run of an appended JSONL results file."""
+    from ..readers.detect import read_observations
 
-        doc = parse_json(_read_text(path), path)
-        side_from_document(doc, "observations", str(path))  # validates every request
-        return doc
-    doc = _read_mirror(info, path)
-    _check_mirror_document(info, path, doc)
-    return doc
+    return read_observations(path, format, registry)
 
 
 class _SideReader:
@@ -216,15 +138,18 @@ class _SideReader:
 
 def read_side(path: Path | str, label: str, format: str = "auto", *,
               registry: Registry | None = None) -> Side:
-    """One side of a gate, streamed into columns when the file is neutral."""
-    path = Path(path)
-    info = choose_mirror(path, format, registry=registry)
-    if info is not None:
-        return _mirror_side(info, path, label)
-    sc = Scanner(_read_text(path), path)
-    side, end = _SideReader(sc, label).read(0, "$")
-    sc.finish(end)
-    return side
+    """One side of a gate. A neutral document is streamed straight into
+    columns (observation files can hold a million requests); any other file
+    goes through :func:`load_observations`."""
+    from ..readers.detect import split_selector
+
+    base, line = split_selector(path)
+    if line is None and format in ("auto", NEUTRAL) and looks_neutral(_head(base)):
+        sc = Scanner(_read_text(base), base)
+        side, end = _SideReader(sc, label).read(0, "$")
+        sc.finish(end)
+        return side
+    return side_from_document(load_observations(path, format, registry=registry), label, str(base))
 
 
 def read_bundle(path: Path | str) -> tuple[Side, Side]:

@@ -17,12 +17,13 @@ import re
 from pathlib import Path
 from typing import Any
 
-from ..errors import InputError, PluginError
+from ..errors import InputError, PluginError, TickgateError
 from ..plugins import PluginInfo, Registry, get_registry
 from .common import read_head
 
 KIND = "backend_mirror"
 _SELECTOR = re.compile(r"^(?P<base>.+)#(?P<line>[1-9][0-9]*)$")
+_DECLARED = re.compile(rb'"kind"\s*:\s*"([^"\\]{1,100})"')
 
 
 def split_selector(path: Path | str) -> tuple[Path, int | None]:
@@ -45,6 +46,12 @@ def detect_format(path: Path | str, registry: Registry | None = None) -> PluginI
     head = read_head(path)
     if not head.strip():
         raise InputError(path, f"empty file; nothing to normalize (known formats: {_known(registry)})")
+    declared = _DECLARED.search(head[:4096])
+    if declared is not None:
+        kind = declared.group(1).decode("utf-8", "replace")
+        owners = [i for i in registry.of_kind(KIND) if getattr(i.obj, "declared_kind", None) == kind]
+        if len(owners) == 1:
+            return owners[0]
     matches = []
     for info in registry.of_kind(KIND):
         try:
@@ -77,16 +84,22 @@ def read_observations(path: Path | str, format: str = "auto", registry: Registry
     registry = registry or get_registry()
     base, line = split_selector(path)
     info = detect_format(path, registry) if format == "auto" else mirror(format, registry, base)
-    reader = info.obj()
-    if line is not None:
-        if not getattr(reader, "accepts_line", False):
-            raise InputError(path, f'format "{info.name}" holds one run per file; "#LINE" selects a run '
-                             "only in appended JSONL results")
-        doc = reader.read(base, line=line)
-    else:
-        doc = reader.read(base)
+    label = f'backend mirror "{info.name}" from {info.distribution} {info.version}'
+    try:
+        reader = info.obj()
+        if line is not None:
+            if not getattr(reader, "accepts_line", False):
+                raise InputError(path, f'format "{info.name}" holds one run per file; "#LINE" selects a run '
+                                 "only in appended JSONL results")
+            doc = reader.read(base, line=line)
+        else:
+            doc = reader.read(base)
+    except TickgateError:
+        raise
+    except Exception as exc:  # a plugin bug must not become a traceback
+        raise PluginError(f"{label} failed to read {base}: {type(exc).__name__}: {exc}") from exc
     if not isinstance(doc, dict) or not isinstance(doc.get("run"), dict):
-        raise PluginError(f'backend mirror "{info.name}" from {info.distribution} returned no observation run')
+        raise PluginError(f"{label} returned no observation run for {base}")
     prov = doc["run"].setdefault("provenance", {})
     prov.setdefault("file", str(base))
     prov.setdefault("format", info.name)
@@ -97,6 +110,9 @@ def read_observations(path: Path | str, format: str = "auto", registry: Registry
         # equivalent for the requests (~50x faster on 100k requests)
         side_from_document(doc, "observations", str(base))
     except InputError as exc:
-        raise InputError(base, f"read as {info.name}, a value is outside what observations allow: "
-                         f"{exc.message}", json_path=exc.json_path) from None
+        if getattr(info.obj, "declared_kind", None):
+            raise  # the file itself is an observations document: its own error, located
+        # a mirror's output is plugin data: an invalid document is the mirror's to fix
+        raise PluginError(f"{label} returned an invalid observations document for {base}: "
+                          f"{exc.json_path}: {exc.message}") from None
     return doc

@@ -14,6 +14,7 @@ from .common import head_text
 class NeutralMirror(BackendMirror):
     name: ClassVar[str] = "neutral"
     description: ClassVar[str] = "tickgate observations JSON (schemas/observations.schema.json)"
+    declared_kind: ClassVar[str] = "tickgate.observations"
 
     def sniff(self, path: Path, head: bytes) -> bool:
         text = head_text(head).lstrip()

@@ -105,7 +105,7 @@ def test_billion_laughs_is_refused(tmp_path: Path) -> None:
 
 
 def test_validate_accepts_every_shipped_policy() -> None:
-    policies = sorted(str(p) for p in POLICIES.glob("*.yaml") if "gate" not in p.name)
+    policies = sorted(str(p) for p in POLICIES.glob("*.yaml"))
     res = run_cli("validate", *policies)
     assert res.returncode == 0, res.stderr
     assert res.stdout.count(": ok") == len(policies)
@@ -179,3 +179,12 @@ def test_a_replay_without_progress_stops_with_an_error() -> None:
         policy = load_policy(path)
     with pytest.raises(ReplayError, match=r"no progress for 100000 steps at step 100000: 1 requests queued, 0 active"):
         replay([Request(id="a", prompt_tokens=4, max_output_tokens=1)], policy)
+
+
+def test_validate_checks_gate_sections(tmp_path: Path) -> None:
+    text = (POLICIES / "gate-default.yaml").read_text()
+    first = text.index("name: ", text.index("signals:"))
+    p = tmp_path / "p.yaml"
+    p.write_text(text[:first] + "name: latency-p96" + text[text.index("\n", first):])
+    line = _expect_error(tmp_path, ["validate", str(p)], 'unknown gate_signal "latency-p96"; available: ')
+    assert "p.yaml:" in line and "$.gate.signals[0].name" in line

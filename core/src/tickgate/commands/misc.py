@@ -16,8 +16,13 @@ def validate_command(policies: tuple[Path, ...]) -> None:
 
     for path in policies:
         policy = load_policy(path)
-        chosen = ", ".join(f"{k}={v.plugin.name}" for k, v in policy.selections.items()) or "no plugins"
-        click.echo(f"{path}: ok ({chosen})")
+        chosen = [f"{k}={v.plugin.name}" for k, v in policy.selections.items()]
+        if "gate" in policy.data:
+            from ..gate.config import load_gate_config
+
+            gate = load_gate_config(policy)
+            chosen.append(f"gate signals={','.join(s.info.name for s in gate.signals)}")
+        click.echo(f"{path}: ok ({'; '.join(chosen) or 'no plugins'})")
 
 
 @click.command("plugins")

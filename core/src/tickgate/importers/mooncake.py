@@ -107,4 +107,6 @@ class MooncakeReader(TraceReader):
                     arrival_ms=float(ts - order.origin),  # type: ignore[operator]
                     prefix_blocks=tuple(ids),
                 )
+        if rows == 0:  # like the CSV readers' missing header: a truncated download, not a trace
+            raise InputError(path, "empty file: expected one JSON object per line", line=1)
         self.progress(rows, requests)

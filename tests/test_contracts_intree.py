@@ -1,0 +1,84 @@
+"""The in-tree adapters and built-ins run the same contract kit a third party
+runs (tickgate.testing): registration, options schema, determinism across
+hash seeds, clean errors on bad input, round trip through the neutral schema."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from conftest import FIXTURES, POLICIES
+
+pytest.register_assert_rewrite("tickgate.testing")  # before the import: the kit's asserts explain failures
+
+from tickgate.testing import (AdmissionPolicyContract, BackendMirrorContract, GateSignalContract,
+                              SchedulerContract, WorkloadReaderContract)  # noqa: E402
+
+pytest_plugins = ["tickgate.testing"]
+
+
+class TestSeedScheduler(SchedulerContract):
+    plugin_name = "seed"
+    distribution = "tickgate"
+    policy = POLICIES / "default.yaml"
+
+
+class TestVllmV1Scheduler(SchedulerContract):
+    plugin_name = "vllm-v1"
+    distribution = "tickgate-vllm"
+    policy = POLICIES / "vllm-v1-bench.yaml"
+
+
+class TestSglangScheduler(SchedulerContract):
+    plugin_name = "sglang"
+    distribution = "tickgate-sglang"
+    policy = POLICIES / "sglang-default.yaml"
+
+
+class TestPriorityFcfs(AdmissionPolicyContract):
+    plugin_name = "priority-fcfs"
+    distribution = "tickgate"
+
+
+class TestFairShare(AdmissionPolicyContract):
+    plugin_name = "fair-share"
+    distribution = "tickgate"
+    options = {"weights": {"a": 3, "b": 1}}
+
+
+class TestVllmBenchMirror(BackendMirrorContract):
+    plugin_name = "vllm-bench"
+    distribution = "tickgate-vllm"
+    sample = FIXTURES / "realdata" / "vllm_bench" / "summary_result_benchmark_serving_2025-05.json"
+
+
+class TestSglangBenchMirror(BackendMirrorContract):
+    plugin_name = "sglang-bench"
+    distribution = "tickgate-sglang"
+    sample = FIXTURES / "realdata" / "sglang_bench" / "sglang_bench_serving_full_line_2025.jsonl"
+
+
+class TestMooncakeReader(WorkloadReaderContract):
+    plugin_name = "mooncake"
+    distribution = "tickgate"
+
+    def sample_path(self, tmp_path: Path) -> Path:
+        """The first 40 lines of the real Mooncake conversation trace."""
+        path = tmp_path / "mooncake-head.jsonl"
+        if not path.exists():
+            source = FIXTURES / "realdata" / "traces" / "mooncake_conversation_trace.jsonl"
+            with source.open(encoding="utf-8") as fh:
+                path.write_text("".join(next(fh) for _ in range(40)), encoding="utf-8")
+        return path
+
+
+class TestErrorRateSignal(GateSignalContract):
+    plugin_name = "error-rate"
+    distribution = "tickgate"
+    options = {"max_increase": 0.0}
+
+
+class TestLatencyP95Signal(GateSignalContract):
+    plugin_name = "latency-p95"
+    distribution = "tickgate"
+    options = {"threshold": 0.10}

@@ -1,0 +1,2 @@
+# Opt in to tickgate's contract kit (it is never enabled implicitly).
+pytest_plugins = ["tickgate.testing"]

@@ -25,6 +25,7 @@ LAZY_COMMANDS: dict[str, str] = {
     "plugins": "tickgate.commands.misc:plugins_command",
     "normalize": "tickgate.commands.normalize:normalize_command",
     "gate": "tickgate.commands.gate:gate_command",
+    "schema": "tickgate.commands.schema:schema_command",
 }
 
 

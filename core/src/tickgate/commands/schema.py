@@ -1,0 +1,75 @@
+"""``tickgate schema``: the combined JSON Schema of policy files.
+
+``schemas/policy.schema.json`` leaves each plugin's ``options`` open because
+plugins are installed separately. This command closes it for *this*
+environment: ``scheduler``, ``admission`` and ``kv_allocator`` become a
+``oneOf`` over the installed plugins of that kind (the name as a ``const``,
+with that plugin's own ``options_schema``), and ``gate`` becomes the gate
+section's schema with each signal's options. Editors (YAML language server,
+``# yaml-language-server: $schema=...``) then complete and check policy files.
+Output is deterministic: plugins sorted by name, keys sorted.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+from pathlib import Path
+from typing import Any, Mapping
+
+import click
+
+#: policy section -> plugin kind (as in tickgate.policy.SECTIONS)
+SELECTION_SECTIONS = {"scheduler": "scheduler", "admission": "admission", "kv_allocator": "kv_allocator"}
+
+
+def _options(info: Any) -> Mapping[str, Any]:
+    schema = getattr(info.obj, "options_schema", None)
+    return schema if isinstance(schema, Mapping) and schema else {"type": "object"}
+
+
+def _choice(info: Any, extra: Mapping[str, Any], required: list[str]) -> dict[str, Any]:
+    properties: dict[str, Any] = {"name": {"const": info.name}, **extra, "options": dict(_options(info))}
+    description = f"{info.description} ({info.distribution} {info.version})".strip()
+    return {"type": "object", "description": description, "required": required,
+            "additionalProperties": False, "properties": properties}
+
+
+def policy_schema(registry: Any = None) -> dict[str, Any]:
+    """The policy schema with every installed plugin's options in place."""
+    from ..plugins import get_registry
+    from ..schemas import load_schema
+
+    registry = registry or get_registry()
+    schema = copy.deepcopy(load_schema("policy.schema.json"))
+    schema["$id"] = "https://tickgate.dev/schemas/policy.combined.schema.json"
+    schema["description"] = ("tickgate policy file, with the options of every plugin installed when "
+                             "`tickgate schema` ran.")
+    for section, kind in SELECTION_SECTIONS.items():
+        choices = [_choice(info, {}, ["name"]) for info in registry.of_kind(kind)]
+        schema["properties"][section] = {"oneOf": choices} if choices else {"not": {}}
+    gate = copy.deepcopy(load_schema("gate-section.schema.json"))
+    gate.pop("$schema", None)
+    gate.pop("$id", None)
+    entry = gate["properties"]["signals"]["items"]
+    extra = {key: value for key, value in entry["properties"].items() if key not in ("name", "options")}
+    signals = [_choice(info, extra, ["name"]) for info in registry.of_kind("gate_signal")]
+    gate["properties"]["signals"]["items"] = {"oneOf": signals} if signals else {"not": {}}
+    schema["properties"]["gate"] = gate
+    return schema
+
+
+@click.command("schema")
+@click.option("--output", "output_path", type=click.Path(path_type=Path), default=None,
+              help="Write the schema to this file (atomically) instead of standard output.")
+def schema_command(output_path: Path | None) -> None:
+    """Print the JSON Schema of policy files, including every installed plugin's options."""
+    text = json.dumps(policy_schema(), indent=2, sort_keys=True, allow_nan=False) + "\n"
+    if output_path is None:
+        click.echo(text, nl=False)
+        return
+    from ..atomic import atomic_writer
+
+    with atomic_writer(output_path) as fh:
+        fh.write(text)
+    click.echo(f"policy schema -> {output_path}")

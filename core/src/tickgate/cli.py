@@ -73,7 +73,9 @@ def main(argv: list[str] | None = None) -> int:
     except TickgateError as exc:
         if debug:
             traceback.print_exc()
-        click.echo(f"error: {exc}", err=True)
+        from .errors import one_line
+
+        click.echo(f"error: {one_line(str(exc).strip())}", err=True)
         return exc.exit_code
     except click.exceptions.Abort:
         click.echo("aborted", err=True)

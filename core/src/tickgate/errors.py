@@ -42,7 +42,13 @@ class InputError(TickgateError):
         if self.json_path:
             parts.append(self.json_path)
         parts.append(self.message)
-        return ": ".join(parts)
+        return one_line(": ".join(parts))
+
+
+def one_line(text: str) -> str:
+    """Errors are one line: a line break quoted from hostile input (a header,
+    an event name) is shown escaped instead of splitting the message."""
+    return text.replace("\r", "\\r").replace("\n", "\\n")
 
 
 class PluginError(TickgateError):

@@ -66,6 +66,8 @@ class MooncakeReader(TraceReader):
                 rows += 1
                 try:
                     obj = decode(raw)
+                except RecursionError:  # a line of 100k '[': not a row, and not a crash
+                    raise InputError(path, "invalid JSON: nested too deeply", line=line) from None
                 except ValueError as exc:
                     col = getattr(exc, "colno", None)
                     msg = getattr(exc, "msg", str(exc))

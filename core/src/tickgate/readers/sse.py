@@ -180,7 +180,7 @@ def _complete_json(text: str) -> bool:
         return True
     try:
         json.loads(text)
-    except ValueError:
+    except (ValueError, RecursionError):
         return False
     return True
 

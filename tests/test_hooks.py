@@ -1,0 +1,227 @@
+"""One test per hook (tickgate.hookspecs.HOOK_KINDS): register a tiny
+in-process plugin through the hook and exercise it through the code path
+users hit (replay, open_requests, load_observations, the gate, the CLI).
+tests/test_hooks_meta.py fails when a hook has no test here."""
+
+from __future__ import annotations
+
+import json
+import types
+from pathlib import Path
+from typing import Any
+
+import click
+import pytest
+from conftest import FIXTURES, POLICIES
+
+from tickgate import hookimpl
+from tickgate.builtin.paged import PagedAllocator
+from tickgate.builtin.seed import SeedScheduler
+from tickgate.cli import main
+from tickgate.gate.protocol import GateSignal, SignalResult
+from tickgate.interfaces import AdmissionPolicy, BackendMirror, EvidenceParser, WorkloadReader
+from tickgate.model import Request
+from tickgate.plugins import get_registry
+from tickgate.policy import load_policy
+from tickgate.replay import replay
+from tickgate.sources import open_requests
+
+
+def install(**hooks: Any) -> None:
+    """Register a module holding these hook implementations in the process registry."""
+    module = types.ModuleType("inproc_plugin")
+    for name, function in hooks.items():
+        setattr(module, name, hookimpl(function))
+    get_registry().register_module(module, distribution="inproc-dist", version="1.0")
+
+
+def policy_with(tmp_path: Path, old: str, new: str) -> Path:
+    path = tmp_path / "policy.yaml"
+    path.write_text((POLICIES / "default.yaml").read_text().replace(old, new))
+    return path
+
+
+def run(policy: Path) -> dict[str, Any]:
+    requests, inputs = open_requests(FIXTURES / "workload.json")
+    return replay(requests, load_policy(policy), inputs=inputs)
+
+
+def test_register_schedulers(tmp_path: Path) -> None:
+    class Renamed(SeedScheduler):
+        name = "seed-copy"
+        description = "The seed scheduler under another name."
+
+    install(register_schedulers=lambda register: register(Renamed))
+    report = run(policy_with(tmp_path, "name: seed", "name: seed-copy"))
+    assert report["plugins"]["scheduler"]["name"] == "seed-copy"
+    assert report["summary"] == run(POLICIES / "default.yaml")["summary"]  # same decisions, same fingerprint
+
+
+def test_register_kv_allocators(tmp_path: Path) -> None:
+    reserved: list[int] = []
+
+    class Counting(PagedAllocator):
+        name = "counting-paged"
+        description = "Paged KV that records reservations."
+
+        def reserve(self, owner: str, pages: int) -> None:
+            reserved.append(pages)
+            super().reserve(owner, pages)
+
+    install(register_kv_allocators=lambda register: register(Counting))
+    report = run(policy_with(tmp_path, "name: paged", "name: counting-paged"))
+    assert sum(reserved) == report["summary"]["total_reserved_kv_pages"] == 18
+
+
+def test_register_admission_policies(tmp_path: Path) -> None:
+    class Lifo(AdmissionPolicy):
+        name = "lifo"
+        description = "Newest request first."
+
+        def __init__(self) -> None:
+            self.queue: list[Request] = []
+
+        @classmethod
+        def build(cls, options: Any, ctx: Any) -> "Lifo":
+            return cls()
+
+        def enqueue(self, request: Request, tick: int) -> None:
+            self.queue.append(request)
+
+        def candidates(self, tick: int) -> Any:
+            yield from list(reversed(self.queue))
+
+        def admitted(self, request: Request, tick: int) -> None:
+            self.queue.remove(request)
+
+        def __len__(self) -> int:
+            return len(self.queue)
+
+    install(register_admission_policies=lambda register: register(Lifo))
+    report = run(policy_with(tmp_path, "name: priority-fcfs", "name: lifo"))
+    assert report["plugins"]["admission"]["name"] == "lifo"
+    assert report["summary"]["completed_requests"] == 4
+    assert report["summary"]["trace_fingerprint"] != run(POLICIES / "default.yaml")["summary"]["trace_fingerprint"]
+
+
+TOY_DOC = {"version": 1, "kind": "tickgate.observations", "run": {"backend": "toy"},
+           "requests": [{"request_id": "a", "latency_ms": 10.0}, {"request_id": "b", "latency_ms": 12.5}]}
+
+
+class ToyMirror(BackendMirror):
+    name = "toy-obs"
+    description = "toy format: '#toy-obs' then nothing"
+
+    def sniff(self, path: Path, head: bytes) -> bool:
+        return head.startswith(b"#toy-obs")
+
+    def read(self, path: Path) -> dict[str, Any]:
+        return json.loads(json.dumps(TOY_DOC))
+
+
+def test_register_backend_mirrors(tmp_path: Path) -> None:
+    from tickgate.gate.inputs import load_observations
+
+    install(register_backend_mirrors=lambda register: register(ToyMirror))
+    path = tmp_path / "run.toy"
+    path.write_text("#toy-obs\n")
+    doc = load_observations(path)  # auto-detected by sniff
+    assert doc["requests"] == TOY_DOC["requests"]
+    assert doc["run"]["provenance"]["format"] == "toy-obs"
+    assert doc["run"]["provenance"]["distribution"] == "inproc-dist"
+
+
+def test_register_evidence_parsers(tmp_path: Path) -> None:
+    from tickgate.gate.inputs import load_observations
+
+    class TokenLog(EvidenceParser):
+        name = "token-log"
+        description = "request id and receive time per token"
+
+        def sniff(self, path: Path, head: bytes) -> bool:
+            return head.startswith(b"#token-log")
+
+        def parse(self, path: Path) -> list[dict[str, Any]]:
+            times: dict[str, list[float]] = {}
+            for line in path.read_text().splitlines()[1:]:
+                rid, ms = line.split()
+                times.setdefault(rid, []).append(float(ms))
+            return [{"request_id": rid, "streaming": {
+                "complete": True, "timestamps": "receive", "first_token_ms": t[0],
+                "gaps_ms": [b - a for a, b in zip(t, t[1:])], "token_count": len(t)}}
+                for rid, t in sorted(times.items())]
+
+    install(register_evidence_parsers=lambda register: register(TokenLog))
+    info = get_registry().get("evidence_parser", "token-log")
+    assert info.distribution == "inproc-dist"
+    capture = tmp_path / "tokens.log"
+    capture.write_text("#token-log\na 10\nb 12\na 15\n")
+    parser = info.obj()
+    assert parser.sniff(capture, capture.read_bytes())
+    evidence = parser.parse(capture)
+    assert evidence[0]["streaming"]["gaps_ms"] == [5.0]
+    # the evidence is what the neutral schema's `streaming` object holds
+    neutral = tmp_path / "obs.json"
+    neutral.write_text(json.dumps({"version": 1, "kind": "tickgate.observations", "run": {}, "requests": evidence}))
+    assert load_observations(neutral)["requests"] == evidence
+
+
+def test_register_gate_signals(tmp_path: Path) -> None:
+    from tickgate.gate.api import gate_files
+
+    class MinPairs(GateSignal):
+        name = "min-pairs"
+        description = "hold unless enough requests were matched"
+        options_schema = {"type": "object", "additionalProperties": False,
+                          "properties": {"min": {"type": "integer", "minimum": 1}}}
+
+        def evaluate(self, comparison: Any) -> SignalResult:
+            need = self.options["min"]
+            if comparison.matched >= need:
+                return SignalResult(status="pass", reason="within_policy", message=f"{comparison.matched} pairs")
+            return SignalResult(status="hold", reason="insufficient_data", message=f"{comparison.matched} < {need}",
+                                next_action="send more traffic")
+
+    install(register_gate_signals=lambda register: register(MinPairs))
+    obs = tmp_path / "obs.json"
+    obs.write_text(json.dumps(TOY_DOC))
+    decisions = {}
+    for need in (2, 3):
+        policy = tmp_path / f"gate{need}.yaml"
+        policy.write_text(f"version: 1\ngate:\n  signals:\n    - name: min-pairs\n      options: {{min: {need}}}\n")
+        decisions[need] = gate_files(policy, baseline=obs, candidate=obs)["decision"]
+    assert decisions == {2: "promote", 3: "hold"}
+
+
+def test_register_workload_readers(tmp_path: Path) -> None:
+    class TsvReader(WorkloadReader):
+        name = "tsv"
+        description = "id, prompt, output, arrival tick; tab-separated"
+
+        def read(self, path: Path, options: Any) -> Any:
+            for line in path.read_text().splitlines():
+                rid, prompt, out, tick = line.split("\t")
+                yield Request(id=rid, prompt_tokens=int(prompt), max_output_tokens=int(out), arrival_tick=int(tick))
+
+    install(register_workload_readers=lambda register: register(TsvReader))
+    trace = tmp_path / "trace.tsv"
+    trace.write_text("a\t32\t4\t0\nb\t64\t2\t1\n")
+    requests, inputs = open_requests(trace, "tsv")
+    report = replay(requests, load_policy(None), inputs=inputs)
+    assert inputs["format"] == "tsv"
+    assert report["summary"]["request_count"] == report["summary"]["completed_requests"] == 2
+    assert report["summary"]["total_prompt_tokens"] == 96
+
+
+def test_register_commands(capsys: pytest.CaptureFixture[str]) -> None:
+    @click.command("hello")
+    @click.argument("who")
+    def hello(who: str) -> None:
+        """Say hello."""
+        click.echo(f"hello {who}")
+
+    install(register_commands=lambda register: register(hello))
+    assert main(["hello", "tickgate"]) == 0
+    assert capsys.readouterr().out == "hello tickgate\n"
+    assert main(["--help"]) == 0
+    assert "hello" in capsys.readouterr().out

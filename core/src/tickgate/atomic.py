@@ -32,7 +32,28 @@ def atomic_writer(path: Path | str) -> Iterator[TextIO]:
         raise
 
 
+def dumps_rows(data: Any, indent: int = 0) -> str:
+    """JSON laid out for people and fast to write: objects are indented, and a
+    list of objects or lists puts one compact item per line (tick records,
+    request outcomes). Compact items go through the C encoder; ``indent=2``
+    would send a whole report of a million rows through the pure-Python one."""
+    pad = " " * indent
+    inner = " " * (indent + 2)
+    if isinstance(data, dict):
+        if not data:
+            return "{}"
+        items = [f"{inner}{json.dumps(k if isinstance(k, str) else json.dumps(k), ensure_ascii=False)}: "
+                 f"{dumps_rows(v, indent + 2)}" for k, v in data.items()]
+        return "{\n" + ",\n".join(items) + "\n" + pad + "}"
+    if isinstance(data, list) and data and all(isinstance(x, (dict, list)) for x in data):
+        dumps = json.JSONEncoder(ensure_ascii=False, allow_nan=False, separators=(", ", ": ")).encode
+        return "[\n" + ",\n".join(inner + dumps(x) for x in data) + "\n" + pad + "]"
+    return json.dumps(data, ensure_ascii=False, allow_nan=False, separators=(", ", ": "))
+
+
 def write_json(path: Path | str, data: Any) -> None:
+    """Write a JSON document atomically (layout: :func:`dumps_rows`)."""
+    text = dumps_rows(data)
     with atomic_writer(path) as fh:
-        json.dump(data, fh, indent=2, ensure_ascii=False, allow_nan=False)
+        fh.write(text)
         fh.write("\n")

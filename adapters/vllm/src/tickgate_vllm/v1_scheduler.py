@@ -207,6 +207,15 @@ class VllmV1Scheduler(Scheduler):
             self._reject(request, arrival_ms, f"needs {need} KV blocks of {self.bs} tokens; the pool has "
                                               f"{self.pool.usable} (vLLM would stall on it)")
             return
+        if not cfg.enable_chunked_prefill:
+            # without chunking the whole prompt must fit one step's budget (vLLM
+            # refuses max_num_batched_tokens < max_model_len at start-up); a prefix
+            # hit is not guaranteed, so waiting for one could stall the replay
+            if p > cfg.max_num_batched_tokens:
+                self._reject(request, arrival_ms, f"prompt of {p} tokens > max_num_batched_tokens "
+                             f"{cfg.max_num_batched_tokens} with chunked prefill off (vLLM would never "
+                             "schedule it)")
+                return
         pkeys = prompt_block_keys(request, self.bs, self.prefix_bs) if cfg.enable_prefix_caching else []
         q = _Req(request, self.ordinal, pkeys, self.clock.tick, arrival_ms)
         self.ordinal += 1

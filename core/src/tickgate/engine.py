@@ -147,8 +147,11 @@ def run(
         except Exception as exc:
             raise PluginError(f"{culprit(exc, label)} failed at step {clock.tick}: "
                               f"{type(exc).__name__}: {exc}") from exc
+        if type(record) is not TickRecord:
+            raise PluginError(f"{label} returned {type(record).__name__} instead of a TickRecord "
+                              f"at step {clock.tick}")
         span = record.span
-        if record.tick != clock.tick or span < 1:
+        if record.tick != clock.tick or type(span) is not int or span < 1:
             raise PluginError(f"{label} returned a record for tick {record.tick} (span {span}) "
                               f"at step {clock.tick}")
         for fn in on_record:
@@ -164,7 +167,7 @@ def run(
                               "(raise limits.max_ticks in the policy if this is expected)")
         if _idle(record):
             stalled += span
-            if stalled >= STALL_LIMIT and (pending is None or not timed):
+            if stalled >= STALL_LIMIT:
                 raise ReplayError(f"no progress for {stalled} steps at step {clock.tick}: "
                                   f"{record.queued} requests queued, {record.active} active; "
                                   "the policy can never admit them")

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import itertools
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any, Iterable, Iterator
 
-from .errors import InputError, PluginError
+from .errors import InputError, PluginError, TickgateError
 from .model import Request
 
 
@@ -38,7 +38,21 @@ def open_requests(path: Path, input_format: str = "workload", *, block_size: int
             inputs["block_size"] = effective
         if not path.exists():
             raise InputError(path, "file not found")
-        stream = info.obj().read(path, options)
+        stream = _checked(info, info.obj().read(path, options))
     if limit is not None:
         stream = itertools.islice(stream, limit)
     return stream, inputs
+
+
+def _checked(info: Any, stream: Iterable[Any]) -> Iterator[Request]:
+    """A reader is plugin code: its failures and wrong values name it."""
+    label = f'workload reader "{info.name}" from {info.distribution} {info.version}'
+    try:
+        for item in stream:
+            if type(item) is not Request:
+                raise PluginError(f"{label} yielded {type(item).__name__}, not a tickgate.model.Request")
+            yield item
+    except TickgateError:
+        raise
+    except Exception as exc:
+        raise PluginError(f"{label} failed: {type(exc).__name__}: {exc}") from exc

@@ -349,6 +349,8 @@ class SeedScheduler(Scheduler):
                 break
             if free - claimed_pages <= 0:
                 break
+            if type(request) is not Request:
+                raise _bad_candidate(self.admission, request)
             pages = self.pages_for(request)
             tokens = request.prompt_tokens
             blocks = request.prefix_blocks if self.prefix_cache else None
@@ -415,3 +417,17 @@ class SeedScheduler(Scheduler):
             first_token_ms=entry.first_token_ms, finished_ms=end_ms,
             prefix_hit_tokens=self.prefix_hits.pop(r.id, 0), flags=self.flagged.pop(r.id, ()),
         )
+
+
+def _bad_candidate(policy: Any, value: Any) -> Exception:
+    """An admission policy offered something that is not a request: name the policy."""
+    from ..errors import PluginError
+    from ..plugins import get_registry
+
+    name = getattr(policy, "name", type(policy).__name__)
+    try:
+        info = get_registry().get("admission", name)
+        who = f'admission "{name}" from {info.distribution} {info.version}'
+    except Exception:
+        who = f'admission "{name}"'
+    return PluginError(f"{who} offered {type(value).__name__} as a candidate, not a tickgate.model.Request")

@@ -129,6 +129,8 @@ def check_invariants(policy_doc: dict[str, Any], requests: list[Request], tmp: P
         assert o.status in ("completed", "rejected"), o
         if o.status == "rejected":
             assert o.reason, f"{o.id} rejected without a reason"
+        elif set(o.flags) & {"max_new_tokens_clipped", "length_capped"}:
+            assert 0 < o.output_tokens < wanted[o.id], o  # the engine's length limit, flagged
         else:
             assert o.output_tokens == wanted[o.id], o
     assert replay(policy_doc, list(requests), tmp)[2] == fingerprint, "same input, different fingerprint"

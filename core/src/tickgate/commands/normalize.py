@@ -81,7 +81,13 @@ def dump(doc: dict[str, Any], fh: Any) -> None:
               help="Force a format (names: `tickgate plugins`); auto-detects by default.")
 @click.option("--output", "-o", type=click.Path(dir_okay=False, path_type=Path),
               help="Write here (atomically); stdout when omitted.")
-def normalize_command(files: tuple[str, ...], fmt: str, output: Path | None) -> None:
+@click.option("--evidence", "captures", multiple=True, type=click.Path(path_type=Path),
+              help="Token-stream capture (SSE) whose per-request streaming evidence is joined "
+                   "to the observations by request id. Repeatable.")
+@click.option("--evidence-format", default="auto", show_default=True, metavar="auto|NAME",
+              help="Evidence parser for --evidence (names: `tickgate plugins`).")
+def normalize_command(files: tuple[str, ...], fmt: str, output: Path | None, captures: tuple[Path, ...],
+                      evidence_format: str) -> None:
     """Turn engine outputs (bench results, /metrics, SSE captures, KV events)
     into neutral observations. FILE#LINE picks one run of an appended JSONL."""
     from ..atomic import atomic_writer
@@ -89,6 +95,10 @@ def normalize_command(files: tuple[str, ...], fmt: str, output: Path | None) -> 
 
     docs = [(name, read_observations(name, fmt)) for name in files]
     result = docs[0][1] if len(docs) == 1 else merge(docs)
+    if captures:
+        from ..readers.evidence import attach_evidence
+
+        attach_evidence(result, list(captures), evidence_format)
     if output is None:
         dump(result, sys.stdout)
         return

@@ -1,0 +1,85 @@
+"""Attach streaming evidence from token-stream captures to observations.
+
+A benchmark client's results rarely carry per-token timing; an SSE capture of
+the same traffic does. The registered evidence parsers (kind
+``evidence_parser``) turn a capture into per-request ``streaming`` evidence,
+which is joined to the observations by request id: this is the evidence the
+gate's ``streaming-evidence`` signal checks.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from ..errors import InputError, PluginError, TickgateError
+from ..plugins import PluginInfo, Registry, get_registry
+from .common import read_head
+
+KIND = "evidence_parser"
+
+
+def _label(info: PluginInfo) -> str:
+    return f'evidence parser "{info.name}" from {info.distribution} {info.version}'
+
+
+def choose_parser(path: Path, format: str = "auto", registry: Registry | None = None) -> PluginInfo:
+    registry = registry or get_registry()
+    known = ", ".join(registry.names(KIND)) or "none installed"
+    if format != "auto":
+        if format not in registry.names(KIND):
+            raise InputError(path, f'unknown evidence format "{format}"; known: {known}')
+        return registry.get(KIND, format)
+    head = read_head(path)
+    claims = []
+    for info in registry.of_kind(KIND):
+        try:
+            if info.obj().sniff(path, head):
+                claims.append(info)
+        except Exception as exc:
+            raise PluginError(f"{_label(info)} failed to sniff {path}: {type(exc).__name__}: {exc}") from exc
+    if len(claims) != 1:
+        which = "no" if not claims else f"several ({', '.join(c.name for c in claims)})"
+        raise InputError(path, f"{which} evidence parsers recognise this capture; known: {known} "
+                         "(choose one with --evidence-format NAME)")
+    return claims[0]
+
+
+def parse_evidence(path: Path, format: str = "auto", registry: Registry | None = None) -> list[dict[str, Any]]:
+    info = choose_parser(path, format, registry)
+    try:
+        items = info.obj().parse(path)
+    except TickgateError:
+        raise
+    except Exception as exc:
+        raise PluginError(f"{_label(info)} failed to parse {path}: {type(exc).__name__}: {exc}") from exc
+    if not isinstance(items, list) or not all(
+            isinstance(i, dict) and isinstance(i.get("request_id"), str) and isinstance(i.get("streaming"), dict)
+            for i in items):
+        raise PluginError(f"{_label(info)} returned something other than a list of "
+                          "{request_id, streaming} entries for " + str(path))
+    return items
+
+
+def attach_evidence(doc: dict[str, Any], captures: list[Path], format: str = "auto",
+                    registry: Registry | None = None) -> dict[str, Any]:
+    """Join each capture's evidence to ``doc``'s requests by request id (in place)."""
+    requests = doc.get("requests")
+    if not requests:
+        raise InputError(captures[0], "streaming evidence joins per-request observations; the "
+                         "normalized input has run-level aggregates only")
+    by_id = {r["request_id"]: r for r in requests}
+    notes = doc["run"].setdefault("provenance", {"format": "neutral"}).setdefault("notes", [])
+    for path in captures:
+        items = parse_evidence(path, format, registry)
+        matched = unmatched = 0
+        for item in items:
+            target = by_id.get(item["request_id"])
+            if target is None:
+                unmatched += 1
+                continue
+            target["streaming"] = item["streaming"]
+            matched += 1
+        notes.append(f"streaming evidence from {path}: {matched} requests matched"
+                     + (f", {unmatched} stream ids not in the observations" if unmatched else ""))
+    return doc

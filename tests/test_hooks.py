@@ -156,14 +156,18 @@ def test_register_evidence_parsers(tmp_path: Path) -> None:
     assert info.distribution == "inproc-dist"
     capture = tmp_path / "tokens.log"
     capture.write_text("#token-log\na 10\nb 12\na 15\n")
-    parser = info.obj()
-    assert parser.sniff(capture, capture.read_bytes())
-    evidence = parser.parse(capture)
-    assert evidence[0]["streaming"]["gaps_ms"] == [5.0]
-    # the evidence is what the neutral schema's `streaming` object holds
+    # the real path: normalize --evidence picks the parser by sniffing and joins by request id
+    from tickgate.readers.evidence import attach_evidence
+
     neutral = tmp_path / "obs.json"
-    neutral.write_text(json.dumps({"version": 1, "kind": "tickgate.observations", "run": {}, "requests": evidence}))
-    assert load_observations(neutral)["requests"] == evidence
+    neutral.write_text(json.dumps({"version": 1, "kind": "tickgate.observations", "run": {},
+                                   "requests": [{"request_id": "a"}, {"request_id": "b"}]}))
+    doc = attach_evidence(load_observations(neutral), [capture])
+    assert doc["requests"][0]["streaming"]["gaps_ms"] == [5.0]
+    assert doc["requests"][1]["streaming"]["first_token_ms"] == 12.0
+    # the evidence is what the neutral schema's `streaming` object holds
+    neutral.write_text(json.dumps(doc))
+    assert load_observations(neutral)["requests"] == doc["requests"]
 
 
 def test_register_gate_signals(tmp_path: Path) -> None:

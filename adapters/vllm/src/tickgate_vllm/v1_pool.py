@@ -6,44 +6,62 @@ long as possible, evicted least-recently-freed first); allocation pops from
 the front and evicts the hash of a popped cached block; a prefix hit on a free
 cached block takes it out of the queue ("touch"). So the queue is always
 ``[blocks without a hash] + [cached blocks, LRU order]``, and that is all this
-class keeps: a count of anonymous free blocks and an ordered dict of free
-cached blocks. Block ids are our own labels (vLLM's numbering never reaches a
+class keeps: a count of anonymous free blocks and the queue of free cached
+blocks. Block ids are our own labels (vLLM's numbering never reaches a
 scheduling decision); a block gets one when allocated and keeps it while it
 holds a hash.
+
+Speed: the cached part of the free queue is a plain list with a head index
+(``lq[lh:]``); a block taken out of the middle by a hit is overwritten with a
+``-1`` tombstone (``nstale`` counts them). Allocation, registration and
+release work on whole runs of blocks with C-level dict/list operations
+(``dict.update(zip(...))``, slices, ``map``) and fall back to the per-block
+loop only when a block is shared (refcount > 1) or a hash is already cached.
 
 Without prefix caching every block is anonymous and the pool is one counter.
 """
 
 from __future__ import annotations
 
-from collections import OrderedDict
+from collections import deque
+from itertools import repeat
 from typing import Callable, Hashable
+
+_STALE = -1
+
+
+def _consume(it: object) -> None:
+    deque(it, 0)  # type: ignore[call-overload]
 
 
 class BlockPool:
     """Free-block accounting, and the hash -> block map when caching is on."""
 
-    __slots__ = ("usable", "caching", "anon_free", "lru", "cache", "ref", "key_of", "next_id")
+    __slots__ = ("usable", "caching", "anon_free", "lq", "lh", "nstale", "nlru", "cache", "ref", "key_of",
+                 "next_id")
 
     def __init__(self, num_gpu_blocks: int, caching: bool) -> None:
         # Block 0 is vLLM's null block: never allocated, never free.
         self.usable = num_gpu_blocks - 1
         self.caching = caching
         self.anon_free = self.usable
-        self.lru: OrderedDict[int, Hashable] = OrderedDict()  # free cached blocks, evicted first at the front
+        self.lq: list[int] = []  # free cached blocks, LRU first, from index lh; -1 = taken by a hit
+        self.lh = 0
+        self.nstale = 0  # tombstones in lq[lh:]
+        self.nlru = 0  # free cached blocks
         self.cache: dict[Hashable, int | list[int]] = {}  # hash -> block (or blocks, oldest first)
-        self.ref: dict[int, int] = {}  # block -> requests holding it (caching mode)
+        self.ref: dict[int, int] = {}  # block -> requests holding it (0: free cached)
         self.key_of: dict[int, Hashable] = {}  # cached block -> its hash
         self.next_id = 1
 
     @property
     def free(self) -> int:
         """vLLM's ``get_num_free_blocks()``: free blocks including evictable cached ones."""
-        return self.anon_free + len(self.lru)
+        return self.anon_free + self.nlru
 
     @property
     def used(self) -> int:
-        return self.usable - self.free
+        return self.usable - self.anon_free - self.nlru
 
     # -- counts only (no prefix caching) ------------------------------------
     def take(self, n: int) -> None:
@@ -56,23 +74,41 @@ class BlockPool:
     def allocate(self, n: int, into: list[int]) -> None:
         """Pop ``n`` blocks from the front of the free queue into ``into``."""
         ref = self.ref
-        while n > 0:
-            if self.anon_free > 0:
-                take = min(n, self.anon_free)
-                self.anon_free -= take
-                n -= take
-                start = self.next_id
-                self.next_id = start + take
-                for bid in range(start, start + take):
-                    ref[bid] = 1
-                    into.append(bid)
-                continue
-            popitem = self.lru.popitem
-            key_of = self.key_of
-            cache = self.cache
-            while n > 0:
-                bid, key = popitem(last=False)
-                del key_of[bid]
+        if self.anon_free > 0:
+            take = n if n < self.anon_free else self.anon_free
+            self.anon_free -= take
+            n -= take
+            start = self.next_id
+            self.next_id = start + take
+            fresh = range(start, start + take)
+            ref.update(zip(fresh, repeat(1)))
+            into.extend(fresh)
+            if n <= 0:
+                return
+        # evict the n least recently freed cached blocks
+        lq = self.lq
+        lh = self.lh
+        ev = lq[lh:lh + n]
+        lh += n
+        if self.nstale:
+            s = ev.count(_STALE)
+            while s:
+                self.nstale -= s
+                ev = [b for b in ev if b != _STALE]
+                more = lq[lh:lh + s]
+                lh += s
+                ev.extend(more)
+                s = more.count(_STALE)
+        if lh > 4096 and lh * 2 > len(lq):
+            del lq[:lh]
+            lh = 0
+        self.lh = lh
+        self.nlru -= n
+        keys = list(map(self.key_of.pop, ev))
+        cache = self.cache
+        entries = list(map(cache.__getitem__, keys))
+        if list in set(map(type, entries)):
+            for bid, key in zip(ev, keys):
                 entry = cache[key]
                 if type(entry) is int:
                     del cache[key]
@@ -80,9 +116,10 @@ class BlockPool:
                     entry.remove(bid)  # type: ignore[union-attr]
                     if not entry:
                         del cache[key]
-                ref[bid] = 1
-                into.append(bid)
-                n -= 1
+        else:
+            _consume(map(cache.__delitem__, keys))
+        ref.update(zip(ev, repeat(1)))
+        into.extend(ev)
 
     def lookup(self, key: Callable[[int], Hashable], limit: int) -> list[int]:
         """The leading cached run of blocks ``key(0), key(1), ...`` (at most
@@ -103,9 +140,12 @@ class BlockPool:
 
     def touch(self, blocks: list[int]) -> None:
         ref = self.ref
+        lq = self.lq
         for b in blocks:
             if ref[b] == 0:
-                del self.lru[b]
+                lq[lq.index(b, self.lh)] = _STALE
+                self.nstale += 1
+                self.nlru -= 1
             ref[b] += 1
 
     def insert(self, bid: int, key: Hashable) -> None:
@@ -119,20 +159,47 @@ class BlockPool:
         else:
             entry.append(bid)  # type: ignore[union-attr]
 
-    def release(self, blocks: list[int]) -> None:
-        """Free a request's blocks, tail first (vLLM frees in reverse order)."""
+    def insert_run(self, blocks: list[int], keys: list[Hashable], distinct: bool) -> None:
+        """``insert`` for each (block, key) pair in order; ``distinct``: no key repeats in ``keys``."""
+        cache = self.cache
+        if distinct and cache.keys().isdisjoint(keys):
+            cache.update(zip(keys, blocks))
+            self.key_of.update(zip(blocks, keys))
+        else:
+            insert = self.insert
+            for b, k in zip(blocks, keys):
+                insert(b, k)
+
+    def release(self, blocks: list[int], ncached: int) -> None:
+        """Free a request's blocks, tail first (vLLM frees in reverse order).
+
+        ``blocks[:ncached]`` hold a hash, the rest do not (the caller's invariant).
+        """
         ref = self.ref
+        if list(map(ref.__getitem__, blocks)).count(1) == len(blocks):
+            # nobody else holds any of them: the unhashed tail goes to the
+            # front (a count), the hashed ones to the back, last block first
+            tail = blocks[ncached:]
+            if tail:
+                self.anon_free += len(tail)
+                _consume(map(ref.__delitem__, tail))
+            if ncached:
+                head = blocks[ncached - 1::-1]
+                self.lq.extend(head)
+                self.nlru += ncached
+                ref.update(zip(head, repeat(0)))
+            return
         key_of = self.key_of
-        lru = self.lru
+        lq = self.lq
         for b in reversed(blocks):
             count = ref[b] - 1
             if count:
                 ref[b] = count
                 continue
-            key = key_of.get(b)
-            if key is None:
+            if b in key_of:
+                ref[b] = 0
+                lq.append(b)
+                self.nlru += 1
+            else:
                 del ref[b]
                 self.anon_free += 1
-            else:
-                ref[b] = 0
-                lru[b] = key

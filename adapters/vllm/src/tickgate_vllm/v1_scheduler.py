@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import heapq
 from collections import deque
+from itertools import repeat
 from typing import Any, Callable, Hashable, Mapping
 
 from tickgate.errors import PluginError
@@ -53,7 +54,7 @@ class _Req:
     """Scheduler state of one request (vLLM's ``Request`` fields that matter)."""
 
     __slots__ = ("r", "ordinal", "M", "prio", "T", "nc", "no", "held", "blocks", "ncached",
-                 "status", "npre", "pkeys", "admitted_tick", "first_tick", "first_ms",
+                 "status", "npre", "pkeys", "pk_distinct", "admitted_tick", "first_tick", "first_ms",
                  "hit_first", "arrival_tick", "arrival_ms")
 
     def __init__(self, r: Request, ordinal: int, pkeys: list[Hashable], tick: int,
@@ -71,6 +72,7 @@ class _Req:
         self.status = WAITING
         self.npre = 0
         self.pkeys = pkeys
+        self.pk_distinct = len(set(pkeys)) == len(pkeys)
         self.admitted_tick: int | None = None
         self.first_tick: int | None = None
         self.first_ms: float | None = None
@@ -607,25 +609,22 @@ class VllmV1Scheduler(Scheduler):
         pool = self.pool
         blocks = q.blocks
         pk = q.pkeys
-        shared = min(len(pk), upto)
-        insert = pool.insert
-        for j in range(i, shared):
-            insert(blocks[j], pk[j])
+        shared = len(pk) if len(pk) < upto else upto
+        if shared > i:
+            pool.insert_run(blocks[i:shared], pk[i:shared], q.pk_distinct)
         if upto > shared:
-            # keys unique to this request: no duplicates possible, plain inserts
-            ordinal = q.ordinal
-            key_of = pool.key_of
-            cache = pool.cache
-            for j in range(max(i, shared), upto):
-                key = (ordinal, j)
-                b = blocks[j]
-                key_of[b] = key
-                cache[key] = b
+            # keys unique to this request: plain stores (a stale entry of the
+            # request's own earlier run is overwritten, as vLLM's dict does)
+            j0 = i if i > shared else shared
+            bl = blocks[j0:upto]
+            keys = list(zip(repeat(q.ordinal), range(j0, upto)))
+            pool.key_of.update(zip(bl, keys))
+            pool.cache.update(zip(keys, bl))
         q.ncached = upto
 
     def _release(self, q: _Req) -> None:
         if self.caching:
-            self.pool.release(q.blocks)
+            self.pool.release(q.blocks, q.ncached)
             q.blocks = []
             q.ncached = 0
         else:

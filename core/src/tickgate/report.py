@@ -56,6 +56,38 @@ def distribution(values: Iterable[float], digits: int = 6) -> dict[str, Any] | N
 
 _encode_str = json.encoder.encode_basestring_ascii  # what json.dumps uses for str (C when available)
 _DETAIL_JSON = json.JSONEncoder(sort_keys=True, separators=(",", ":"))
+_c_make_encoder = getattr(json.encoder, "c_make_encoder", None)
+
+
+def _detail_encoder() -> Any:
+    """What ``_DETAIL_JSON.encode`` builds on every call (the C encoder), built once."""
+    if _c_make_encoder is None:  # pragma: no cover - pure-Python json
+        return None
+    return _c_make_encoder({}, _DETAIL_JSON.default, _encode_str, None, ":", ",", True, False, True)
+
+
+_detail_c = _detail_encoder()
+#: (detail, its JSON) of the last record: a fast-forwarded span usually repeats the
+#: previous record's detail object (records and their details are immutable values)
+_detail_memo: list[Any] = [None, ""]
+
+
+def _encode_detail(detail: Any) -> str:
+    global _detail_c
+    memo = _detail_memo
+    if detail is memo[0]:
+        return memo[1]  # type: ignore[no-any-return]
+    if _detail_c is None or type(detail) is not dict:  # pragma: no cover - unusual
+        text = _DETAIL_JSON.encode(detail)
+    else:
+        try:
+            text = "".join(_detail_c(detail, 0))
+        except BaseException:
+            _detail_c = _detail_encoder()  # its circular-reference markers may be left dirty
+            raise
+    memo[0] = detail
+    memo[1] = text
+    return text
 
 
 def canonical_body(record: TickRecord) -> str:
@@ -79,7 +111,7 @@ def canonical_body(record: TickRecord) -> str:
         rejected = ",".join(map(enc, r.rejected))
     except TypeError:
         return json.dumps(r.canonical(), sort_keys=True, separators=(",", ":"))
-    detail = f',"detail":{_DETAIL_JSON.encode(r.detail)}' if r.detail else ""
+    detail = f',"detail":{_encode_detail(r.detail)}' if r.detail else ""
     return (f'{{"active":{ints[0]},"admitted":[{admitted}],"completed":[{completed}],'
             f'"decode_tokens":{ints[1]},"decoded":[{decoded}]{detail},"kv_pages_reserved":{ints[2]},'
             f'"kv_pages_used":{ints[3]},"preempted":[{preempted}],"prefill_tokens":{ints[4]},'

@@ -54,7 +54,7 @@ class _Req:
     """Scheduler state of one request (vLLM's ``Request`` fields that matter)."""
 
     __slots__ = ("r", "ordinal", "M", "prio", "T", "nc", "no", "held", "blocks", "ncached",
-                 "status", "npre", "pkeys", "pk_distinct", "admitted_tick", "first_tick", "first_ms",
+                 "status", "npre", "pkeys", "pk_distinct", "id", "dentry", "admitted_tick", "first_tick", "first_ms",
                  "hit_first", "arrival_tick", "arrival_ms")
 
     def __init__(self, r: Request, ordinal: int, pkeys: list[Hashable], tick: int,
@@ -73,6 +73,8 @@ class _Req:
         self.npre = 0
         self.pkeys = pkeys
         self.pk_distinct = len(set(pkeys)) == len(pkeys)
+        self.id = r.id
+        self.dentry: list[Any] | None = None  # its sched entry when it decodes one token: [id, 1, "running"]
         self.admitted_tick: int | None = None
         self.first_tick: int | None = None
         self.first_ms: float | None = None
@@ -252,9 +254,12 @@ class VllmV1Scheduler(Scheduler):
             span = self._steady_span(horizon)
             if span > 0:
                 return span_record(self, span)
-        return self._full_step()
+        if self.priority:
+            return self._full_step()
+        return self._full_step_fcfs()
 
     def _full_step(self) -> TickRecord:
+        """One step, any policy (the reference implementation; priority uses it)."""
         tick = self.clock.tick
         cfg = self.cfg
         bs = self.bs
@@ -470,6 +475,253 @@ class VllmV1Scheduler(Scheduler):
         record = TickRecord(
             tick=tick, admitted=body[0], prefill_tokens=prefill_tokens, decoded=body[2],
             decode_tokens=decode_tokens, queued=body[4], active=body[5],
+            kv_pages_used=self.kv_sample[0], kv_pages_reserved=admitted_blocks,
+            completed=body[7], preempted=body[8], rejected=rejected,
+            duration_ms=duration,
+            detail={"sched": sched_json, "free_blocks": self.kv_sample[1]},
+        )
+        self.last_record = record
+        return record
+
+    def _full_step_fcfs(self) -> TickRecord:
+        """:meth:`_full_step` for fcfs, in one pass per queue.
+
+        Under fcfs nothing already scheduled in a step is ever un-scheduled (the
+        victim is always the last of the running queue, not yet visited), so each
+        request's schedule, computed tokens and sampled token are settled when it
+        is visited; the decode-only request (one token, no new block, nothing to
+        register) is the short path. Decisions are those of :meth:`_full_step`
+        (the conformance fixtures run both policies through the observer).
+        """
+        tick = self.clock.tick
+        cfg = self.cfg
+        bs = self.bs
+        pool = self.pool
+        caching = self.caching
+        maxlen = self.maxlen
+        running = self.running
+        budget = cfg.max_num_batched_tokens
+        waiting = self.waiting_fifo
+        thr = cfg.long_prefill_token_threshold if len(running) + len(waiting) > 1 else 0
+        observer = self.observer
+        obs: list[list[Any]] = []
+        preempted: list[_Req] = []
+        sched_json: list[list[Any]] = []
+        decoded: list[str] = []
+        firsts: list[_Req] = []
+        finished: list[_Req] = []
+        prefill_tokens = decode_tokens = context = total = 0
+        pure_decode = True
+        nsched = 0
+        idx = 0
+        while idx < len(running) and budget > 0:
+            q = running[idx]
+            nc = q.nc
+            T = q.T
+            n = T - nc
+            if n != 1:
+                if 0 < thr < n:
+                    n = thr
+                if n > budget:
+                    n = budget
+            if maxlen is not None and n > maxlen - nc - 1:
+                n = maxlen - nc - 1
+            if n <= 0:
+                idx += 1
+                continue
+            slot = nc + n
+            if maxlen is not None and slot > maxlen:
+                slot = maxlen
+            if slot > q.held * bs:
+                ok = True
+                while True:
+                    need = -(-slot // bs) - q.held
+                    if need <= pool.free:
+                        break
+                    victim = running.pop()
+                    self._preempt(victim)
+                    preempted.append(victim)
+                    if victim is q:
+                        ok = False
+                        break
+                if not ok:
+                    break
+                if need > 0:
+                    self._grow(q, need)
+            nc += n
+            if caching and (nc if nc < T else T) // bs > q.ncached:
+                self._cache(q, (nc if nc < T else T) // bs)
+            q.nc = nc
+            budget -= n
+            total += n
+            context += nc
+            nsched += 1
+            if n == 1:
+                entry = q.dentry
+                if entry is None:
+                    entry = q.dentry = [q.id, 1, "running"]
+                sched_json.append(entry)
+            else:
+                sched_json.append([q.id, n, "running"])
+            if observer is not None:
+                obs.append([q.id, n, "running", nc - n])
+            if nc >= T:
+                # As the reference harness counts: a chunk ending at the newest
+                # sampled token decodes its last position; the rest is prefill.
+                no = q.no
+                if no > 0:
+                    decode_tokens += 1
+                    if n != 1:
+                        prefill_tokens += n - 1
+                        pure_decode = False
+                else:
+                    prefill_tokens += n
+                    pure_decode = False
+                    firsts.append(q)
+                decoded.append(q.id)
+                q.no = no = no + 1
+                q.T = T = T + 1
+                if no >= q.M or (maxlen is not None and T >= maxlen):
+                    finished.append(q)
+            else:
+                prefill_tokens += n
+                pure_decode = False
+            idx += 1
+
+        admitted: list[str] = []
+        admitted_blocks = 0
+        if not preempted:
+            while budget > 0 and waiting:
+                q = waiting[0]
+                if len(running) >= cfg.max_num_seqs:
+                    break
+                T = q.T
+                hits = pool.lookup(q.key, (T - 1) // bs) if caching else []
+                h = len(hits)
+                hit = h * bs
+                n = T - hit
+                if 0 < thr < n:
+                    n = thr
+                if not cfg.enable_chunked_prefill and n > budget:
+                    break
+                if n > budget:
+                    n = budget
+                wm = self.wm_blocks if running else 0
+                evictable = pool.evictable(hits) if h else 0
+                if cfg.scheduler_reserve_full_isl:
+                    full = T if maxlen is None else min(T, maxlen)
+                    if max(-(-full // bs) - h, 0) + evictable + wm > pool.free:
+                        break
+                slot = hit + n
+                if maxlen is not None and slot > maxlen:
+                    slot = maxlen
+                new_blocks = max(-(-slot // bs) - h, 0)
+                if new_blocks + evictable + wm > pool.free:
+                    break
+                waiting.popleft()
+                if caching:
+                    pool.touch(hits)
+                    q.blocks = hits
+                    q.ncached = h
+                q.held = h
+                if new_blocks:
+                    self._grow(q, new_blocks)
+                admitted_blocks += new_blocks
+                if caching:
+                    self._cache(q, min(hit + n, T) // bs)
+                running.append(q)
+                kind = "resumed" if q.npre > 0 else "new"
+                q.status = RUNNING
+                nc = q.nc = hit + n
+                sched_json.append([q.id, n, kind, hit])
+                admitted.append(q.id)
+                if observer is not None:
+                    obs.append([q.id, n, kind, hit])
+                budget -= n
+                total += n
+                context += nc
+                nsched += 1
+                self.t_admissions += 1
+                self.t_hit_tokens += hit
+                self.t_query_tokens += T
+                if q.admitted_tick is None:
+                    q.admitted_tick = tick
+                    q.hit_first = hit
+                    self.t_first_hit_tokens += hit
+                    self.t_first_query_tokens += T
+                if nc >= T:
+                    no = q.no
+                    if no > 0:
+                        decode_tokens += 1
+                        if n != 1:
+                            prefill_tokens += n - 1
+                    else:
+                        prefill_tokens += n
+                        firsts.append(q)
+                    decoded.append(q.id)
+                    q.no = no = no + 1
+                    q.T = T = T + 1
+                    if no >= q.M or (maxlen is not None and T >= maxlen):
+                        finished.append(q)
+                else:
+                    prefill_tokens += n
+            if admitted:
+                pure_decode = False
+
+        free_after_sched = pool.free
+        kv_after_sched = pool.usable - free_after_sched
+        if preempted or nsched != len(running):
+            pure_decode = False
+        duration = (self.timing.step_ms(prefill_tokens, decode_tokens, context)
+                    if self.timing is not None else None)
+        end_ms = self.clock.now_ms + duration if duration is not None else None
+        for q in firsts:
+            q.first_tick = tick
+            q.first_ms = end_ms
+        completed: list[str] = []
+        if finished:
+            pure_decode = False
+            gone = set(finished)
+            self.running = running = [q for q in running if q not in gone]
+            for q in finished:
+                completed.append(q.id)
+                self._release(q)
+                self.outcomes.append(self._outcome(q, tick, end_ms))
+        rejected = tuple(self.rejected_now)
+        if rejected:
+            self.rejected_now = []
+        self.steady = pure_decode and not rejected
+        self.t_preemptions += len(preempted)
+        self.t_sched_tokens += total
+        self.t_steps += 1
+        hist = self.tok_hist
+        hist[total] = hist.get(total, 0) + 1
+        if kv_after_sched > self.kv_peak:
+            self.kv_peak = kv_after_sched
+        self.kv_weighted += kv_after_sched
+        n_waiting = len(waiting)
+        if observer is not None:
+            observer({
+                "step": tick,
+                "sched": obs,
+                "num_tokens": total,
+                "preempted": [q.id for q in preempted],
+                "finished": completed,
+                "free_blocks_after_sched": free_after_sched,
+                "running_after_sched": len(running) + len(finished),
+                "free_blocks": pool.free,
+                "running": len(running),
+                "waiting": n_waiting,
+            })
+        body = (tuple(admitted), prefill_tokens, tuple(decoded), decode_tokens, n_waiting,
+                len(running) + len(finished), admitted_blocks, tuple(completed),
+                tuple([q.id for q in preempted]) if preempted else (), rejected, sched_json)
+        if body != self.last_body:
+            self.kv_sample = (kv_after_sched, free_after_sched)
+            self.last_body = body
+        record = TickRecord(
+            tick=tick, admitted=body[0], prefill_tokens=prefill_tokens, decoded=body[2],
+            decode_tokens=decode_tokens, queued=n_waiting, active=body[5],
             kv_pages_used=self.kv_sample[0], kv_pages_reserved=admitted_blocks,
             completed=body[7], preempted=body[8], rejected=rejected,
             duration_ms=duration,

@@ -43,6 +43,7 @@ from typing import Any, Callable, Hashable, Mapping
 from tickgate.errors import PluginError
 from tickgate.interfaces import BuildContext, Horizon, Scheduler
 from tickgate.model import Request, RequestOutcome, TickRecord
+from tickgate.timing import TimingModel
 
 from .v1_pool import BlockPool
 from .v1_options import OPTIONS_SCHEMA, V1Config
@@ -54,7 +55,7 @@ class _Req:
     """Scheduler state of one request (vLLM's ``Request`` fields that matter)."""
 
     __slots__ = ("r", "ordinal", "M", "prio", "T", "nc", "no", "held", "blocks", "ncached",
-                 "status", "npre", "pkeys", "pk_distinct", "id", "dentry", "admitted_tick", "first_tick", "first_ms",
+                 "status", "npre", "pkeys", "npk", "pk_distinct", "cmark", "id", "dentry", "admitted_tick", "first_tick", "first_ms",
                  "hit_first", "arrival_tick", "arrival_ms")
 
     def __init__(self, r: Request, ordinal: int, pkeys: list[Hashable], tick: int,
@@ -72,7 +73,9 @@ class _Req:
         self.status = WAITING
         self.npre = 0
         self.pkeys = pkeys
+        self.npk = len(pkeys)
         self.pk_distinct = len(set(pkeys)) == len(pkeys)
+        self.cmark = 0  # leading blocks registered, logically (see _cache)
         self.id = r.id
         self.dentry: list[Any] | None = None  # its sched entry when it decodes one token: [id, 1, "running"]
         self.admitted_tick: int | None = None
@@ -364,7 +367,7 @@ class VllmV1Scheduler(Scheduler):
                 if caching:
                     pool.touch(hits)
                     q.blocks = hits
-                    q.ncached = h
+                    q.ncached = q.cmark = h
                 q.held = h
                 if new_blocks:
                     self._grow(q, new_blocks)
@@ -549,7 +552,7 @@ class VllmV1Scheduler(Scheduler):
                 if need > 0:
                     self._grow(q, need)
             nc += n
-            if caching and (nc if nc < T else T) // bs > q.ncached:
+            if caching and (nc if nc < T else T) // bs > q.cmark:
                 self._cache(q, (nc if nc < T else T) // bs)
             q.nc = nc
             budget -= n
@@ -622,7 +625,7 @@ class VllmV1Scheduler(Scheduler):
                 if caching:
                     pool.touch(hits)
                     q.blocks = hits
-                    q.ncached = h
+                    q.ncached = q.cmark = h
                 q.held = h
                 if new_blocks:
                     self._grow(q, new_blocks)
@@ -791,15 +794,29 @@ class VllmV1Scheduler(Scheduler):
         timing = self.timing
         assert timing is not None
         r = len(self.running)
-        ctx0 = sum(q.T for q in self.running)
-        step_ms = timing.step_ms
+        ctx0 = sum([q.T for q in self.running])
         now0 = now = self.clock.now_ms
         n = 0
-        while n < limit:
-            if until_ms is not None and now >= until_ms:
-                break
-            now = now + step_ms(0, r, ctx0 + n * r)
-            n += 1
+        if type(timing) is TimingModel:
+            # TimingModel.step_ms(0, r, ctx), evaluated in the same order: the
+            # first three terms do not change inside the span
+            base = timing.fixed_ms + timing.per_prefill_token_ms * 0 + timing.per_decode_seq_ms * r
+            per_ctx = timing.per_context_token_ms
+            if until_ms is None:
+                while n < limit:
+                    now = now + (base + per_ctx * (ctx0 + n * r))
+                    n += 1
+            else:
+                while n < limit and now < until_ms:
+                    now = now + (base + per_ctx * (ctx0 + n * r))
+                    n += 1
+        else:
+            step_ms = timing.step_ms
+            while n < limit:
+                if until_ms is not None and now >= until_ms:
+                    break
+                now = now + step_ms(0, r, ctx0 + n * r)
+                n += 1
         total = now - now0
         # make the engine's single addition land exactly where step-by-step would
         while now0 + total < now:
@@ -811,16 +828,44 @@ class VllmV1Scheduler(Scheduler):
     def _apply_span(self, n: int, firsts: list[int]) -> None:
         bs = self.bs
         pool = self.pool
-        caching = self.caching
-        for q, k0 in zip(self.running, firsts):
-            grow = (n - 1 - k0) // bs + 1 if n > k0 else 0
-            if grow:
-                self._grow(q, grow)
-            q.nc += n
-            q.no += n
-            q.T += n
-            if caching:
-                self._cache(q, q.nc // bs)
+        running = self.running
+        if self.caching and all([q.npre == 0 and q.ncached >= q.npk for q in running]):
+            # Only blocks keyed to their own request get registered in the span
+            # (deferred to release, see _cache), so the allocations can be one
+            # pop of the free queue, dealt out in running order.
+            grows: list[int] = []
+            for q, k0 in zip(running, firsts):
+                if n > k0:
+                    g = (n - 1 - k0) // bs + 1
+                    q.held += g
+                    grows.append(g)
+                else:
+                    grows.append(0)
+                nc = q.nc = q.nc + n
+                q.no += n
+                q.T += n
+                if nc // bs > q.cmark:
+                    q.cmark = nc // bs
+            total = sum(grows)
+            if total:
+                got: list[int] = []
+                pool.allocate(total, got)
+                pos = 0
+                for q, g in zip(running, grows):
+                    if g:
+                        q.blocks += got[pos:pos + g]
+                        pos += g
+        else:
+            caching = self.caching
+            for q, k0 in zip(running, firsts):
+                grow = (n - 1 - k0) // bs + 1 if n > k0 else 0
+                if grow:
+                    self._grow(q, grow)
+                q.nc += n
+                q.no += n
+                q.T += n
+                if caching:
+                    self._cache(q, q.nc // bs)
         used = pool.usable - pool.free
         self.t_steps += n
         r = len(self.running)
@@ -854,31 +899,48 @@ class VllmV1Scheduler(Scheduler):
             self.pool.take(n)
 
     def _cache(self, q: _Req, upto: int) -> None:
-        """Register q's full computed blocks [ncached, upto) in the prefix cache."""
-        i = q.ncached
-        if upto <= i:
+        """Register q's full computed blocks [cmark, upto) in the prefix cache.
+
+        Blocks under a prompt key (shareable) are registered now. Blocks keyed to
+        the request alone (``(ordinal, i)``: outputs, unshared prompt tail) can
+        only be looked up by the request itself after a preemption, so while it
+        has never been preempted their registration waits for its release
+        (``ncached`` = registered, ``cmark`` = registered as vLLM would have it).
+        A resumed request registers them at once: its earlier blocks may still
+        sit in the free queue under the same keys, and evictions in between
+        must see the same cache as vLLM.
+        """
+        if upto <= q.cmark:
             return
+        q.cmark = upto
+        i = q.ncached
+        npk = q.npk
+        if i < npk:
+            shared = npk if npk < upto else upto
+            self.pool.insert_run(q.blocks[i:shared], q.pkeys[i:shared], q.pk_distinct)
+            q.ncached = i = shared
+        if upto > i and q.npre:
+            self._register_own(q, upto)
+
+    def _register_own(self, q: _Req, upto: int) -> None:
+        """Register blocks [ncached, upto), all beyond the prompt keys."""
+        i = q.ncached
+        bl = q.blocks[i:upto]
+        keys = list(zip(repeat(q.ordinal), range(i, upto)))
         pool = self.pool
-        blocks = q.blocks
-        pk = q.pkeys
-        shared = len(pk) if len(pk) < upto else upto
-        if shared > i:
-            pool.insert_run(blocks[i:shared], pk[i:shared], q.pk_distinct)
-        if upto > shared:
-            # keys unique to this request: plain stores (a stale entry of the
-            # request's own earlier run is overwritten, as vLLM's dict does)
-            j0 = i if i > shared else shared
-            bl = blocks[j0:upto]
-            keys = list(zip(repeat(q.ordinal), range(j0, upto)))
-            pool.key_of.update(zip(bl, keys))
-            pool.cache.update(zip(keys, bl))
+        # plain stores: a stale entry of the request's own earlier run is
+        # overwritten (the mirror's rule since the first version)
+        pool.key_of.update(zip(bl, keys))
+        pool.cache.update(zip(keys, bl))
         q.ncached = upto
 
     def _release(self, q: _Req) -> None:
         if self.caching:
+            if q.cmark > q.ncached:
+                self._register_own(q, q.cmark)
             self.pool.release(q.blocks, q.ncached)
             q.blocks = []
-            q.ncached = 0
+            q.ncached = q.cmark = 0
         else:
             self.pool.give(q.held)
         q.held = 0

@@ -122,6 +122,7 @@ def run(
                 break
             if timed:
                 if pending.arrival_ms > clock.now_ms:  # type: ignore[operator]
+                    clock.idle_ms += pending.arrival_ms - clock.now_ms  # type: ignore[operator]
                     clock.now_ms = pending.arrival_ms  # type: ignore[assignment]
             elif pending.arrival_tick > clock.tick:
                 clock.tick = pending.arrival_tick

@@ -64,6 +64,7 @@ def replay(
         built=built,
         inputs=inputs,
         timed=policy.timing is not None,
+        busy_ms=clock.now_ms - clock.idle_ms if policy.timing is not None else None,
     )
 
 

@@ -299,7 +299,7 @@ class SummarySink:
     # -- report ---------------------------------------------------------------
     def report(self, *, total_ticks: int, kv_capacity: int, decode_slots: int, final_kv: int,
                fingerprint: str, extra: Mapping[str, Any], built: Mapping[str, Any],
-               inputs: Mapping[str, Any], timed: bool) -> dict[str, Any]:
+               inputs: Mapping[str, Any], timed: bool, busy_ms: float | None = None) -> dict[str, Any]:
         busy = self.busy_ticks
         slots = busy * decode_slots
         summary = {
@@ -346,6 +346,8 @@ class SummarySink:
             },
         }
         if timed or self.ttft_ms:
+            if busy_ms is not None:
+                self.elapsed_ms = busy_ms
             seconds = self.elapsed_ms / 1000.0
             report["latency"] = {
                 "ttft_ms": distribution(self.ttft_ms, 3),

@@ -12,9 +12,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from ..errors import InputError, PluginError, TickgateError
-from ..plugins import PluginInfo, Registry, get_registry
+from ..errors import InputError
+from ..plugins import Registry
 from ..schemas import load_schema, validate
+from ..readers.common import read_head, read_text
 from .jsonscan import Scanner
 from .fastpath import add_batch
 from .observations import Side, check_envelope, side_from_document
@@ -22,38 +23,10 @@ from .observations import Side, check_envelope, side_from_document
 NEUTRAL = "neutral"
 NEUTRAL_KIND = "tickgate.observations"
 BUNDLE_KIND = "tickgate.gate-bundle"
-HEAD_BYTES = 64 * 1024
 #: observation files can be large (a million requests is ~250 MB of JSON)
 MAX_OBSERVATION_BYTES = 4 * 1024**3
 #: requests checked together by the column-wise fast path
 BATCH = 2048
-
-
-def _head(path: Path) -> bytes:
-    try:
-        with path.open("rb") as fh:
-            return fh.read(HEAD_BYTES)
-    except FileNotFoundError:
-        raise InputError(path, "file not found") from None
-    except IsADirectoryError:
-        raise InputError(path, "is a directory, expected a file") from None
-    except OSError as exc:
-        raise InputError(path, f"cannot read: {exc.strerror}") from None
-
-
-def _read_text(path: Path) -> str:
-    try:
-        if path.stat().st_size > MAX_OBSERVATION_BYTES:
-            raise InputError(path, f"file is larger than {MAX_OBSERVATION_BYTES} bytes")
-        return path.read_text(encoding="utf-8")
-    except UnicodeDecodeError as exc:
-        raise InputError(path, f"not UTF-8 text (byte {exc.start})") from None
-    except FileNotFoundError:
-        raise InputError(path, "file not found") from None
-    except IsADirectoryError:
-        raise InputError(path, "is a directory, expected a file") from None
-    except OSError as exc:
-        raise InputError(path, f"cannot read: {exc.strerror}") from None
 
 
 def looks_neutral(head: bytes, kind: str = NEUTRAL_KIND) -> bool:
@@ -144,8 +117,8 @@ def read_side(path: Path | str, label: str, format: str = "auto", *,
     from ..readers.detect import split_selector
 
     base, line = split_selector(path)
-    if line is None and format in ("auto", NEUTRAL) and looks_neutral(_head(base)):
-        sc = Scanner(_read_text(base), base)
+    if line is None and format in ("auto", NEUTRAL) and looks_neutral(read_head(base)):
+        sc = Scanner(read_text(base, limit=MAX_OBSERVATION_BYTES), base)
         side, end = _SideReader(sc, label).read(0, "$")
         sc.finish(end)
         return side
@@ -155,7 +128,7 @@ def read_side(path: Path | str, label: str, format: str = "auto", *,
 def read_bundle(path: Path | str) -> tuple[Side, Side]:
     """A gate bundle (``schemas/gate-bundle.schema.json``): both sides in one file."""
     path = Path(path)
-    sc = Scanner(_read_text(path), path)
+    sc = Scanner(read_text(path, limit=MAX_OBSERVATION_BYTES), path)
     sides: dict[str, Side] = {}
 
     def handler(label: str) -> Any:

@@ -50,8 +50,8 @@ def read_head(path: Path) -> bytes:
         raise InputError(path, f"cannot read: {exc.strerror}") from None
 
 
-def read_text(path: Path) -> str:
-    data = read_bytes(path)
+def read_text(path: Path, *, limit: int = MAX_NATIVE_BYTES) -> str:
+    data = read_bytes(path, limit=limit)
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError as exc:

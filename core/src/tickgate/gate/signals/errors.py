@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..join import Comparison, gather
+from ..join import Comparison
 from ..protocol import GateSignal, SignalResult
 from ..stats import min_pairs_for_rate
 from .common import FRACTION, id_text, ids, pct, schema
@@ -32,8 +32,7 @@ class ErrorRate(GateSignal):
         min_pairs = min_pairs_for_rate(threshold, float(self.options.get("confidence", 0.95)))
         if not comparison.per_request:
             return self._aggregate(comparison, threshold, min_pairs)
-        base, cand = comparison.baseline, comparison.candidate
-        pb, pc = comparison.pairs_b, comparison.pairs_c
+        cand = comparison.candidate
         bflags = comparison.aligned("baseline", "errors")
         cflags = comparison.aligned("candidate", "errors")
         be, ce = sum(bflags), sum(cflags)

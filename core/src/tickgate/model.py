@@ -127,3 +127,50 @@ class RequestOutcome:
         if self.admitted_tick is None:
             return None
         return self.admitted_tick - self.arrival_tick
+
+
+def completed_outcome(
+    request: Request,
+    *,
+    arrival_tick: int,
+    admitted_tick: int | None,
+    first_token_tick: int | None,
+    finished_tick: int,
+    output_tokens: int,
+    arrival_ms: float | None = None,
+    first_token_ms: float | None = None,
+    finished_ms: float | None = None,
+    preemptions: int = 0,
+    prefix_hit_tokens: int = 0,
+    flags: tuple[str, ...] = (),
+) -> RequestOutcome:
+    """The outcome of a request that finished at the end of ``finished_tick``.
+
+    Every scheduler builds completions here so that deadline accounting means
+    the same everywhere: a tick deadline is missed when the request finishes
+    after the step before it; a ms deadline when it finishes after that time.
+    """
+    missed = None
+    if request.deadline_tick is not None:
+        missed = finished_tick + 1 > request.deadline_tick
+    elif request.deadline_ms is not None and finished_ms is not None:
+        missed = finished_ms > request.deadline_ms
+    return RequestOutcome(
+        id=request.id, status="completed", arrival_tick=arrival_tick, admitted_tick=admitted_tick,
+        first_token_tick=first_token_tick, finished_tick=finished_tick, output_tokens=output_tokens,
+        prompt_tokens=request.prompt_tokens, preemptions=preemptions, prefix_hit_tokens=prefix_hit_tokens,
+        priority=request.priority, tenant=request.tenant, lane=request.lane, deadline_missed=missed,
+        arrival_ms=request.arrival_ms if request.arrival_ms is not None else arrival_ms,
+        first_token_ms=first_token_ms, finished_ms=finished_ms, flags=flags,
+    )
+
+
+def rejected_outcome(request: Request, reason: str, *, tick: int, arrival_tick: int | None = None,
+                     arrival_ms: float | None = None) -> RequestOutcome:
+    """The outcome of a request a scheduler or policy refused at ``tick``, with the reason."""
+    return RequestOutcome(
+        id=request.id, status="rejected", reason=reason,
+        arrival_tick=arrival_tick if arrival_tick is not None else tick, finished_tick=tick,
+        prompt_tokens=request.prompt_tokens, priority=request.priority, tenant=request.tenant,
+        lane=request.lane, arrival_ms=request.arrival_ms if request.arrival_ms is not None else arrival_ms,
+    )

@@ -37,7 +37,7 @@ from typing import Any, Hashable, Mapping
 
 from tickgate.errors import InputError, ReplayError
 from tickgate.interfaces import BuildContext, Horizon, Scheduler
-from tickgate.model import Request, RequestOutcome, TickRecord
+from tickgate.model import Request, RequestOutcome, TickRecord, completed_outcome, rejected_outcome
 
 from .radix_cache import RadixCache, TreeNode
 from .schedule_policy import POLICIES, make_policy
@@ -586,27 +586,14 @@ class SglangScheduler(Scheduler):
         """SGLang's ``cache_finished_req``: the prompt stays cached, the rest is freed."""
         self._cache(req)
         self._release(req)
-        r = req.request
-        timed = self.timing is not None
-        arrival_ms = r.arrival_ms if r.arrival_ms is not None else (req.arrival_ms if timed else None)
-        missed = None
-        if r.deadline_tick is not None:
-            missed = tick + 1 > r.deadline_tick
-        elif r.deadline_ms is not None and end_ms is not None:
-            missed = end_ms > r.deadline_ms
-        self.outcomes.append(RequestOutcome(
-            id=r.id, status="completed", arrival_tick=req.arrival_tick, admitted_tick=req.admitted_tick,
+        self.outcomes.append(completed_outcome(
+            req.request, arrival_tick=req.arrival_tick, admitted_tick=req.admitted_tick,
             first_token_tick=req.first_token_tick, finished_tick=tick, output_tokens=req.decoded,
-            prompt_tokens=r.prompt_tokens, preemptions=req.retractions, prefix_hit_tokens=req.hit_tokens,
-            priority=r.priority, tenant=r.tenant, lane=r.lane, deadline_missed=missed, arrival_ms=arrival_ms,
-            first_token_ms=req.first_token_ms, finished_ms=end_ms,
-            flags=("max_new_tokens_clipped",) if req.clipped else (),
+            arrival_ms=req.arrival_ms if self.timing is not None else None,
+            first_token_ms=req.first_token_ms, finished_ms=end_ms, preemptions=req.retractions,
+            prefix_hit_tokens=req.hit_tokens, flags=("max_new_tokens_clipped",) if req.clipped else (),
         ))
 
     def _reject(self, request: Request, reason: str) -> None:
         self.rejected_now.append(request.id)
-        self.outcomes.append(RequestOutcome(
-            id=request.id, status="rejected", reason=reason, arrival_tick=self.clock.tick,
-            finished_tick=self.clock.tick, prompt_tokens=request.prompt_tokens, priority=request.priority,
-            tenant=request.tenant, lane=request.lane, arrival_ms=request.arrival_ms,
-        ))
+        self.outcomes.append(rejected_outcome(request, reason, tick=self.clock.tick))

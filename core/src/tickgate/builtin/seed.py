@@ -44,7 +44,7 @@ from itertools import accumulate
 from typing import Any, Mapping
 
 from ..interfaces import AdmissionContext, AdmissionPolicy, BuildContext, Horizon, Scheduler
-from ..model import Request, RequestOutcome, TickRecord
+from ..model import Request, RequestOutcome, TickRecord, completed_outcome, rejected_outcome
 from ..timing import TimingModel
 
 OPTIONS_SCHEMA: Mapping[str, Any] = {
@@ -391,29 +391,16 @@ class SeedScheduler(Scheduler):
 
     def _reject(self, request: Request, reason: str, since: tuple[int, float] | None = None) -> None:
         self.rejected_now.append(request.id)
-        self.outcomes.append(RequestOutcome(
-            id=request.id, status="rejected", reason=reason,
-            arrival_tick=since[0] if since else self.clock.tick,
-            finished_tick=self.clock.tick, prompt_tokens=request.prompt_tokens,
-            priority=request.priority, tenant=request.tenant, lane=request.lane,
-            arrival_ms=request.arrival_ms,
-        ))
+        self.outcomes.append(rejected_outcome(request, reason, tick=self.clock.tick,
+                                              arrival_tick=since[0] if since else None))
 
     def _outcome(self, entry: _Active, tick: int, end_ms: float | None) -> RequestOutcome:
         r = entry.request
         since_tick, since_ms, admitted_tick = self.admitted_at.pop(r.id)
-        timed = self.timing is not None
-        arrival_ms = r.arrival_ms if r.arrival_ms is not None else (since_ms if timed else None)
-        missed = None
-        if r.deadline_tick is not None:
-            missed = tick + 1 > r.deadline_tick
-        elif r.deadline_ms is not None and end_ms is not None:
-            missed = end_ms > r.deadline_ms
-        return RequestOutcome(
-            id=r.id, status="completed", arrival_tick=since_tick, admitted_tick=admitted_tick,
-            first_token_tick=entry.first_token_tick, finished_tick=tick,
-            output_tokens=entry.decoded, prompt_tokens=r.prompt_tokens, priority=r.priority,
-            tenant=r.tenant, lane=r.lane, deadline_missed=missed, arrival_ms=arrival_ms,
+        return completed_outcome(
+            r, arrival_tick=since_tick, admitted_tick=admitted_tick, first_token_tick=entry.first_token_tick,
+            finished_tick=tick, output_tokens=entry.decoded,
+            arrival_ms=since_ms if self.timing is not None else None,
             first_token_ms=entry.first_token_ms, finished_ms=end_ms,
             prefix_hit_tokens=self.prefix_hits.pop(r.id, 0), flags=self.flagged.pop(r.id, ()),
         )

@@ -19,6 +19,7 @@ from array import array
 from typing import Any, Iterable, Mapping
 
 from .model import Request, RequestOutcome, TickRecord
+from .serialize import outcome_to_json
 
 DETAIL_LIMIT = 10_000
 
@@ -67,6 +68,23 @@ def _detail_encoder() -> Any:
 
 
 _detail_c = _detail_encoder()
+
+
+class EncodedDetail(dict):  # type: ignore[type-arg]
+    """A record ``detail`` that carries its own canonical JSON.
+
+    ``canonical_json`` must be exactly ``json.dumps(dict(self), sort_keys=True,
+    separators=(",", ":"))``: a scheduler that builds its detail from parts it
+    has already encoded (vLLM's per-request ``sched`` entries) saves the
+    fingerprint from encoding it again. Everything else sees a plain dict.
+    """
+
+    __slots__ = ("canonical_json",)
+
+    def __init__(self, data: dict[str, Any], canonical_json: str) -> None:
+        super().__init__(data)
+        self.canonical_json = canonical_json
+
 #: (detail, its JSON) of the last record: a fast-forwarded span usually repeats the
 #: previous record's detail object (records and their details are immutable values)
 _detail_memo: list[Any] = [None, ""]
@@ -77,7 +95,9 @@ def _encode_detail(detail: Any) -> str:
     memo = _detail_memo
     if detail is memo[0]:
         return memo[1]  # type: ignore[no-any-return]
-    if _detail_c is None or type(detail) is not dict:  # pragma: no cover - unusual
+    if type(detail) is EncodedDetail:
+        text = detail.canonical_json
+    elif _detail_c is None or type(detail) is not dict:  # pragma: no cover - unusual
         text = _DETAIL_JSON.encode(detail)
     else:
         try:
@@ -391,31 +411,3 @@ class SummarySink:
                 "admitted_token_share": _round(seg.admitted_tokens / total) if total else 0.0,
             }
         return out
-
-
-def outcome_to_json(o: RequestOutcome) -> dict[str, Any]:
-    out: dict[str, Any] = {"id": o.id, "status": o.status}
-    if o.reason is not None:
-        out["reason"] = o.reason
-    out["arrival_tick"] = o.arrival_tick
-    for key in ("admitted_tick", "first_token_tick", "finished_tick"):
-        value = getattr(o, key)
-        if value is not None:
-            out[key] = value
-    out["prompt_tokens"] = o.prompt_tokens
-    out["output_tokens"] = o.output_tokens
-    if o.preemptions:
-        out["preemptions"] = o.preemptions
-    if o.prefix_hit_tokens:
-        out["prefix_hit_tokens"] = o.prefix_hit_tokens
-    for key in ("tenant", "lane", "deadline_missed"):
-        value = getattr(o, key)
-        if value is not None:
-            out[key] = value
-    for key in ("arrival_ms", "first_token_ms", "finished_ms"):
-        value = getattr(o, key)
-        if value is not None:
-            out[key] = _round(value, 3)
-    if o.flags:
-        out["flags"] = list(o.flags)
-    return out

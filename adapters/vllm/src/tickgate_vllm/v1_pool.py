@@ -88,6 +88,26 @@ class BlockPool:
         # evict the n least recently freed cached blocks
         lq = self.lq
         lh = self.lh
+        if n == 1 and lq[lh] != _STALE:  # the common decode case, without the run machinery
+            bid = lq[lh]
+            key = self.key_of.pop(bid)
+            cache = self.cache
+            entry = cache[key]
+            if type(entry) is int:
+                del cache[key]
+            else:
+                entry.remove(bid)  # type: ignore[union-attr]
+                if not entry:
+                    del cache[key]
+            lh += 1
+            if lh > 4096 and lh * 2 > len(lq):
+                del lq[:lh]
+                lh = 0
+            self.lh = lh
+            self.nlru -= 1
+            ref[bid] = 1
+            into.append(bid)
+            return
         ev = lq[lh:lh + n]
         lh += n
         if self.nstale:

@@ -36,6 +36,7 @@ scheduler summary.
 from __future__ import annotations
 
 import heapq
+import json
 from collections import deque
 from itertools import repeat
 from typing import Any, Callable, Hashable, Mapping
@@ -43,19 +44,21 @@ from typing import Any, Callable, Hashable, Mapping
 from tickgate.errors import PluginError
 from tickgate.interfaces import BuildContext, Horizon, Scheduler
 from tickgate.model import Request, RequestOutcome, TickRecord
+from tickgate.report import EncodedDetail
 from tickgate.timing import TimingModel
 
 from .v1_pool import BlockPool
 from .v1_options import OPTIONS_SCHEMA, V1Config
 
 WAITING, RUNNING, PREEMPTED = 0, 1, 2
+_encode_str = json.encoder.encode_basestring_ascii  # json.dumps of a str (ensure_ascii)
 
 
 class _Req:
     """Scheduler state of one request (vLLM's ``Request`` fields that matter)."""
 
     __slots__ = ("r", "ordinal", "M", "prio", "T", "nc", "no", "held", "blocks", "ncached",
-                 "status", "npre", "pkeys", "npk", "pk_distinct", "cmark", "id", "dentry", "admitted_tick", "first_tick", "first_ms",
+                 "status", "npre", "pkeys", "npk", "pk_distinct", "cmark", "id", "eid", "dentry", "djson", "admitted_tick", "first_tick", "first_ms",
                  "hit_first", "arrival_tick", "arrival_ms")
 
     def __init__(self, r: Request, ordinal: int, pkeys: list[Hashable], tick: int,
@@ -77,7 +80,9 @@ class _Req:
         self.pk_distinct = len(set(pkeys)) == len(pkeys)
         self.cmark = 0  # leading blocks registered, logically (see _cache)
         self.id = r.id
+        self.eid = _encode_str(r.id) if type(r.id) is str else None  # the id as JSON
         self.dentry: list[Any] | None = None  # its sched entry when it decodes one token: [id, 1, "running"]
+        self.djson = ""  # that entry as JSON
         self.admitted_tick: int | None = None
         self.first_tick: int | None = None
         self.first_ms: float | None = None
@@ -178,6 +183,7 @@ class VllmV1Scheduler(Scheduler):
         self.last_body: tuple[Any, ...] | None = None
         self.last_record: TickRecord | None = None
         self.kv_sample = (0, self.pool.usable)
+        self.plain_ids = True  # every request id is a str (records carry pre-encoded details)
         # totals for extra_summary
         self.t_preemptions = 0
         self.t_admissions = 0
@@ -225,6 +231,8 @@ class VllmV1Scheduler(Scheduler):
                 return
         pkeys = prompt_block_keys(request, self.bs, self.prefix_bs) if cfg.enable_prefix_caching else []
         q = _Req(request, self.ordinal, pkeys, self.clock.tick, arrival_ms)
+        if q.eid is None:
+            self.plain_ids = False
         self.ordinal += 1
         if self.priority:
             heapq.heappush(self.waiting_heap, q)
@@ -510,6 +518,7 @@ class VllmV1Scheduler(Scheduler):
         obs: list[list[Any]] = []
         preempted: list[_Req] = []
         sched_json: list[list[Any]] = []
+        sj: list[str] = []  # sched_json's entries as JSON
         decoded: list[str] = []
         firsts: list[_Req] = []
         finished: list[_Req] = []
@@ -563,9 +572,12 @@ class VllmV1Scheduler(Scheduler):
                 entry = q.dentry
                 if entry is None:
                     entry = q.dentry = [q.id, 1, "running"]
+                    q.djson = f'[{q.eid},1,"running"]'
                 sched_json.append(entry)
+                sj.append(q.djson)
             else:
                 sched_json.append([q.id, n, "running"])
+                sj.append(f'[{q.eid},{n},"running"]')
             if observer is not None:
                 obs.append([q.id, n, "running", nc - n])
             if nc >= T:
@@ -637,6 +649,7 @@ class VllmV1Scheduler(Scheduler):
                 q.status = RUNNING
                 nc = q.nc = hit + n
                 sched_json.append([q.id, n, kind, hit])
+                sj.append(f'[{q.eid},{n},"{kind}",{hit}]')
                 admitted.append(q.id)
                 if observer is not None:
                     obs.append([q.id, n, kind, hit])
@@ -728,10 +741,17 @@ class VllmV1Scheduler(Scheduler):
             kv_pages_used=self.kv_sample[0], kv_pages_reserved=admitted_blocks,
             completed=body[7], preempted=body[8], rejected=rejected,
             duration_ms=duration,
-            detail={"sched": sched_json, "free_blocks": self.kv_sample[1]},
+            detail=self._detail(sched_json, sj, self.kv_sample[1]),
         )
         self.last_record = record
         return record
+
+    def _detail(self, sched_json: list[list[Any]], sj: list[str], free_blocks: int) -> Any:
+        """The record's ``detail``, with its canonical JSON when every id is a str."""
+        if self.plain_ids and type(free_blocks) is int:
+            return EncodedDetail({"sched": sched_json, "free_blocks": free_blocks},
+                                 f'{{"free_blocks":{free_blocks},"sched":[{",".join(sj)}]}}')
+        return {"sched": sched_json, "free_blocks": free_blocks}
 
     # -- steady decode spans ----------------------------------------------------
     def _steady_span(self, horizon: Horizon) -> int:

@@ -38,7 +38,7 @@ class BlockPool:
     """Free-block accounting, and the hash -> block map when caching is on."""
 
     __slots__ = ("usable", "caching", "anon_free", "lq", "lh", "nstale", "nlru", "cache", "ref", "key_of",
-                 "next_id")
+                 "next_id", "nlists", "extra")
 
     def __init__(self, num_gpu_blocks: int, caching: bool) -> None:
         # Block 0 is vLLM's null block: never allocated, never free.
@@ -53,6 +53,8 @@ class BlockPool:
         self.ref: dict[int, int] = {}  # block -> requests holding it (0: free cached)
         self.key_of: dict[int, Hashable] = {}  # cached block -> its hash
         self.next_id = 1
+        self.nlists = 0  # cache entries holding several blocks (a list)
+        self.extra = 0  # sum over blocks of (refcount - 1) when > 1: zero means no block is shared
 
     @property
     def free(self) -> int:
@@ -99,6 +101,7 @@ class BlockPool:
                 entry.remove(bid)  # type: ignore[union-attr]
                 if not entry:
                     del cache[key]
+                    self.nlists -= 1
             lh += 1
             if lh > 4096 and lh * 2 > len(lq):
                 del lq[:lh]
@@ -126,8 +129,7 @@ class BlockPool:
         self.nlru -= n
         keys = list(map(self.key_of.pop, ev))
         cache = self.cache
-        entries = list(map(cache.__getitem__, keys))
-        if list in set(map(type, entries)):
+        if self.nlists:
             for bid, key in zip(ev, keys):
                 entry = cache[key]
                 if type(entry) is int:
@@ -136,6 +138,7 @@ class BlockPool:
                     entry.remove(bid)  # type: ignore[union-attr]
                     if not entry:
                         del cache[key]
+                        self.nlists -= 1
         else:
             _consume(map(cache.__delitem__, keys))
         ref.update(zip(ev, repeat(1)))
@@ -166,6 +169,8 @@ class BlockPool:
                 lq[lq.index(b, self.lh)] = _STALE
                 self.nstale += 1
                 self.nlru -= 1
+            else:
+                self.extra += 1
             ref[b] += 1
 
     def insert(self, bid: int, key: Hashable) -> None:
@@ -176,6 +181,7 @@ class BlockPool:
             self.cache[key] = bid
         elif type(entry) is int:
             self.cache[key] = [entry, bid]
+            self.nlists += 1
         else:
             entry.append(bid)  # type: ignore[union-attr]
 
@@ -196,7 +202,7 @@ class BlockPool:
         ``blocks[:ncached]`` hold a hash, the rest do not (the caller's invariant).
         """
         ref = self.ref
-        if list(map(ref.__getitem__, blocks)).count(1) == len(blocks):
+        if not self.extra:
             # nobody else holds any of them: the unhashed tail goes to the
             # front (a count), the hashed ones to the back, last block first
             tail = blocks[ncached:]
@@ -215,6 +221,7 @@ class BlockPool:
             count = ref[b] - 1
             if count:
                 ref[b] = count
+                self.extra -= 1
                 continue
             if b in key_of:
                 ref[b] = 0

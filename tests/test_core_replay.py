@@ -108,7 +108,7 @@ def test_rejected_request_is_reported_with_reason(tmp_path: Path) -> None:
     rejected = [o for o in report["outcomes"] if o["status"] == "rejected"]
     assert rejected == [{"id": "huge", "status": "rejected",
                          "reason": "needs 251 KV pages; the cache has 20", "arrival_tick": 0,
-                         "finished_tick": 0, "prompt_tokens": 4000, "output_tokens": 0}]
+                         "finished_tick": 0, "prompt_tokens": 4000}]
     assert report["requests"]["rejections_by_reason"] == {"needs 251 KV pages; the cache has 20": 1}
 
 
@@ -172,3 +172,17 @@ def test_python_api_and_cli_agree(tmp_path: Path) -> None:
     cli_report = _replay(tmp_path, FIXTURES / "workload.json")
     assert api["summary"] == cli_report["summary"]
     assert os.path.basename(cli_report["inputs"]["policy"]) == "default.yaml"
+
+
+def test_outcomes_read_back_into_values(tmp_path: Path) -> None:
+    from tickgate.serialize import outcome_from_json, outcome_to_json
+
+    policy = (POLICIES / "default.yaml").read_text() + "timing:\n  fixed_ms: 3.3333\n"
+    ppath = tmp_path / "timed.yaml"
+    ppath.write_text(policy)
+    report = _replay(tmp_path, FIXTURES / "workload.json", "--policy", str(ppath))
+    for entry in report["outcomes"]:
+        outcome = outcome_from_json(entry)
+        assert outcome.status == "completed" and outcome.output_tokens > 0
+        assert outcome_to_json(outcome) == entry
+        assert entry["finished_ms"] == round(entry["finished_ms"], 3)

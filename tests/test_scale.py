@@ -40,7 +40,15 @@ def _run(path: Path, fmt: str, policy: Path, limit: int | None = None) -> dict[s
 
 
 def _digest(report: dict[str, Any]) -> str:
-    return hashlib.sha256(json.dumps(report["outcomes"], sort_keys=True).encode()).hexdigest()[:16]
+    """Digest of the outcomes' values in the layout they were pinned in (the report
+    now leaves out fields at their default, and shows a non-zero priority)."""
+    pinned_layout = []
+    for entry in report["outcomes"]:
+        entry = {k: v for k, v in entry.items() if k != "priority"}
+        entry.setdefault("output_tokens", 0)
+        entry.setdefault("prompt_tokens", 0)
+        pinned_layout.append(entry)
+    return hashlib.sha256(json.dumps(pinned_layout, sort_keys=True).encode()).hexdigest()[:16]
 
 
 # (input, format, policy, limit) -> (fingerprint, total ticks, outcome digest, busy ms), computed before the speed-ups

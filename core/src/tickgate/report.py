@@ -19,6 +19,7 @@ from array import array
 from typing import Any, Iterable, Mapping
 
 from .model import Request, RequestOutcome, TickRecord
+from .serialize import outcome_to_json
 
 DETAIL_LIMIT = 10_000
 
@@ -410,31 +411,3 @@ class SummarySink:
                 "admitted_token_share": _round(seg.admitted_tokens / total) if total else 0.0,
             }
         return out
-
-
-def outcome_to_json(o: RequestOutcome) -> dict[str, Any]:
-    out: dict[str, Any] = {"id": o.id, "status": o.status}
-    if o.reason is not None:
-        out["reason"] = o.reason
-    out["arrival_tick"] = o.arrival_tick
-    for key in ("admitted_tick", "first_token_tick", "finished_tick"):
-        value = getattr(o, key)
-        if value is not None:
-            out[key] = value
-    out["prompt_tokens"] = o.prompt_tokens
-    out["output_tokens"] = o.output_tokens
-    if o.preemptions:
-        out["preemptions"] = o.preemptions
-    if o.prefix_hit_tokens:
-        out["prefix_hit_tokens"] = o.prefix_hit_tokens
-    for key in ("tenant", "lane", "deadline_missed"):
-        value = getattr(o, key)
-        if value is not None:
-            out[key] = value
-    for key in ("arrival_ms", "first_token_ms", "finished_ms"):
-        value = getattr(o, key)
-        if value is not None:
-            out[key] = _round(value, 3)
-    if o.flags:
-        out["flags"] = list(o.flags)
-    return out

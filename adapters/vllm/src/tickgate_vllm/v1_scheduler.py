@@ -31,6 +31,14 @@ per span, not per step. The record carries only per-step decisions so these
 steps are identical; the KV figures in it are sampled when the decisions
 change (docs/vllm.md, "Trace records"), exact per-step figures are in the
 scheduler summary.
+
+The full step under fcfs is one pass per queue (:meth:`_full_step_fcfs`:
+nothing scheduled is ever un-scheduled, so each request is settled when
+visited); priority keeps the reference two-pass :meth:`_full_step`. Block
+pool work is done on runs of blocks with C-level dict/list operations
+(:mod:`.v1_pool`), blocks keyed to one request are registered when it
+releases them (:meth:`_cache`), and each record carries its ``detail``
+pre-encoded for the fingerprint (``tickgate.report.EncodedDetail``).
 """
 
 from __future__ import annotations

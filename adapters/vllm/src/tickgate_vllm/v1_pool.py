@@ -12,8 +12,12 @@ scheduling decision); a block gets one when allocated and keeps it while it
 holds a hash.
 
 Speed: the cached part of the free queue is a plain list with a head index
-(``lq[lh:]``); a block taken out of the middle by a hit is overwritten with a
-``-1`` tombstone (``nstale`` counts them). Allocation, registration and
+(``lq[lh:]``) and a parallel list of the blocks' hashes (``lqk``), so an
+eviction finds the hash to drop without a per-block map; a block taken out of
+the middle by a hit is overwritten with a ``-1`` tombstone (``nstale`` counts
+them). A block's hash is otherwise known from its position: block ``j`` of a
+request holds the request's ``j``-th key once registered (its first
+``ncached`` blocks), which is what release relies on. Allocation, registration and
 release work on whole runs of blocks with C-level dict/list operations
 (``dict.update(zip(...))``, slices, ``map``) and fall back to the per-block
 loop only when a block is shared (refcount > 1) or a hash is already cached.
@@ -37,7 +41,7 @@ def _consume(it: object) -> None:
 class BlockPool:
     """Free-block accounting, and the hash -> block map when caching is on."""
 
-    __slots__ = ("usable", "caching", "anon_free", "lq", "lh", "nstale", "nlru", "cache", "ref", "key_of",
+    __slots__ = ("usable", "caching", "anon_free", "lq", "lqk", "lh", "nstale", "nlru", "cache", "ref",
                  "next_id", "nlists", "extra")
 
     def __init__(self, num_gpu_blocks: int, caching: bool) -> None:
@@ -46,12 +50,12 @@ class BlockPool:
         self.caching = caching
         self.anon_free = self.usable
         self.lq: list[int] = []  # free cached blocks, LRU first, from index lh; -1 = taken by a hit
+        self.lqk: list[Hashable] = []  # their hashes (None at a tombstone)
         self.lh = 0
         self.nstale = 0  # tombstones in lq[lh:]
         self.nlru = 0  # free cached blocks
         self.cache: dict[Hashable, int | list[int]] = {}  # hash -> block (or blocks, oldest first)
         self.ref: dict[int, int] = {}  # block -> requests holding it (0: free cached)
-        self.key_of: dict[int, Hashable] = {}  # cached block -> its hash
         self.next_id = 1
         self.nlists = 0  # cache entries holding several blocks (a list)
         self.extra = 0  # sum over blocks of (refcount - 1) when > 1: zero means no block is shared
@@ -92,7 +96,7 @@ class BlockPool:
         lh = self.lh
         if n == 1 and lq[lh] != _STALE:  # the common decode case, without the run machinery
             bid = lq[lh]
-            key = self.key_of.pop(bid)
+            key = self.lqk[lh]
             cache = self.cache
             entry = cache[key]
             if type(entry) is int:
@@ -105,29 +109,34 @@ class BlockPool:
             lh += 1
             if lh > 4096 and lh * 2 > len(lq):
                 del lq[:lh]
+                del self.lqk[:lh]
                 lh = 0
             self.lh = lh
             self.nlru -= 1
             ref[bid] = 1
             into.append(bid)
             return
+        lqk = self.lqk
         ev = lq[lh:lh + n]
+        keys = lqk[lh:lh + n]
         lh += n
         if self.nstale:
             s = ev.count(_STALE)
             while s:
                 self.nstale -= s
+                keys = [k for b, k in zip(ev, keys) if b != _STALE]
                 ev = [b for b in ev if b != _STALE]
                 more = lq[lh:lh + s]
+                keys.extend(lqk[lh:lh + s])
                 lh += s
                 ev.extend(more)
                 s = more.count(_STALE)
         if lh > 4096 and lh * 2 > len(lq):
             del lq[:lh]
+            del lqk[:lh]
             lh = 0
         self.lh = lh
         self.nlru -= n
-        keys = list(map(self.key_of.pop, ev))
         cache = self.cache
         if self.nlists:
             for bid, key in zip(ev, keys):
@@ -166,7 +175,9 @@ class BlockPool:
         lq = self.lq
         for b in blocks:
             if ref[b] == 0:
-                lq[lq.index(b, self.lh)] = _STALE
+                i = lq.index(b, self.lh)
+                lq[i] = _STALE
+                self.lqk[i] = None
                 self.nstale += 1
                 self.nlru -= 1
             else:
@@ -175,7 +186,6 @@ class BlockPool:
 
     def insert(self, bid: int, key: Hashable) -> None:
         """Register a full, computed block under its hash (vLLM ``cache_full_blocks``)."""
-        self.key_of[bid] = key
         entry = self.cache.get(key)
         if entry is None:
             self.cache[key] = bid
@@ -190,16 +200,20 @@ class BlockPool:
         cache = self.cache
         if distinct and cache.keys().isdisjoint(keys):
             cache.update(zip(keys, blocks))
-            self.key_of.update(zip(blocks, keys))
         else:
             insert = self.insert
             for b, k in zip(blocks, keys):
                 insert(b, k)
 
-    def release(self, blocks: list[int], ncached: int) -> None:
+    def store(self, blocks: list[int], keys: list[Hashable]) -> None:
+        """Register blocks under keys no other block can hold (plain stores: a stale
+        entry of the same request's earlier run is overwritten)."""
+        self.cache.update(zip(keys, blocks))
+
+    def release(self, blocks: list[int], ncached: int, keys: list[Hashable]) -> None:
         """Free a request's blocks, tail first (vLLM frees in reverse order).
 
-        ``blocks[:ncached]`` hold a hash, the rest do not (the caller's invariant).
+        ``blocks[:ncached]`` hold a hash, ``keys`` (the caller's invariant), the rest none.
         """
         ref = self.ref
         if not self.extra:
@@ -212,20 +226,23 @@ class BlockPool:
             if ncached:
                 head = blocks[ncached - 1::-1]
                 self.lq.extend(head)
+                self.lqk.extend(keys[::-1])
                 self.nlru += ncached
                 ref.update(zip(head, repeat(0)))
             return
-        key_of = self.key_of
         lq = self.lq
-        for b in reversed(blocks):
+        lqk = self.lqk
+        for j in range(len(blocks) - 1, -1, -1):
+            b = blocks[j]
             count = ref[b] - 1
             if count:
                 ref[b] = count
                 self.extra -= 1
                 continue
-            if b in key_of:
+            if j < ncached:
                 ref[b] = 0
                 lq.append(b)
+                lqk.append(keys[j])
                 self.nlru += 1
             else:
                 del ref[b]

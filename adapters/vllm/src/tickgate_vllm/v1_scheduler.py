@@ -955,18 +955,22 @@ class VllmV1Scheduler(Scheduler):
         i = q.ncached
         bl = q.blocks[i:upto]
         keys = list(zip(repeat(q.ordinal), range(i, upto)))
-        pool = self.pool
         # plain stores: a stale entry of the request's own earlier run is
         # overwritten (the mirror's rule since the first version)
-        pool.key_of.update(zip(bl, keys))
-        pool.cache.update(zip(keys, bl))
+        self.pool.store(bl, keys)
         q.ncached = upto
 
     def _release(self, q: _Req) -> None:
         if self.caching:
             if q.cmark > q.ncached:
                 self._register_own(q, q.cmark)
-            self.pool.release(q.blocks, q.ncached)
+            nc = q.ncached
+            npk = q.npk
+            if nc <= npk:
+                keys = q.pkeys[:nc]
+            else:
+                keys = q.pkeys + list(zip(repeat(q.ordinal), range(npk, nc)))
+            self.pool.release(q.blocks, nc, keys)
             q.blocks = []
             q.ncached = q.cmark = 0
         else:

@@ -269,13 +269,75 @@ class VllmV1Scheduler(Scheduler):
 
     # -- one step ---------------------------------------------------------------
     def step(self, horizon: Horizon) -> TickRecord:
-        if self.steady and self.observer is None and self.max_span != 1:
-            span = self._steady_span(horizon)
-            if span > 0:
-                return span_record(self, span)
+        if self.observer is None and self.max_span != 1:
+            if self.steady:
+                span = self._steady_span(horizon)
+                if span > 0:
+                    return span_record(self, span)
+            elif not self.priority and not self.waiting_fifo and not self.rejected_now and self.running:
+                record = self._fresh_span(horizon)
+                if record is not None:
+                    return record
         if self.priority:
             return self._full_step()
         return self._full_step_fcfs()
+
+    def _fresh_span(self, horizon: Horizon) -> TickRecord | None:
+        """A span of decode-only steps starting now, after a step that was not one
+        (it admitted, finished, prefilled...), when this step is decode-only too.
+
+        Under fcfs with nothing waiting or rejected, a step in which every running
+        request has its prompt done and decodes one token (``nc == T - 1``, an output
+        sampled), all within the budget, is decode-only unless a block allocation
+        does not fit or a request finishes; :meth:`_steady_span` rules those out
+        (it assumes nothing of the previous step but a blocked waiting head, and
+        nothing waits). The record is the one :meth:`_full_step_fcfs` would build
+        for this step (KV sampled after its allocations), spanning the whole run.
+        """
+        running = self.running
+        if len(running) > self.cfg.max_num_batched_tokens:
+            return None
+        bs = self.bs
+        a0 = 0  # blocks allocated in this step
+        for q in running:
+            T = q.T
+            if q.nc + 1 != T or not q.no:
+                return None
+            if T > q.held * bs:
+                a0 += 1
+        pool = self.pool
+        free0 = pool.free - a0
+        kv0 = pool.usable - free0
+        span = self._steady_span(horizon)
+        if span <= 0:
+            return None
+        r = len(running)
+        decoded = []
+        sched_json = []
+        sj = []
+        for q in running:
+            entry = q.dentry
+            if entry is None:
+                entry = q.dentry = [q.id, 1, "running"]
+                q.djson = f'[{q.eid},1,"running"]'
+            decoded.append(q.id)
+            sched_json.append(entry)
+            sj.append(q.djson)
+        decoded_t = tuple(decoded)
+        body = ((), 0, decoded_t, r, 0, r, 0, (), (), (), sched_json)
+        if body != self.last_body:
+            self.kv_sample = (kv0, free0)
+            self.last_body = body
+        self.steady = True
+        record = TickRecord(
+            tick=self.clock.tick, admitted=(), prefill_tokens=0, decoded=decoded_t,
+            decode_tokens=r, queued=0, active=r,
+            kv_pages_used=self.kv_sample[0], kv_pages_reserved=0, span=span,
+            duration_ms=self._span_duration,
+            detail=self._detail(sched_json, sj, self.kv_sample[1]),
+        )
+        self.last_record = record
+        return record
 
     def _full_step(self) -> TickRecord:
         """One step, any policy (the reference implementation; priority uses it)."""

@@ -274,6 +274,10 @@ class VllmV1Scheduler(Scheduler):
                 span = self._steady_span(horizon)
                 if span > 0:
                     return span_record(self, span)
+                if not self.priority and not self.waiting_fifo and not self.rejected_now:
+                    record = self._finishing_decode_step()
+                    if record is not None:
+                        return record
             elif not self.priority and not self.waiting_fifo and not self.rejected_now and self.running:
                 record = self._fresh_span(horizon)
                 if record is not None:
@@ -281,6 +285,96 @@ class VllmV1Scheduler(Scheduler):
         if self.priority:
             return self._full_step()
         return self._full_step_fcfs()
+
+    def _finishing_decode_step(self) -> TickRecord | None:
+        """The step that ends a steady run because requests sample their last token.
+
+        After a decode-only step (fcfs, nothing waiting or rejected since), every
+        running request decodes one token again; if this step's new blocks fit
+        (none is preempted), it is :meth:`_full_step_fcfs` with nothing to admit:
+        each request is settled in running order (block, registration, sampled
+        token), then the finished ones are released. ``None``: run the full step.
+        """
+        running = self.running
+        bs = self.bs
+        maxlen = self.maxlen
+        a0 = 0
+        for q in running:
+            T = q.T
+            if q.nc + 1 != T or not q.no or (maxlen is not None and T >= maxlen):
+                return None
+            if T > q.held * bs:
+                a0 += 1
+        pool = self.pool
+        if a0 > pool.free or not running or len(running) > self.cfg.max_num_batched_tokens:
+            return None
+        tick = self.clock.tick
+        caching = self.caching
+        decoded = []
+        sched_json = []
+        sj = []
+        finished: list[_Req] = []
+        context = 0
+        for q in running:
+            T = q.T
+            if T > q.held * bs:
+                q.held += 1
+                if caching:
+                    pool.allocate(1, q.blocks)
+                else:
+                    pool.take(1)
+            if caching and T // bs > q.cmark:
+                self._cache(q, T // bs)
+            q.nc = T
+            context += T
+            entry = q.dentry
+            if entry is None:
+                entry = q.dentry = [q.id, 1, "running"]
+                q.djson = f'[{q.eid},1,"running"]'
+            decoded.append(q.id)
+            sched_json.append(entry)
+            sj.append(q.djson)
+            q.no = no = q.no + 1
+            q.T = T = T + 1
+            if no >= q.M or (maxlen is not None and T >= maxlen):
+                finished.append(q)
+        r = len(running)
+        free_after_sched = pool.free
+        kv_after_sched = pool.usable - free_after_sched
+        duration = self.timing.step_ms(0, r, context) if self.timing is not None else None
+        end_ms = self.clock.now_ms + duration if duration is not None else None
+        completed: list[str] = []
+        if finished:
+            gone = set(finished)
+            self.running = [q for q in running if q not in gone]
+            for q in finished:
+                completed.append(q.id)
+                self._release(q)
+                self.outcomes.append(self._outcome(q, tick, end_ms))
+        self.steady = not finished
+        self.t_sched_tokens += r
+        self.t_steps += 1
+        hist = self.tok_hist
+        hist[r] = hist.get(r, 0) + 1
+        if kv_after_sched > self.kv_peak:
+            self.kv_peak = kv_after_sched
+        self.kv_weighted += kv_after_sched
+        decoded_t = tuple(decoded)
+        completed_t = tuple(completed)
+        body = ((), 0, decoded_t, r, 0, r, 0, completed_t, (), (), sched_json)
+        if body != self.last_body:
+            self.kv_sample = (kv_after_sched, free_after_sched)
+            self.last_body = body
+        record = TickRecord(
+            tick=tick, admitted=(), prefill_tokens=0, decoded=decoded_t,
+            decode_tokens=r, queued=0, active=r,
+            kv_pages_used=self.kv_sample[0], kv_pages_reserved=0,
+            completed=completed_t, preempted=(), rejected=(),
+            duration_ms=duration,
+            detail=self._detail(sched_json, sj, self.kv_sample[1]),
+        )
+        self.last_record = record
+        return record
 
     def _fresh_span(self, horizon: Horizon) -> TickRecord | None:
         """A span of decode-only steps starting now, after a step that was not one

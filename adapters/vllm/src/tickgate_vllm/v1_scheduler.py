@@ -27,7 +27,11 @@ Speed: a step that only decodes (every running request one token, nothing
 admitted, preempted or finished) is followed by identical steps until the
 next arrival, completion, or the first step whose block allocations no longer
 fit. Those are computed in one go (:meth:`_steady_span`): O(running requests)
-per span, not per step. The record carries only per-step decisions so these
+per span, not per step. Under fcfs with nothing waiting, the decode-only step
+that follows an admission or a completion starts such a span itself
+(:meth:`_fresh_span`), and the step that ends a span because requests sample
+their last token skips the full step's admission pass
+(:meth:`_finishing_decode_step`). The record carries only per-step decisions so these
 steps are identical; the KV figures in it are sampled when the decisions
 change (docs/vllm.md, "Trace records"), exact per-step figures are in the
 scheduler summary.

@@ -20,6 +20,7 @@ Rules common to all formats (see docs/importers.md):
 from __future__ import annotations
 
 import contextlib
+import csv
 from pathlib import Path
 from typing import IO, Any, Iterator, Mapping
 
@@ -183,6 +184,24 @@ def check_header(path: Path, found: list[str], required: tuple[str, ...], fmt: s
                          f"expected a header with {', '.join(required)}, found {', '.join(names) or 'nothing'}",
                          line=1)
     return index
+
+
+def csv_rows(path: Path, required: tuple[str, ...], fmt: str) -> Iterator[tuple[int, list[str], dict[str, int]]]:
+    """The data rows of a CSV trace as ``(line, row, column index)``, blank lines
+    skipped, after checking the header; a malformed file names its line."""
+    with open_text(path) as fh:
+        reader = csv.reader(fh)
+        try:
+            header = next(reader, None)
+            if header is None:
+                raise InputError(path, "empty file: expected a header " + ",".join(required), line=1)
+            col = check_header(path, header, required, fmt)
+            for row in reader:
+                if not row or (len(row) == 1 and not row[0].strip()):
+                    continue
+                yield reader.line_num, row, col
+        except csv.Error as exc:
+            raise InputError(path, f"malformed CSV: {exc}", line=reader.line_num) from None
 
 
 def field(path: Path, row: list[str], index: int, column: str, line: int) -> str:

@@ -9,7 +9,6 @@ float parsing of dates. The trace has no ids, priorities or tenants.
 
 from __future__ import annotations
 
-import csv
 import datetime as dt
 import re
 from pathlib import Path
@@ -17,7 +16,7 @@ from typing import Any, Iterator, Mapping
 
 from ..errors import InputError
 from ..model import Request
-from ._common import ArrivalOrder, TraceReader, check_header, field, open_text, parse_count
+from ._common import ArrivalOrder, TraceReader, csv_rows, field, parse_count
 
 _TS = re.compile(r"(\d{4})-(\d{2})-(\d{2})[ T](\d{2}):(\d{2}):(\d{2})(?:\.(\d{1,9}))?")
 COLUMNS = ("TIMESTAMP", "ContextTokens", "GeneratedTokens")
@@ -60,33 +59,21 @@ class AzureReader(TraceReader):
         clock = _Clock(path)
         order = ArrivalOrder(path, "TIMESTAMP")
         rows = requests = 0
-        with open_text(path) as fh:
-            reader = csv.reader(fh)
-            try:
-                header = next(reader, None)
-                if header is None:
-                    raise InputError(path, "empty file: expected a header " + ",".join(COLUMNS), line=1)
-                col = check_header(path, header, COLUMNS, "azure (Azure LLM inference trace)")
-                its, ictx, igen = col["TIMESTAMP"], col["ContextTokens"], col["GeneratedTokens"]
-                for row in reader:
-                    line = reader.line_num
-                    if not row or (len(row) == 1 and not row[0].strip()):
-                        continue
-                    rows += 1
-                    text = field(path, row, its, "TIMESTAMP", line)
-                    ns = clock.ns(text, line)
-                    order.check(ns, line, text)
-                    prompt = parse_count(path, line, "ContextTokens", field(path, row, ictx, "ContextTokens", line))
-                    output = parse_count(path, line, "GeneratedTokens",
-                                         field(path, row, igen, "GeneratedTokens", line))
-                    if prompt == 0 or output == 0:
-                        self.skipped.add("zero ContextTokens" if prompt == 0 else "zero GeneratedTokens", line)
-                        self.progress(rows, requests)
-                        continue
-                    requests += 1
-                    self.progress(rows, requests)
-                    yield Request(id=self.request_id(line), prompt_tokens=prompt, max_output_tokens=output,
-                                  arrival_ms=(ns - order.origin) / 1e6)  # type: ignore[operator]
-            except csv.Error as exc:
-                raise InputError(path, f"malformed CSV: {exc}", line=reader.line_num) from None
+        for line, row, col in csv_rows(path, COLUMNS, "azure (Azure LLM inference trace)"):
+            its, ictx, igen = col["TIMESTAMP"], col["ContextTokens"], col["GeneratedTokens"]
+            rows += 1
+            text = field(path, row, its, "TIMESTAMP", line)
+            ns = clock.ns(text, line)
+            order.check(ns, line, text)
+            prompt = parse_count(path, line, "ContextTokens", field(path, row, ictx, "ContextTokens", line))
+            output = parse_count(path, line, "GeneratedTokens",
+                                 field(path, row, igen, "GeneratedTokens", line))
+            if prompt == 0 or output == 0:
+                self.skipped.add("zero ContextTokens" if prompt == 0 else "zero GeneratedTokens", line)
+                self.progress(rows, requests)
+                continue
+            requests += 1
+            self.progress(rows, requests)
+            yield Request(id=self.request_id(line), prompt_tokens=prompt, max_output_tokens=output,
+                          arrival_ms=(ns - order.origin) / 1e6)  # type: ignore[operator]
         self.progress(rows, requests)

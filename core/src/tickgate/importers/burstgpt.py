@@ -18,13 +18,12 @@ keeps them in the workload header's ``source.skipped``.
 
 from __future__ import annotations
 
-import csv
 from pathlib import Path
 from typing import Any, Iterator, Mapping
 
 from ..errors import InputError
 from ..model import Request
-from ._common import ArrivalOrder, TraceReader, check_header, field, open_text, parse_count, parse_seconds
+from ._common import ArrivalOrder, TraceReader, csv_rows, field, parse_count, parse_seconds
 
 COLUMNS = ("Timestamp", "Model", "Request tokens", "Response tokens", "Total tokens", "Log Type")
 FAILED = "failed request (Response tokens == 0)"
@@ -39,44 +38,32 @@ class BurstGptReader(TraceReader):
         self.start(path, options)
         order = ArrivalOrder(path, "Timestamp")
         rows = requests = 0
-        with open_text(path) as fh:
-            reader = csv.reader(fh)
-            try:
-                header = next(reader, None)
-                if header is None:
-                    raise InputError(path, "empty file: expected a header " + ",".join(COLUMNS), line=1)
-                col = check_header(path, header, COLUMNS, "burstgpt")
-                its, imodel, ireq, iresp, ilog = (col["Timestamp"], col["Model"], col["Request tokens"],
-                                                  col["Response tokens"], col["Log Type"])
-                for row in reader:
-                    line = reader.line_num
-                    if not row or (len(row) == 1 and not row[0].strip()):
-                        continue
-                    rows += 1
-                    ts = parse_seconds(path, line, "Timestamp", field(path, row, its, "Timestamp", line))
-                    order.check(ts, line)
-                    prompt = parse_count(path, line, "Request tokens",
-                                         field(path, row, ireq, "Request tokens", line))
-                    output = parse_count(path, line, "Response tokens",
-                                         field(path, row, iresp, "Response tokens", line))
-                    model = field(path, row, imodel, "Model", line)
-                    log_type = field(path, row, ilog, "Log Type", line)
-                    if not model or not log_type:
-                        raise InputError(path, f"{'Model' if not model else 'Log Type'}: expected a "
-                                         "non-empty value", line=line)
-                    if output == 0:
-                        self.skipped.add(FAILED, line)
-                        self.progress(rows, requests)
-                        continue
-                    if prompt == 0:
-                        self.skipped.add("zero Request tokens", line)
-                        self.progress(rows, requests)
-                        continue
-                    requests += 1
-                    self.progress(rows, requests)
-                    yield Request(id=self.request_id(line), prompt_tokens=prompt, max_output_tokens=output,
-                                  arrival_ms=(ts - order.origin) * 1000.0,  # type: ignore[operator]
-                                  tenant=log_type, lane=model)
-            except csv.Error as exc:
-                raise InputError(path, f"malformed CSV: {exc}", line=reader.line_num) from None
+        for line, row, col in csv_rows(path, COLUMNS, "burstgpt"):
+            its, imodel, ireq, iresp, ilog = (col["Timestamp"], col["Model"], col["Request tokens"],
+                                              col["Response tokens"], col["Log Type"])
+            rows += 1
+            ts = parse_seconds(path, line, "Timestamp", field(path, row, its, "Timestamp", line))
+            order.check(ts, line)
+            prompt = parse_count(path, line, "Request tokens",
+                                 field(path, row, ireq, "Request tokens", line))
+            output = parse_count(path, line, "Response tokens",
+                                 field(path, row, iresp, "Response tokens", line))
+            model = field(path, row, imodel, "Model", line)
+            log_type = field(path, row, ilog, "Log Type", line)
+            if not model or not log_type:
+                raise InputError(path, f"{'Model' if not model else 'Log Type'}: expected a "
+                                 "non-empty value", line=line)
+            if output == 0:
+                self.skipped.add(FAILED, line)
+                self.progress(rows, requests)
+                continue
+            if prompt == 0:
+                self.skipped.add("zero Request tokens", line)
+                self.progress(rows, requests)
+                continue
+            requests += 1
+            self.progress(rows, requests)
+            yield Request(id=self.request_id(line), prompt_tokens=prompt, max_output_tokens=output,
+                          arrival_ms=(ts - order.origin) * 1000.0,  # type: ignore[operator]
+                          tenant=log_type, lane=model)
         self.progress(rows, requests)

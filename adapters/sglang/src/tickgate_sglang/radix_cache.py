@@ -82,42 +82,13 @@ class RadixCache:
         Matched nodes count as accessed; an edge only partly matched is split
         so the returned node ends exactly at the match (as SGLang does).
         """
-        node = self.root
-        self._touch(node)
-        i = 0
-        n = len(key)
-        while i < n:
-            child = node.children.get(key[i])
-            if child is None or child.weight != weight:
-                break
-            self._touch(child)
-            common = _common_len(child.key, key, i)
-            if common < len(child.key):
-                node = self._split(child, common)
-                i += common
-                break
-            node = child
-            i += common
+        i, node = self._walk(key, weight)
         return i * weight, node
 
     def insert(self, key: Sequence[Hashable], weight: int) -> tuple[int, TreeNode]:
         """Add ``key``; returns (tokens that were already cached, node at the key's end)."""
-        node = self.root
-        self._touch(node)
-        i = 0
+        i, node = self._walk(key, weight)
         n = len(key)
-        while i < n:
-            child = node.children.get(key[i])
-            if child is None or child.weight != weight:
-                break
-            self._touch(child)
-            common = _common_len(child.key, key, i)
-            if common < len(child.key):
-                node = self._split(child, common)
-                i += common
-                break
-            node = child
-            i += common
         present = i * weight
         if i < n:
             if node is not self.root and node.weight != weight:
@@ -129,6 +100,27 @@ class RadixCache:
             self.version += 1
             node = new
         return present, node
+
+    def _walk(self, key: Sequence[Hashable], weight: int) -> tuple[int, TreeNode]:
+        """Follow ``key`` down the tree, touching each node passed: (units matched,
+        last node). A partly matched edge is split so the node ends at the match."""
+        node = self.root
+        self._touch(node)
+        i = 0
+        n = len(key)
+        while i < n:
+            child = node.children.get(key[i])
+            if child is None or child.weight != weight:
+                break
+            self._touch(child)
+            common = _common_len(child.key, key, i)
+            if common < len(child.key):
+                node = self._split(child, common)
+                i += common
+                break
+            node = child
+            i += common
+        return i, node
 
     def _split(self, child: TreeNode, at: int) -> TreeNode:
         """Cut ``child``'s edge after ``at`` units; returns the new upper node."""

@@ -19,7 +19,7 @@ _WS = re.compile(r"[ \t\n\r]*")
 #: a place where one array element of objects may end and the next begin
 _BOUNDARY = re.compile(r"\}[ \t\n\r]*,[ \t\n\r]*\{")
 #: characters of array text decoded in one call by :meth:`Scanner.items` with ``run``
-RUN_CHARS = 1 << 20
+RUN_CHARS = 1 << 16
 
 
 def _reject_constant(name: str) -> Any:

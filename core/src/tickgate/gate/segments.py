@@ -14,14 +14,11 @@ from itertools import compress
 from typing import Any
 
 from .join import Comparison, gather
-from .stats import select_quantile
 
 #: (report field, column) summarised with their p95 per side
 METRICS = (("latency_p95_ms", "latency_ms"), ("ttft_p95_ms", "ttft_ms"))
 
 
-def _p95(values: list[float]) -> float | None:
-    return select_quantile(values, 0.95) if values else None
 
 
 def _summary(comparison: Comparison, group: tuple[str, str] | None,
@@ -49,10 +46,11 @@ def _summary(comparison: Comparison, group: tuple[str, str] | None,
         out["output_mismatches"] = sum(1 for b, c in zip(bf, cf) if b != c and b is not None and c is not None)
     for field, name in METRICS:
         bv, cv = column("baseline", name, ok), column("candidate", name, ok)
-        if any(map(math.isnan, bv)) or any(map(math.isnan, cv)):
+        if comparison.has_nan(bv) or comparison.has_nan(cv):
             both = [not (math.isnan(b) or math.isnan(c)) for b, c in zip(bv, cv)]
             bv, cv = list(compress(bv, both)), list(compress(cv, both))
-        qb, qc = _p95(bv), _p95(cv)
+        qb = comparison.quantile(bv, 0.95) if bv else None
+        qc = comparison.quantile(cv, 0.95) if cv else None
         out[field] = {"baseline": qb, "candidate": qc,
                       "delta_pct": (qc / qb - 1.0) * 100.0 if qb and qc is not None else None}
     return out

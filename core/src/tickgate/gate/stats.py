@@ -117,15 +117,16 @@ def _delta(b: float, c: float, relative: bool) -> float:
 
 def paired_quantile_delta(base: Sequence[float], cand: Sequence[float], *, q: float,
                           relative: bool, confidence: float, resamples: int, max_pairs: int,
-                          seed: int) -> Delta:
+                          seed: int, point: tuple[float, float] | None = None) -> Delta:
     """Point estimate of ``Q_q(cand) vs Q_q(base)`` over all pairs plus a
     seeded percentile-bootstrap interval (see module docstring). ``resamples``
-    0 gives the point estimate only."""
+    0 gives the point estimate only. ``point``: the two full-sample quantiles
+    when the caller already has them (they are the costly part at a million
+    pairs, and signals share them with the segment summaries)."""
     n = len(base)
     if n != len(cand) or n == 0:
         raise ValueError("need equally long, non-empty paired samples")
-    qb = select_quantile(base, q)
-    qc = select_quantile(cand, q)
+    qb, qc = point if point is not None else (select_quantile(base, q), select_quantile(cand, q))
     d_full = _delta(qb, qc, relative)
     if resamples <= 0 or n < 2:
         return Delta(qb, qc, d_full, None, None, 0, 0)

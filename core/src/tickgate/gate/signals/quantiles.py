@@ -92,7 +92,7 @@ class QuantileRegression(GateSignal):
                 message=f"{len(used)} usable pairs for the {what}; at least {min_pairs} are needed",
                 next_action=f"gate again with at least {min_pairs - len(used)} more matched, successful requests")
         seed = comparison.seed_for(self.name)
-        d = self._delta(bv, cv, q, seed)
+        d = self._delta(comparison, bv, cv, q, seed)
         if d is None:
             return SignalResult(
                 status="hold", reason="missing_evidence", threshold=threshold, evidence=evidence,
@@ -130,10 +130,12 @@ class QuantileRegression(GateSignal):
                 next_action=self._next_action(segments, overall=False), **common)
         return SignalResult(status="pass", reason="within_policy", message=head, **common)
 
-    def _delta(self, bv: list[float], cv: list[float], q: float, seed: int) -> Delta | None:
+    def _delta(self, comparison: Comparison, bv: list[float], cv: list[float], q: float,
+               seed: int) -> Delta | None:
         d = paired_quantile_delta(bv, cv, q=q, relative=self.relative, confidence=float(self.opt("confidence")),
                                   resamples=int(self.opt("resamples")),
-                                  max_pairs=int(self.opt("max_bootstrap_pairs")), seed=seed)
+                                  max_pairs=int(self.opt("max_bootstrap_pairs")), seed=seed,
+                                  point=(comparison.quantile(bv, q), comparison.quantile(cv, q)))
         if self.relative and d.baseline <= 0:
             return None
         return d
@@ -164,13 +166,14 @@ class QuantileRegression(GateSignal):
                         sc = comparison.in_group("candidate", self.column, key, value)
                     else:
                         sb, sc = gather(bv, rows), gather(cv, rows)
+                    shared = (comparison.quantile(sb, q), comparison.quantile(sc, q))
                     point = paired_quantile_delta(sb, sc, q=q, relative=self.relative, confidence=0.95,
-                                                  resamples=0, max_pairs=len(rows), seed=0)
+                                                  resamples=0, max_pairs=len(rows), seed=0, point=shared)
                     if self.relative and point.baseline <= 0:
                         continue
                     entry.update(baseline=point.baseline, candidate=point.candidate, delta=point.delta)
                     if point.delta > threshold:
-                        d = self._delta(sb, sc, q, seed + len(out) + 1)
+                        d = self._delta(comparison, sb, sc, q, seed + len(out) + 1)
                         if d is not None and d.ci_low is not None:
                             entry["ci"] = [d.ci_low, d.ci_high]
                             entry["regressed"] = d.ci_low > 0

@@ -17,10 +17,17 @@ eviction finds the hash to drop without a per-block map; a block taken out of
 the middle by a hit is overwritten with a ``-1`` tombstone (``nstale`` counts
 them). A block's hash is otherwise known from its position: block ``j`` of a
 request holds the request's ``j``-th key once registered (its first
-``ncached`` blocks), which is what release relies on. Allocation, registration and
+``ncached`` blocks), which is what release relies on.
+
+Reference counts are implicit: a block held by one request has no entry
+anywhere; ``shared`` counts holders of blocks held by two or more; ``qpos``
+remembers the queue position a cached block was freed to, which tells whether
+it is still free in O(1) (a hit needs that) without any bookkeeping when it is
+evicted or allocated. So allocation and release touch one dict entry per
+block at most, and a hit never scans the queue. Allocation, registration and
 release work on whole runs of blocks with C-level dict/list operations
 (``dict.update(zip(...))``, slices, ``map``) and fall back to the per-block
-loop only when a block is shared (refcount > 1) or a hash is already cached.
+loop only when one of the request's blocks is shared or a hash is already cached.
 
 Without prefix caching every block is anonymous and the pool is one counter.
 """
@@ -28,7 +35,8 @@ Without prefix caching every block is anonymous and the pool is one counter.
 from __future__ import annotations
 
 from collections import deque
-from itertools import repeat
+from itertools import compress
+from operator import not_
 from typing import Callable, Hashable
 
 _STALE = -1
@@ -41,8 +49,8 @@ def _consume(it: object) -> None:
 class BlockPool:
     """Free-block accounting, and the hash -> block map when caching is on."""
 
-    __slots__ = ("usable", "caching", "anon_free", "lq", "lqk", "lh", "nstale", "nlru", "cache", "ref",
-                 "next_id", "nlists", "extra")
+    __slots__ = ("usable", "caching", "anon_free", "lq", "lqk", "lbase", "lh", "nstale", "nlru", "cache",
+                 "qpos", "shared", "next_id", "nlists", "extra")
 
     def __init__(self, num_gpu_blocks: int, caching: bool) -> None:
         # Block 0 is vLLM's null block: never allocated, never free.
@@ -51,14 +59,18 @@ class BlockPool:
         self.anon_free = self.usable
         self.lq: list[int] = []  # free cached blocks, LRU first, from index lh; -1 = taken by a hit
         self.lqk: list[Hashable] = []  # their hashes (None at a tombstone)
+        self.lbase = 0  # queue position of lq[0] (positions are absolute, lq is compacted)
         self.lh = 0
         self.nstale = 0  # tombstones in lq[lh:]
         self.nlru = 0  # free cached blocks
         self.cache: dict[Hashable, int | list[int]] = {}  # hash -> block (or blocks, oldest first)
-        self.ref: dict[int, int] = {}  # block -> requests holding it (0: free cached)
+        # block -> queue position it was last freed to; stale once it leaves the
+        # queue (see _is_free), so allocation never has to touch it
+        self.qpos: dict[int, int] = {}
+        self.shared: dict[int, int] = {}  # block -> requests holding it, for blocks held by 2 or more
         self.next_id = 1
         self.nlists = 0  # cache entries holding several blocks (a list)
-        self.extra = 0  # sum over blocks of (refcount - 1) when > 1: zero means no block is shared
+        self.extra = 0  # sum over shared blocks of (holders - 1): zero means no block is shared
 
     @property
     def free(self) -> int:
@@ -77,18 +89,38 @@ class BlockPool:
         self.anon_free += n
 
     # -- caching mode --------------------------------------------------------
+    def _is_free(self, b: int) -> bool:
+        """Whether cached block ``b`` sits in the free queue (held by nobody).
+
+        ``qpos[b]`` is where it was last freed to; it is still there unless the
+        head has passed that position (evicted, then in use or freed again
+        elsewhere, which rewrites ``qpos``) or a hit left a tombstone there.
+        """
+        p = self.qpos.get(b)
+        if p is None:
+            return False
+        i = p - self.lbase
+        return i >= self.lh and self.lq[i] == b
+
+    def _advance(self, lh: int) -> None:
+        """Move the queue head to ``lh``, compacting the list once the consumed
+        prefix dominates (positions stay absolute through ``lbase``)."""
+        if lh > 4096 and lh * 2 > len(self.lq):
+            del self.lq[:lh]
+            del self.lqk[:lh]
+            self.lbase += lh
+            lh = 0
+        self.lh = lh
+
     def allocate(self, n: int, into: list[int]) -> None:
         """Pop ``n`` blocks from the front of the free queue into ``into``."""
-        ref = self.ref
         if self.anon_free > 0:
             take = n if n < self.anon_free else self.anon_free
             self.anon_free -= take
             n -= take
             start = self.next_id
             self.next_id = start + take
-            fresh = range(start, start + take)
-            ref.update(zip(fresh, repeat(1)))
-            into.extend(fresh)
+            into.extend(range(start, start + take))
             if n <= 0:
                 return
         # evict the n least recently freed cached blocks
@@ -106,14 +138,8 @@ class BlockPool:
                 if not entry:
                     del cache[key]
                     self.nlists -= 1
-            lh += 1
-            if lh > 4096 and lh * 2 > len(lq):
-                del lq[:lh]
-                del self.lqk[:lh]
-                lh = 0
-            self.lh = lh
+            self._advance(lh + 1)
             self.nlru -= 1
-            ref[bid] = 1
             into.append(bid)
             return
         lqk = self.lqk
@@ -131,11 +157,7 @@ class BlockPool:
                 lh += s
                 ev.extend(more)
                 s = more.count(_STALE)
-        if lh > 4096 and lh * 2 > len(lq):
-            del lq[:lh]
-            del lqk[:lh]
-            lh = 0
-        self.lh = lh
+        self._advance(lh)
         self.nlru -= n
         cache = self.cache
         if self.nlists:
@@ -150,15 +172,19 @@ class BlockPool:
                         self.nlists -= 1
         else:
             _consume(map(cache.__delitem__, keys))
-        ref.update(zip(ev, repeat(1)))
         into.extend(ev)
 
-    def lookup(self, key: Callable[[int], Hashable], limit: int) -> list[int]:
-        """The leading cached run of blocks ``key(0), key(1), ...`` (at most
-        ``limit``), as blocks: the first block cached under each hash."""
+    def lookup(self, keys: list[Hashable], limit: int, key: Callable[[int], Hashable]) -> list[int]:
+        """The leading cached run of blocks under ``keys[0], keys[1], ...`` then
+        ``key(len(keys)), ...`` (at most ``limit``), as blocks: the first block
+        cached under each hash."""
         cache = self.cache
         out: list[int] = []
-        for i in range(limit):
+        for entry in map(cache.get, keys[:limit]):
+            if entry is None:
+                return out
+            out.append(entry if type(entry) is int else entry[0])  # type: ignore[arg-type]
+        for i in range(len(keys), limit):
             entry = cache.get(key(i))
             if entry is None:
                 break
@@ -167,22 +193,28 @@ class BlockPool:
 
     def evictable(self, blocks: list[int]) -> int:
         """How many of ``blocks`` sit in the free queue (a hit on them uses free capacity)."""
-        ref = self.ref
-        return sum(1 for b in blocks if ref[b] == 0)
+        is_free = self._is_free
+        return sum(1 for b in blocks if is_free(b))
 
     def touch(self, blocks: list[int]) -> None:
-        ref = self.ref
+        """A hit takes ``blocks``: free ones leave the queue (a tombstone marks
+        the spot), held ones gain a holder."""
+        qpos = self.qpos
+        shared = self.shared
         lq = self.lq
+        lqk = self.lqk
+        lbase = self.lbase
+        lh = self.lh
         for b in blocks:
-            if ref[b] == 0:
-                i = lq.index(b, self.lh)
-                lq[i] = _STALE
-                self.lqk[i] = None
+            p = qpos.get(b)
+            if p is not None and p - lbase >= lh and lq[p - lbase] == b:
+                lq[p - lbase] = _STALE
+                lqk[p - lbase] = None
                 self.nstale += 1
                 self.nlru -= 1
             else:
+                shared[b] = shared.get(b, 1) + 1
                 self.extra += 1
-            ref[b] += 1
 
     def insert(self, bid: int, key: Hashable) -> None:
         """Register a full, computed block under its hash (vLLM ``cache_full_blocks``)."""
@@ -195,15 +227,23 @@ class BlockPool:
         else:
             entry.append(bid)  # type: ignore[union-attr]
 
-    def insert_run(self, blocks: list[int], keys: list[Hashable], distinct: bool) -> None:
-        """``insert`` for each (block, key) pair in order; ``distinct``: no key repeats in ``keys``."""
+    def insert_run(self, blocks: list[int], keys: list[Hashable]) -> None:
+        """``insert`` for each (block, key) pair in order.
+
+        The common case (no key cached yet, none repeated) is one C-level update;
+        a repeat inside the run (only a hash collision makes one) shows as the
+        cache growing by less than the run, and the run is redone block by block.
+        """
         cache = self.cache
-        if distinct and cache.keys().isdisjoint(keys):
+        if cache.keys().isdisjoint(keys):
+            before = len(cache)
             cache.update(zip(keys, blocks))
-        else:
-            insert = self.insert
-            for b, k in zip(blocks, keys):
-                insert(b, k)
+            if len(cache) - before == len(keys):
+                return
+            _consume(map(cache.__delitem__, set(keys)))
+        insert = self.insert
+        for b, k in zip(blocks, keys):
+            insert(b, k)
 
     def store(self, blocks: list[int], keys: list[Hashable]) -> None:
         """Register blocks under keys no other block can hold (plain stores: a stale
@@ -215,35 +255,77 @@ class BlockPool:
 
         ``blocks[:ncached]`` hold a hash, ``keys`` (the caller's invariant), the rest none.
         """
-        ref = self.ref
-        if not self.extra:
+        lq = self.lq
+        qpos = self.qpos
+        if not self.extra or self.shared.keys().isdisjoint(blocks):
             # nobody else holds any of them: the unhashed tail goes to the
             # front (a count), the hashed ones to the back, last block first
-            tail = blocks[ncached:]
-            if tail:
-                self.anon_free += len(tail)
-                _consume(map(ref.__delitem__, tail))
+            self.anon_free += len(blocks) - ncached
             if ncached:
+                start = self.lbase + len(lq)
                 head = blocks[ncached - 1::-1]
-                self.lq.extend(head)
+                lq.extend(head)
                 self.lqk.extend(keys[::-1])
                 self.nlru += ncached
-                ref.update(zip(head, repeat(0)))
+                qpos.update(zip(head, range(start, start + ncached)))
+                if len(qpos) > 2 * self.usable + 4096:
+                    self._prune_positions()
             return
+        if len(set(blocks)) != len(blocks):
+            # a block listed twice (a hash collision inside the request's own
+            # chain): one holder per listing, in order
+            self._release_each(blocks, ncached, keys)
+            return
+        # some are held elsewhere too: those lose a holder, the others are freed
+        # exactly as above (the order of the queue is the reverse block order)
+        shared = self.shared
+        held = shared.__contains__
+        tail = blocks[ncached:]
+        self.anon_free += len(tail) - sum(map(held, tail))
+        if ncached:
+            head = blocks[ncached - 1::-1]
+            keep = list(map(not_, map(held, head)))
+            freed = list(compress(head, keep))
+            start = self.lbase + len(lq)
+            lq.extend(freed)
+            self.lqk.extend(compress(keys[::-1], keep))
+            self.nlru += len(freed)
+            qpos.update(zip(freed, range(start, start + len(freed))))
+        for b in list(filter(held, blocks)):
+            count = shared[b]
+            if count == 2:
+                del shared[b]
+            else:
+                shared[b] = count - 1
+            self.extra -= 1
+        if len(qpos) > 2 * self.usable + 4096:
+            self._prune_positions()
+
+    def _release_each(self, blocks: list[int], ncached: int, keys: list[Hashable]) -> None:
+        """:meth:`release` one block at a time, tail first."""
+        shared = self.shared
         lq = self.lq
-        lqk = self.lqk
         for j in range(len(blocks) - 1, -1, -1):
             b = blocks[j]
-            count = ref[b] - 1
-            if count:
-                ref[b] = count
+            count = shared.get(b)
+            if count is not None:
+                if count == 2:
+                    del shared[b]
+                else:
+                    shared[b] = count - 1
                 self.extra -= 1
                 continue
             if j < ncached:
-                ref[b] = 0
+                self.qpos[b] = self.lbase + len(lq)
                 lq.append(b)
-                lqk.append(keys[j])
+                self.lqk.append(keys[j])
                 self.nlru += 1
             else:
-                del ref[b]
                 self.anon_free += 1
+
+    def _prune_positions(self) -> None:
+        """Drop the positions of blocks that left the queue (ids freed without a
+        hash are never reused), keeping ``qpos`` proportional to the pool."""
+        lq = self.lq
+        base = self.lbase
+        self.qpos = {b: base + i for i in range(self.lh, len(lq)) if (b := lq[i]) != _STALE}

@@ -50,7 +50,7 @@ from __future__ import annotations
 import heapq
 import json
 from collections import deque
-from itertools import repeat
+from itertools import chain, cycle, repeat
 from typing import Any, Callable, Hashable, Mapping
 
 from tickgate.errors import PluginError
@@ -70,7 +70,7 @@ class _Req:
     """Scheduler state of one request (vLLM's ``Request`` fields that matter)."""
 
     __slots__ = ("r", "ordinal", "M", "prio", "T", "nc", "no", "held", "blocks", "ncached",
-                 "status", "npre", "pkeys", "npk", "pk_distinct", "cmark", "id", "eid", "dentry", "djson", "admitted_tick", "first_tick", "first_ms",
+                 "status", "npre", "pkeys", "npk", "cmark", "id", "eid", "dentry", "djson", "admitted_tick", "first_tick", "first_ms",
                  "hit_first", "arrival_tick", "arrival_ms")
 
     def __init__(self, r: Request, ordinal: int, pkeys: list[Hashable], tick: int,
@@ -89,7 +89,6 @@ class _Req:
         self.npre = 0
         self.pkeys = pkeys
         self.npk = len(pkeys)
-        self.pk_distinct = len(set(pkeys)) == len(pkeys)
         self.cmark = 0  # leading blocks registered, logically (see _cache)
         self.id = r.id
         self.eid = _encode_str(r.id) if type(r.id) is str else None  # the id as JSON
@@ -140,13 +139,18 @@ def prompt_block_keys(r: Request, block_size: int, prefix_block_size: int | None
                 parent = hash((parent, bid))
                 keys.append(parent)
         elif wbs > block_size:
+            # chain the ids, then key block j of an id by (its id's chain, j):
+            # equal exactly when the whole token prefix is, as a per-block
+            # chain would be, with the per-block work at C level (Mooncake's
+            # 512-token ids are 32 KV blocks each)
             per = wbs // block_size
-            for bid in r.prefix_blocks:
-                for j in range(per):
-                    if len(keys) >= full:
-                        return keys
-                    parent = hash((parent, bid, j))
-                    keys.append(parent)
+            chained = []
+            for bid in r.prefix_blocks[:-(-full // per)]:
+                parent = hash((parent, bid))
+                chained.append(parent)
+            keys = list(map(hash, zip(chain.from_iterable(map(repeat, chained, repeat(per))),
+                                      cycle(range(per)))))
+            del keys[full:]
         else:
             per = block_size // wbs
             ids = r.prefix_blocks
@@ -514,7 +518,7 @@ class VllmV1Scheduler(Scheduler):
                 if len(running) >= cfg.max_num_seqs:
                     break
                 T = q.T
-                hits = pool.lookup(q.key, (T - 1) // bs) if caching else []
+                hits = pool.lookup(q.pkeys, (T - 1) // bs, q.key) if caching else []
                 h = len(hits)
                 hit = h * bs
                 n = T - hit
@@ -779,7 +783,7 @@ class VllmV1Scheduler(Scheduler):
                 if len(running) >= cfg.max_num_seqs:
                     break
                 T = q.T
-                hits = pool.lookup(q.key, (T - 1) // bs) if caching else []
+                hits = pool.lookup(q.pkeys, (T - 1) // bs, q.key) if caching else []
                 h = len(hits)
                 hit = h * bs
                 n = T - hit
@@ -1105,7 +1109,7 @@ class VllmV1Scheduler(Scheduler):
         npk = q.npk
         if i < npk:
             shared = npk if npk < upto else upto
-            self.pool.insert_run(q.blocks[i:shared], q.pkeys[i:shared], q.pk_distinct)
+            self.pool.insert_run(q.blocks[i:shared], q.pkeys[i:shared])
             q.ncached = i = shared
         if upto > i and q.npre:
             self._register_own(q, upto)

@@ -191,3 +191,28 @@ def test_a_repeated_key_inside_a_run_is_kept_as_insert_would():
         single.insert(b, k)
     assert run.cache == single.cache == {10: [1, 3], 11: 2, 12: 4}
     assert run.nlists == single.nlists == 1
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.integers(0, 2), max_size=10), st.lists(st.integers(0, 2), max_size=10),
+       st.sampled_from([(16, 16), (16, 64), (16, 512), (64, 16), (32, 16)]), st.integers(0, 40))
+def test_prompt_keys_are_equal_exactly_when_the_prefixes_are(a, b, sizes, extra_tokens):
+    """Whatever the workload's block size, block i of two prompts gets the same
+    key exactly when the two prompts agree on every token up to that block."""
+    from tickgate.model import Request
+    from tickgate_vllm.v1_scheduler import prompt_block_keys
+
+    bs, wbs = sizes
+
+    def keys_and_tokens(ids):
+        prompt = max(1, len(ids) * wbs - extra_tokens) if ids else 1
+        r = Request(id="r", prompt_tokens=prompt, max_output_tokens=1, prefix_blocks=tuple(ids))
+        tokens = [i for i in ids for _ in range(wbs)][:prompt]
+        return prompt_block_keys(r, bs, wbs), tokens
+
+    ka, ta = keys_and_tokens(a)
+    kb, tb = keys_and_tokens(b)
+    assert len(ka) <= len(ta) // bs and len(kb) <= len(tb) // bs
+    for i in range(min(len(ka), len(kb))):
+        assert (ka[i] == kb[i]) == (ta[:(i + 1) * bs] == tb[:(i + 1) * bs]), i
+    assert len(set(ka)) == len(ka)

@@ -35,8 +35,8 @@ Without prefix caching every block is anonymous and the pool is one counter.
 from __future__ import annotations
 
 from collections import deque
-from itertools import compress
-from operator import not_
+from itertools import compress, repeat
+from operator import eq, not_, sub
 from typing import Callable, Hashable
 
 _STALE = -1
@@ -271,15 +271,16 @@ class BlockPool:
                 if len(qpos) > 2 * self.usable + 4096:
                     self._prune_positions()
             return
-        if len(set(blocks)) != len(blocks):
+        shared = self.shared
+        held = shared.__contains__
+        sh = list(filter(held, blocks))
+        if len(set(sh)) != len(sh):
             # a block listed twice (a hash collision inside the request's own
             # chain): one holder per listing, in order
             self._release_each(blocks, ncached, keys)
             return
         # some are held elsewhere too: those lose a holder, the others are freed
         # exactly as above (the order of the queue is the reverse block order)
-        shared = self.shared
-        held = shared.__contains__
         tail = blocks[ncached:]
         self.anon_free += len(tail) - sum(map(held, tail))
         if ncached:
@@ -291,13 +292,10 @@ class BlockPool:
             self.lqk.extend(compress(keys[::-1], keep))
             self.nlru += len(freed)
             qpos.update(zip(freed, range(start, start + len(freed))))
-        for b in list(filter(held, blocks)):
-            count = shared[b]
-            if count == 2:
-                del shared[b]
-            else:
-                shared[b] = count - 1
-            self.extra -= 1
+        holders = list(map(sub, map(shared.__getitem__, sh), repeat(1)))
+        shared.update(zip(sh, holders))
+        _consume(map(shared.__delitem__, compress(sh, map(eq, holders, repeat(1)))))
+        self.extra -= len(sh)
         if len(qpos) > 2 * self.usable + 4096:
             self._prune_positions()
 

@@ -51,6 +51,7 @@ import heapq
 import json
 from collections import deque
 from itertools import chain, cycle, repeat
+from operator import add
 from typing import Any, Callable, Hashable, Mapping
 
 from tickgate.errors import PluginError
@@ -116,8 +117,10 @@ def prompt_block_keys(r: Request, block_size: int, prefix_block_size: int | None
 
     From ``prompt_token_ids`` (content of each block chained to its parent) or
     ``prefix_blocks`` (workload block ids, chained the same way); without
-    either, nothing is shareable. Keys are Python hashes of int tuples:
-    deterministic across processes (ints are not salted).
+    either, nothing is shareable. Keys are ints built from Python hashes of
+    int tuples: deterministic across processes (ints are not salted). Only
+    their equality matters: two blocks' keys are equal exactly when the token
+    prefixes up to and including those blocks are (up to 64-bit collisions).
 
     Workload block ids may cover more tokens than a KV block (Mooncake: 512):
     each id then stands for ``prefix_block_size // block_size`` consecutive KV
@@ -139,17 +142,16 @@ def prompt_block_keys(r: Request, block_size: int, prefix_block_size: int | None
                 parent = hash((parent, bid))
                 keys.append(parent)
         elif wbs > block_size:
-            # chain the ids, then key block j of an id by (its id's chain, j):
-            # equal exactly when the whole token prefix is, as a per-block
-            # chain would be, with the per-block work at C level (Mooncake's
-            # 512-token ids are 32 KV blocks each)
+            # chain the ids, then key block j of an id as chain * per + j (an
+            # exact encoding of the pair): equal exactly when the whole token
+            # prefix is, as a per-block chain would be, with the per-block
+            # work at C level (Mooncake's 512-token ids are 32 KV blocks each)
             per = wbs // block_size
-            chained = []
+            bases = []
             for bid in r.prefix_blocks[:-(-full // per)]:
                 parent = hash((parent, bid))
-                chained.append(parent)
-            keys = list(map(hash, zip(chain.from_iterable(map(repeat, chained, repeat(per))),
-                                      cycle(range(per)))))
+                bases.append(parent * per)
+            keys = list(map(add, chain.from_iterable(map(repeat, bases, repeat(per))), cycle(range(per))))
             del keys[full:]
         else:
             per = block_size // wbs

@@ -150,6 +150,7 @@ def test_a_hit_finds_a_free_block_after_the_queue_was_compacted():
         pool.insert_run(blocks, keys)
         pool.release(blocks, 40, keys)
     assert pool.lbase > 0
+    assert pool.qpos is None  # no hit yet: no positions kept
     last = keys
     hits = pool.lookup(last, 40, lambda i: ("own", i))
     assert len(hits) == 40 and pool.evictable(hits) == 40

@@ -23,7 +23,8 @@ Reference counts are implicit: a block held by one request has no entry
 anywhere; ``shared`` counts holders of blocks held by two or more; ``qpos``
 remembers the queue position a cached block was freed to, which tells whether
 it is still free in O(1) (a hit needs that) without any bookkeeping when it is
-evicted or allocated. So allocation and release touch one dict entry per
+evicted or allocated; it is built at the first prefix hit, so a workload with
+no shared prefix never keeps it. So allocation and release touch one dict entry per
 block at most, and a hit never scans the queue. Allocation, registration and
 release work on whole runs of blocks with C-level dict/list operations
 (``dict.update(zip(...))``, slices, ``map``) and fall back to the per-block
@@ -65,8 +66,10 @@ class BlockPool:
         self.nlru = 0  # free cached blocks
         self.cache: dict[Hashable, int | list[int]] = {}  # hash -> block (or blocks, oldest first)
         # block -> queue position it was last freed to; stale once it leaves the
-        # queue (see _is_free), so allocation never has to touch it
-        self.qpos: dict[int, int] = {}
+        # queue (see _is_free), so allocation never has to touch it. None until
+        # the first prefix hit: a workload without shared prefixes never asks
+        # whether a cached block is free, so it never pays for the positions.
+        self.qpos: dict[int, int] | None = None
         self.shared: dict[int, int] = {}  # block -> requests holding it, for blocks held by 2 or more
         self.next_id = 1
         self.nlists = 0  # cache entries holding several blocks (a list)
@@ -96,7 +99,8 @@ class BlockPool:
         head has passed that position (evicted, then in use or freed again
         elsewhere, which rewrites ``qpos``) or a hit left a tombstone there.
         """
-        p = self.qpos.get(b)
+        qpos = self.qpos if self.qpos is not None else self._index_positions()
+        p = qpos.get(b)
         if p is None:
             return False
         i = p - self.lbase
@@ -199,7 +203,7 @@ class BlockPool:
     def touch(self, blocks: list[int]) -> None:
         """A hit takes ``blocks``: free ones leave the queue (a tombstone marks
         the spot), held ones gain a holder."""
-        qpos = self.qpos
+        qpos = self.qpos if self.qpos is not None else self._index_positions()
         shared = self.shared
         lq = self.lq
         lqk = self.lqk
@@ -267,9 +271,10 @@ class BlockPool:
                 lq.extend(head)
                 self.lqk.extend(keys[::-1])
                 self.nlru += ncached
-                qpos.update(zip(head, range(start, start + ncached)))
-                if len(qpos) > 2 * self.usable + 4096:
-                    self._prune_positions()
+                if qpos is not None:
+                    qpos.update(zip(head, range(start, start + ncached)))
+                    if len(qpos) > 2 * self.usable + 4096:
+                        self._index_positions()
             return
         shared = self.shared
         held = shared.__contains__
@@ -291,13 +296,14 @@ class BlockPool:
             lq.extend(freed)
             self.lqk.extend(compress(keys[::-1], keep))
             self.nlru += len(freed)
-            qpos.update(zip(freed, range(start, start + len(freed))))
+            if qpos is not None:
+                qpos.update(zip(freed, range(start, start + len(freed))))
         holders = list(map(sub, map(shared.__getitem__, sh), repeat(1)))
         shared.update(zip(sh, holders))
         _consume(map(shared.__delitem__, compress(sh, map(eq, holders, repeat(1)))))
         self.extra -= len(sh)
-        if len(qpos) > 2 * self.usable + 4096:
-            self._prune_positions()
+        if qpos is not None and len(qpos) > 2 * self.usable + 4096:
+            self._index_positions()
 
     def _release_each(self, blocks: list[int], ncached: int, keys: list[Hashable]) -> None:
         """:meth:`release` one block at a time, tail first."""
@@ -314,16 +320,19 @@ class BlockPool:
                 self.extra -= 1
                 continue
             if j < ncached:
-                self.qpos[b] = self.lbase + len(lq)
+                if self.qpos is not None:
+                    self.qpos[b] = self.lbase + len(lq)
                 lq.append(b)
                 self.lqk.append(keys[j])
                 self.nlru += 1
             else:
                 self.anon_free += 1
 
-    def _prune_positions(self) -> None:
-        """Drop the positions of blocks that left the queue (ids freed without a
-        hash are never reused), keeping ``qpos`` proportional to the pool."""
+    def _index_positions(self) -> dict[int, int]:
+        """(Re)build ``qpos`` from the queue: on the first prefix hit, and when
+        positions of blocks that left the queue for good (ids freed without a
+        hash are never reused) pile up, so it stays proportional to the pool."""
         lq = self.lq
         base = self.lbase
         self.qpos = {b: base + i for i in range(self.lh, len(lq)) if (b := lq[i]) != _STALE}
+        return self.qpos

@@ -41,6 +41,27 @@ def test_every_step_matches_vllm(name: str) -> None:
     assert result["steps_identical"] == result["steps_total"] == len(reference) > 0
 
 
+CACHING = [n for n in CASES
+           if json.loads((REF / f"{n}.workload.json").read_text())["config"].get("enable_prefix_caching")]
+
+
+@pytest.mark.parametrize("name", CACHING)
+def test_every_step_matches_vllm_with_free_block_positions_from_the_first_hit(name, monkeypatch) -> None:
+    """The pool answers "is this hit block free?" by scanning its queue until hits
+    are frequent, then from an index of positions; the small recorded cases only
+    reach the first mode unless the index is forced from the start."""
+    from tickgate_vllm.v1_pool import BlockPool
+
+    init = BlockPool.__init__
+
+    def eager(self, *args, **kwargs):
+        init(self, *args, **kwargs)
+        self.scans_left = 0
+
+    monkeypatch.setattr(BlockPool, "__init__", eager)
+    test_every_step_matches_vllm(name)
+
+
 def test_a_changed_decision_is_found_and_described(tmp_path: Path) -> None:
     name = "pressure-preempt-priority"
     lines = (REF / f"{name}.steps.jsonl").read_text().splitlines()

@@ -10,6 +10,7 @@ shared blocks) must give the same blocks, counts and lookups in both.
 
 from __future__ import annotations
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -100,9 +101,12 @@ def chained(contents: list[int]) -> list[tuple[int, ...]]:
 
 
 @settings(max_examples=300, deadline=None)
-@given(requests, st.integers(4, 40))
-def test_pool_matches_the_naive_free_queue(reqs, usable):
+@given(requests, st.integers(4, 40), st.sampled_from([0, 5, 10**9]))
+def test_pool_matches_the_naive_free_queue(reqs, usable, scans):
+    """``scans``: hit lookups answered by scanning the queue before positions
+    are kept (0: positions from the first hit; 10**9: never)."""
     pool = BlockPool(usable + 1, caching=True)
+    pool.scans_left = scans
     model = NaivePool(usable)
     live: list[tuple[list[int], int, list[int]]] = []  # (blocks, ncached, keys)
     for contents, tail, release_oldest in reqs:
@@ -137,8 +141,10 @@ def test_pool_matches_the_naive_free_queue(reqs, usable):
     assert not pool.shared and pool.extra == 0
 
 
-def test_a_hit_finds_a_free_block_after_the_queue_was_compacted():
+@pytest.mark.parametrize("scans", [0, 10**9])
+def test_a_hit_finds_a_free_block_after_the_queue_was_compacted(scans):
     pool = BlockPool(64, caching=True)
+    pool.scans_left = scans
     key = 0
     # cycle enough cached blocks through the queue that its head passes 4096
     # and the list is compacted under the recorded positions
@@ -160,7 +166,8 @@ def test_a_hit_finds_a_free_block_after_the_queue_was_compacted():
     fresh: list[int] = []
     pool.allocate(pool.free, fresh)  # takes every other block, skipping the tombstones
     assert not set(fresh) & set(hits)
-    assert len(pool.qpos) <= 2 * pool.usable + 4096
+    assert (pool.qpos is None) == (scans > 0)
+    assert len(pool.qpos or ()) <= 2 * pool.usable + 4096
 
 
 def test_a_block_listed_twice_is_released_once_per_listing():

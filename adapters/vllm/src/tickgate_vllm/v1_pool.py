@@ -23,8 +23,8 @@ Reference counts are implicit: a block held by one request has no entry
 anywhere; ``shared`` counts holders of blocks held by two or more; ``qpos``
 remembers the queue position a cached block was freed to, which tells whether
 it is still free in O(1) (a hit needs that) without any bookkeeping when it is
-evicted or allocated; it is built at the first prefix hit, so a workload with
-no shared prefix never keeps it. So allocation and release touch one dict entry per
+evicted or allocated; it is built once hits are frequent (before that a scan
+of the queue answers), so a workload without shared prefixes never keeps it. So allocation and release touch one dict entry per
 block at most, and a hit never scans the queue. Allocation, registration and
 release work on whole runs of blocks with C-level dict/list operations
 (``dict.update(zip(...))``, slices, ``map``) and fall back to the per-block
@@ -51,7 +51,7 @@ class BlockPool:
     """Free-block accounting, and the hash -> block map when caching is on."""
 
     __slots__ = ("usable", "caching", "anon_free", "lq", "lqk", "lbase", "lh", "nstale", "nlru", "cache",
-                 "qpos", "shared", "next_id", "nlists", "extra")
+                 "qpos", "scans_left", "shared", "next_id", "nlists", "extra")
 
     def __init__(self, num_gpu_blocks: int, caching: bool) -> None:
         # Block 0 is vLLM's null block: never allocated, never free.
@@ -66,10 +66,11 @@ class BlockPool:
         self.nlru = 0  # free cached blocks
         self.cache: dict[Hashable, int | list[int]] = {}  # hash -> block (or blocks, oldest first)
         # block -> queue position it was last freed to; stale once it leaves the
-        # queue (see _is_free), so allocation never has to touch it. None until
-        # the first prefix hit: a workload without shared prefixes never asks
+        # queue (see _where), so allocation never has to touch it. None until
+        # hits are frequent: a workload without shared prefixes never asks
         # whether a cached block is free, so it never pays for the positions.
         self.qpos: dict[int, int] | None = None
+        self.scans_left = 4 * self.usable  # hit lookups answered by scanning before qpos exists
         self.shared: dict[int, int] = {}  # block -> requests holding it, for blocks held by 2 or more
         self.next_id = 1
         self.nlists = 0  # cache entries holding several blocks (a list)
@@ -92,19 +93,31 @@ class BlockPool:
         self.anon_free += n
 
     # -- caching mode --------------------------------------------------------
-    def _is_free(self, b: int) -> bool:
-        """Whether cached block ``b`` sits in the free queue (held by nobody).
+    def _where(self, b: int) -> int:
+        """Index in ``lq`` of cached block ``b`` if it sits in the free queue
+        (held by nobody), else -1.
 
         ``qpos[b]`` is where it was last freed to; it is still there unless the
         head has passed that position (evicted, then in use or freed again
         elsewhere, which rewrites ``qpos``) or a hit left a tombstone there.
+        Until ``scans_left`` hit blocks have been looked up, a C-level scan of
+        the queue answers instead and no positions are kept: a workload whose
+        only hits are a few resumed requests never pays for them.
         """
-        qpos = self.qpos if self.qpos is not None else self._index_positions()
+        qpos = self.qpos
+        if qpos is None:
+            if self.scans_left > 0:
+                self.scans_left -= 1
+                try:
+                    return self.lq.index(b, self.lh)
+                except ValueError:
+                    return -1
+            qpos = self._index_positions()
         p = qpos.get(b)
         if p is None:
-            return False
+            return -1
         i = p - self.lbase
-        return i >= self.lh and self.lq[i] == b
+        return i if i >= self.lh and self.lq[i] == b else -1
 
     def _advance(self, lh: int) -> None:
         """Move the queue head to ``lh``, compacting the list once the consumed
@@ -197,23 +210,21 @@ class BlockPool:
 
     def evictable(self, blocks: list[int]) -> int:
         """How many of ``blocks`` sit in the free queue (a hit on them uses free capacity)."""
-        is_free = self._is_free
-        return sum(1 for b in blocks if is_free(b))
+        where = self._where
+        return sum(1 for b in blocks if where(b) >= 0)
 
     def touch(self, blocks: list[int]) -> None:
         """A hit takes ``blocks``: free ones leave the queue (a tombstone marks
         the spot), held ones gain a holder."""
-        qpos = self.qpos if self.qpos is not None else self._index_positions()
+        where = self._where
         shared = self.shared
         lq = self.lq
         lqk = self.lqk
-        lbase = self.lbase
-        lh = self.lh
         for b in blocks:
-            p = qpos.get(b)
-            if p is not None and p - lbase >= lh and lq[p - lbase] == b:
-                lq[p - lbase] = _STALE
-                lqk[p - lbase] = None
+            i = where(b)
+            if i >= 0:
+                lq[i] = _STALE
+                lqk[i] = None
                 self.nstale += 1
                 self.nlru -= 1
             else:
@@ -329,7 +340,7 @@ class BlockPool:
                 self.anon_free += 1
 
     def _index_positions(self) -> dict[int, int]:
-        """(Re)build ``qpos`` from the queue: on the first prefix hit, and when
+        """(Re)build ``qpos`` from the queue: once hits are frequent, and when
         positions of blocks that left the queue for good (ids freed without a
         hash are never reused) pile up, so it stays proportional to the pool."""
         lq = self.lq

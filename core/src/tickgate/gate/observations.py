@@ -150,10 +150,21 @@ class Side:
         return len(self.ids)
 
     def __getstate__(self) -> dict[str, Any]:
-        """Pickled without the id index (built again on first use)."""
+        """Pickled without the id index (built again on first use) and with the
+        ids and fingerprints as one string each: a side read in a child process
+        comes back pickled, and a million separate strings cost ~0.35 s to
+        pickle per list against ~0.07 s joined."""
         state = dict(self.__dict__)
         state["_index"] = None
+        state["ids"] = _JoinedStrings.of(self.ids)
+        state["fingerprints"] = _JoinedStrings.of(self.fingerprints)
         return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        for key in ("ids", "fingerprints"):
+            if isinstance(state[key], _JoinedStrings):
+                state[key] = state[key].split()
+        self.__dict__.update(state)
 
     @property
     def index(self) -> dict[str, int]:
@@ -293,6 +304,33 @@ class Side:
 def ascending(ids: list[str]) -> bool:
     """Strictly ascending (so without repeats), in one C-level pass."""
     return all(map(operator.lt, ids, islice(ids, 1, None)))
+
+
+class _JoinedStrings:
+    """A list of strings pickled as one string, cut apart on load.
+
+    The separator (NUL) is accepted only when it occurs exactly between the
+    items, never inside one, so the split gives back exactly the list."""
+
+    SEP = "\x00"
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+
+    @classmethod
+    def of(cls, values: list[Any]) -> Any:
+        """The joined form, or ``values`` itself when it cannot be joined
+        (empty, holds None, or an item contains the separator)."""
+        if not values:
+            return values
+        try:
+            text = cls.SEP.join(values)
+        except TypeError:
+            return values
+        return cls(text) if text.count(cls.SEP) == len(values) - 1 else values
+
+    def split(self) -> list[str]:
+        return self.text.split(self.SEP)
 
 
 RUN_SCHEMA_KEYS = ("version", "kind", "run")

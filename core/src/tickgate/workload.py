@@ -24,6 +24,7 @@ from typing import Any, Iterable, Iterator, Mapping
 import attrs
 
 from .errors import InputError
+from .jsonenc import chunk_encoder
 from .locations import MAX_INT, _reject_constant, parse_json, read_text
 from .model import Request
 from .schemas import load_schema, validate
@@ -298,16 +299,15 @@ WORKLOAD_TAIL = "\n]}\n"
 def write_requests(fh: Any, requests: Iterable[Request]) -> int:
     """Write the request lines of the streamable layout (no header, no tail)."""
     count = 0
-    dumps = _COMPACT.encode
+    encode = chunk_encoder(separators=(",", ":"), ensure_ascii=True, allow_nan=True)
+    write = fh.write
+    join = "".join
     for r in requests:
         if count:
-            fh.write(",\n")
-        fh.write(dumps(request_to_dict(r)))
+            write(",\n")
+        write(join(encode(request_to_dict(r), 0)))
         count += 1
     return count
-
-
-_COMPACT = json.JSONEncoder(separators=(",", ":"))
 
 
 def write_workload(fh: Any, header: WorkloadHeader, requests: Iterable[Request]) -> int:

@@ -18,6 +18,7 @@ import json
 from array import array
 from typing import Any, Iterable, Mapping
 
+from .jsonenc import chunk_encoder
 from .model import Request, RequestOutcome, TickRecord
 from .serialize import outcome_to_json
 
@@ -189,6 +190,7 @@ class TraceSink:
 
     def __init__(self, fh: Any) -> None:
         self.fh = fh
+        self._encode = chunk_encoder(separators=(",", ":"), ensure_ascii=True, allow_nan=True)
 
     def arrival(self, request: Request) -> None:
         pass
@@ -197,8 +199,7 @@ class TraceSink:
         pass
 
     def record(self, record: TickRecord) -> None:
-        self.fh.write(json.dumps(record.to_json(), separators=(",", ":")))
-        self.fh.write("\n")
+        self.fh.write("".join(self._encode(record.to_json(), 0)) + "\n")
 
 
 class _Segment:

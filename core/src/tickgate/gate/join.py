@@ -126,10 +126,11 @@ class Comparison:
         """``quantile(in_group(which, column, key, value), q)``, computed once.
 
         When the groups come from category codes and the column has no NaN,
-        the group's values are cut out with a byte mask (``compress``: ~2x
-        faster than gathering by index) and not kept: signals and summaries
-        need only the quantile, and a million pairs' segment columns would
-        otherwise stay in memory for the whole gate."""
+        the group is a byte mask over the pairs and its quantile is read from
+        the column's tail (``tails.Tail``) or, failing that, selected from the
+        values the mask cuts out; the group's column is never gathered or
+        kept (a million pairs' segment columns would otherwise stay in memory
+        for the whole gate)."""
         ck = (which, column, key, value, q)
         cached = self._group_quantiles.get(ck)
         if cached is None:
@@ -138,7 +139,8 @@ class Comparison:
             masks = self._group_masks.get(key)
             if masks is not None and not self.has_nan(col):
                 mask = masks[value]
-                cached = self.quantile(col if mask is None else list(compress(col, mask)), q)
+                cached = (self.quantile(col, q) if mask is None else
+                          self._memo.selection_quantile(col, mask, len(self.groups(key)[value]), q))
             else:
                 cached = self.quantile(self.in_group(which, column, key, value), q)
             self._group_quantiles[ck] = cached

@@ -6,7 +6,6 @@ never a pass.
 
 from __future__ import annotations
 
-from collections import Counter
 from typing import Any
 
 from ..join import Comparison
@@ -18,10 +17,10 @@ NAMES = {"type": "array", "items": {"type": "string", "minLength": 1}, "minItems
 
 
 def _count_by(comparison: Comparison, key: str) -> dict[str, int]:
-    """Matched pairs per segment value (values in order of first appearance)."""
-    counts = Counter(comparison.segment_values(key))  # counted in C: a million pairs in ~50 ms
-    counts.pop(None, None)
-    return dict(counts)
+    """Matched pairs per segment value (values in order of first appearance),
+    from the comparison's groups: other signals and the segment summaries
+    build them anyway."""
+    return {value: len(pairs) for value, pairs in comparison.groups(key).items()}
 
 
 class RouteEvidence(GateSignal):

@@ -25,7 +25,7 @@ from itertools import repeat
 from operator import itemgetter
 from typing import Any, Sequence
 
-from .observations import CATEGORIES, NAN, REQUEST_KEYS, Side
+from .observations import CATEGORIES, NAN, REQUEST_KEYS, Category, Side
 
 _SLOW_KEYS = frozenset({"streaming", "itl_ms", "output_values", "segments"})
 _FAST_KEYS = REQUEST_KEYS - _SLOW_KEYS
@@ -37,13 +37,14 @@ _NUMERIC = {
     "tokens_in": (frozenset({int}), 1_000_000_000_000), "tokens_out": (frozenset({int}), 1_000_000_000_000),
     "memory_pressure": (_NUMBER, 1.0),
 }
-_STRINGS = ("request_id", *CATEGORIES, "output_fingerprint")
-_ORDER = (*_STRINGS, "error", *_NUMERIC)
+_ORDER = ("request_id", *CATEGORIES, "output_fingerprint", "error", *_NUMERIC)
 #: category code -1 (absent) as stored in an array('i')
 _ABSENT_CODE = struct.pack("i", -1)
 
 #: key -> the batch's values (None: no request carries the key)
 Columns = dict[str, Sequence[Any] | None]
+#: a category column as array('i') bytes, and the values it adds to the category
+_Codes = tuple[bytes, list[str]]
 
 
 def add_batch(side: Side, batch: list[Any]) -> bool:
@@ -58,11 +59,12 @@ def add_batch(side: Side, batch: list[Any]) -> bool:
         if columns is None:
             return False
         nullable = True
-    if not _valid(columns, nullable):
+    codes = {key: _codes(side.cats[key], columns[key], len(batch), nullable) for key in CATEGORIES}
+    if None in codes.values() or not _valid(columns, nullable):
         return False
     if not side.extend_ids(columns["request_id"]):  # type: ignore[arg-type]
         return False  # a repeated id: the exact path names both places
-    _append(side, columns, len(batch), nullable)
+    _append(side, columns, codes, len(batch), nullable)  # type: ignore[arg-type]
     return True
 
 
@@ -119,17 +121,19 @@ def _mixed_columns(batch: list[Any]) -> Columns | None:
 
 
 def _valid(columns: Columns, nullable: bool) -> bool:
-    """Every value has its column's type and range. ``nullable``: None stands
-    for an absent value (else only ``error`` may be None)."""
+    """Every value has its column's type and range (categories are checked by
+    :func:`_codes`). ``nullable``: None stands for an absent value (else only
+    ``error`` may be None). ``str.join`` doubles as a C-speed check that every
+    item is a string."""
     ids = columns["request_id"]
-    if ids is None or set(map(type, ids)) != {str} or "" in ids:
+    if ids is None or not _strings(ids) or "" in ids:
         return False
-    for key in _STRINGS[1:]:
-        col = columns[key]
-        if col is not None and not set(map(type, col)) <= ({str, _NONE} if nullable else {str}):
-            return False
+    fingerprints = columns["output_fingerprint"]
+    if fingerprints is not None and not (set(map(type, fingerprints)) <= {str, _NONE} if nullable
+                                         else _strings(fingerprints)):
+        return False
     errors = columns["error"]
-    if errors is not None and not set(map(type, errors)) <= {str, _NONE}:
+    if errors is not None and errors.count(None) != len(errors) and not set(map(type, errors)) <= {str, _NONE}:
         return False
     for key, (types, top) in _NUMERIC.items():
         col = columns[key]
@@ -150,13 +154,50 @@ def _valid(columns: Columns, nullable: bool) -> bool:
     return True
 
 
-def _append(side: Side, columns: Columns, n: int, nullable: bool) -> None:
+def _strings(values: Sequence[Any]) -> bool:
+    try:
+        "".join(values)
+    except TypeError:
+        return False
+    return True
+
+
+def _codes(cat: Category, col: Sequence[Any] | None, n: int, nullable: bool) -> _Codes | None:
+    """The column's category codes as array('i') bytes and the values new to
+    the category (coded in first-seen order, exactly as the per-request path
+    assigns them, once the batch is accepted); None when a value is not a
+    string (or is null where nulls are not allowed). Nothing is changed here."""
+    if col is None:
+        return _ABSENT_CODE * n, []
+    table: dict[Any, bytes] = {value: struct.pack("i", code) for value, code in cat._lookup.items()}
+    if nullable:
+        table[None] = _ABSENT_CODE
+    try:
+        return b"".join(map(table.__getitem__, col)), []
+    except (KeyError, TypeError):  # a new value, or an unhashable one
+        pass
+    new: list[str] = []
+    try:
+        for value in dict.fromkeys(col):
+            if value not in table:
+                if type(value) is not str:
+                    return None
+                table[value] = struct.pack("i", len(cat.values) + len(new))
+                new.append(value)
+    except TypeError:  # unhashable: a list or an object
+        return None
+    return b"".join(map(table.__getitem__, col)), new
+
+
+def _append(side: Side, columns: Columns, codes: dict[str, _Codes], n: int, nullable: bool) -> None:
     """Append checked columns (ids already appended by ``side.extend_ids``)."""
     row = len(side.fingerprints)
     for key in CATEGORIES:
         cat = side.cats[key]
-        col = columns[key]
-        cat.codes.frombytes(_ABSENT_CODE * n if col is None else _codes(cat, col))
+        data, new = codes[key]
+        for value in new:
+            cat.code(value)
+        cat.codes.frombytes(data)
     fingerprints = columns["output_fingerprint"]
     side.fingerprints.extend(repeat(None, n) if fingerprints is None else fingerprints)
     side.values.extend(repeat(None, n))
@@ -178,17 +219,3 @@ def _append(side: Side, columns: Columns, n: int, nullable: bool) -> None:
         else:
             values = col
         side.num[key].frombytes(struct.pack(f"{n}d", *values))
-
-
-def _codes(cat: Any, col: Sequence[str | None]) -> bytes:
-    """The column's category codes as array('i') bytes; new values get codes
-    in first-seen order, exactly as the per-request path assigns them."""
-    table = {value: struct.pack("i", code) for value, code in cat._lookup.items()}
-    table[None] = _ABSENT_CODE
-    try:
-        return b"".join(map(table.__getitem__, col))
-    except KeyError:
-        for value in dict.fromkeys(col):
-            if value is not None and value not in table:
-                table[value] = struct.pack("i", cat.code(value))
-        return b"".join(map(table.__getitem__, col))

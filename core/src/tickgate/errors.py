@@ -55,5 +55,12 @@ class PluginError(TickgateError):
     """A plugin failed to load, registered badly, or misbehaved while running."""
 
 
+class ConfigError(TickgateError):
+    """A plugin refuses its configuration, or its combination with the rest of
+    the policy (an admission policy that needs a prefix cache the allocator
+    lacks). Raised from a plugin's ``build``; the core reports it at the
+    plugin's section of the policy file, and ``tickgate validate`` finds it."""
+
+
 class ReplayError(TickgateError):
     """A replay could not finish (no progress, tick limit exceeded, ...)."""

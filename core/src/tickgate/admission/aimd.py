@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from typing import Any, Iterator, Mapping
 
-from ..errors import PluginError
+from ..errors import ConfigError
 from ..interfaces import AdmissionContext, AdmissionPolicy
 from ..model import Request
 from ._queue import OrderedQueue, fcfs_key
@@ -63,7 +63,7 @@ class Aimd(AdmissionPolicy):
         self.max = options.get("max_window", 256)
         self.window = options.get("initial_window", min(8, self.max))
         if not self.min <= self.window <= self.max:
-            raise PluginError(f'admission "aimd": need min_window <= initial_window <= max_window, got '
+            raise ConfigError(f'admission "aimd": need min_window <= initial_window <= max_window, got '
                               f"{self.min}, {self.window}, {self.max}")
         self.increase = options.get("increase", 1)
         self.factor = float(options.get("decrease_factor", 0.5))
@@ -72,7 +72,7 @@ class Aimd(AdmissionPolicy):
         self.critical = float(options.get("critical_kv_pressure_pct", 95.0))
         self.tpot = options.get("max_ticks_per_token")
         if self.tpot is not None and decode_slots is None:
-            raise PluginError('admission "aimd": max_ticks_per_token needs a scheduler that reports its '
+            raise ConfigError('admission "aimd": max_ticks_per_token needs a scheduler that reports its '
                               "decode slots")
         self.slots = decode_slots or 1
         self.queue = OrderedQueue()

@@ -31,7 +31,7 @@ from bisect import bisect_left
 import math
 from typing import Any, Iterator, Mapping
 
-from ..errors import PluginError
+from ..errors import ConfigError
 from ..interfaces import AdmissionContext, AdmissionPolicy, KvAllocator
 from ..model import Request
 from ._queue import OrderedQueue, fcfs_key
@@ -61,7 +61,7 @@ class DeadlineEdf(AdmissionPolicy):
 
     def __init__(self, options: Mapping[str, Any], ctx: AdmissionContext) -> None:
         if ctx.decode_slots is None or ctx.allocator is None:
-            raise PluginError('admission "deadline-edf" estimates completion from the decode rate and '
+            raise ConfigError('admission "deadline-edf" estimates completion from the decode rate and '
                               "the KV cache; this scheduler does not share them")
         self.slots: int = ctx.decode_slots
         self.kv: KvAllocator = ctx.allocator

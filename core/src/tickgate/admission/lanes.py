@@ -24,7 +24,7 @@ from __future__ import annotations
 import heapq
 from typing import Any, Iterator, Mapping
 
-from ..errors import PluginError
+from ..errors import ConfigError
 from ..interfaces import AdmissionContext, AdmissionPolicy, Clock
 from ..model import Request
 from ._queue import OrderedQueue, fcfs_key
@@ -85,15 +85,15 @@ class SlaLanes(AdmissionPolicy):
         specs = options.get("lanes", DEFAULT_LANES)
         names = [s["name"] for s in specs]
         if len(set(names)) != len(names):
-            raise PluginError(f'admission "sla-lanes": lane names must be unique, got {names}')
+            raise ConfigError(f'admission "sla-lanes": lane names must be unique, got {names}')
         self.lanes = [_Lane(s, i) for i, s in enumerate(specs)]
         self.by_name = {lane.name: lane for lane in self.lanes}
         default = options.get("default_lane", names[-1])
         if default not in self.by_name:
-            raise PluginError(f'admission "sla-lanes": default_lane "{default}" is not one of {names}')
+            raise ConfigError(f'admission "sla-lanes": default_lane "{default}" is not one of {names}')
         self.default = self.by_name[default]
         if any(lane.wait_ms is not None for lane in self.lanes) and clock is None:
-            raise PluginError('admission "sla-lanes": max_queue_wait_ms needs a scheduler that shares its clock')
+            raise ConfigError('admission "sla-lanes": max_queue_wait_ms needs a scheduler that shares its clock')
         self.clock = clock
         brownout = options.get("brownout")
         self.max_queued: int | None = brownout["max_queued"] if brownout else None

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from typing import Any, Iterator, Mapping
 
-from ..errors import PluginError
+from ..errors import ConfigError
 from ..interfaces import AdmissionContext, AdmissionPolicy, KvAllocator
 from ..model import Request
 from ._queue import OrderedQueue, fcfs_key
@@ -54,7 +54,7 @@ class LongestPrefixMatch(AdmissionPolicy):
         kv = ctx.allocator
         if kv is None or not getattr(kv, "has_prefix_cache", False) or not hasattr(kv, "page_keys"):
             name = getattr(kv, "name", "none")
-            raise PluginError(f'admission "lpm" orders requests by their prefix-cache hits, but the KV '
+            raise ConfigError(f'admission "lpm" orders requests by their prefix-cache hits, but the KV '
                               f'allocator "{name}" has no prefix cache; set kv_allocator: {{name: prefix-cache}}')
         return cls(options, kv)
 

@@ -11,11 +11,16 @@ import click
 @click.command("validate")
 @click.argument("policies", nargs=-1, required=True, type=click.Path(path_type=Path))
 def validate_command(policies: tuple[Path, ...]) -> None:
-    """Check policy files: schema, plugin names, each plugin's options."""
+    """Check policy files: schema, plugin names, each plugin's options, and that
+    the plugins build together (what replay would refuse, validate refuses)."""
+    from ..engine import build_scheduler
+    from ..interfaces import Clock
     from ..policy import load_policy
 
     for path in policies:
         policy = load_policy(path)
+        if policy.selection("scheduler") is not None:
+            build_scheduler(policy, Clock())
         chosen = [f"{k}={v.plugin.name}" for k, v in policy.selections.items()]
         if "gate" in policy.data:
             from ..gate.config import load_gate_config

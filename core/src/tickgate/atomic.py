@@ -7,6 +7,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import stat
 import tempfile
 from itertools import repeat
 from pathlib import Path
@@ -16,9 +17,51 @@ from .errors import TickgateError
 from .jsonenc import chunk_encoder
 
 
+def check_writable(path: Path | str) -> None:
+    """Fail before the work, not after it: an output path that is a directory
+    (or whose parent is a file) is refused up front with one line."""
+    path = Path(path)
+    if path.is_dir():
+        raise TickgateError(f"{path}: cannot write: it is a directory")
+    parent = path.parent
+    while not parent.exists() and parent != parent.parent:
+        parent = parent.parent
+    if parent.exists() and not parent.is_dir():
+        raise TickgateError(f"{path}: cannot write: {parent} is not a directory")
+
+
+def check_distinct_outputs(outputs: dict[str, Path | None], inputs: dict[str, Path | None]) -> None:
+    """Refuse, before any work, outputs that are directories, two outputs on one
+    file (one would silently replace the other) and an output over an input."""
+    seen: dict[Path, str] = {}
+    for option, path in inputs.items():
+        if path is not None:
+            seen.setdefault(_same_file_key(path), option)
+    for option, path in outputs.items():
+        if path is None:
+            continue
+        check_writable(path)
+        key = _same_file_key(path)
+        if key in seen:
+            raise TickgateError(f"{path}: {option} and {seen[key]} name the same file; "
+                                f"{'it would be overwritten' if seen[key] in inputs else 'one would replace the other'}")
+        seen[key] = option
+
+
+def _same_file_key(path: Path) -> Path:
+    return Path(os.path.realpath(path))
+
+
 @contextlib.contextmanager
 def atomic_writer(path: Path | str) -> Iterator[TextIO]:
+    """A text file written beside ``path`` and renamed over it when complete.
+
+    The new file gets the mode an ordinary ``open()`` would give it: the mode of
+    the file it replaces, else the default for new files under the umask
+    (``mkstemp`` alone would leave every report readable by its owner only).
+    """
     path = Path(path)
+    check_writable(path)
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
@@ -26,12 +69,36 @@ def atomic_writer(path: Path | str) -> Iterator[TextIO]:
         raise TickgateError(f"{path}: cannot write: {exc.strerror}") from None
     try:
         with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as fh:
+            with contextlib.suppress(OSError):  # a file system without modes keeps its own
+                os.fchmod(fh.fileno(), _mode_for(path))
             yield fh
-        os.replace(tmp, path)
+        try:
+            os.replace(tmp, path)
+        except OSError as exc:
+            raise TickgateError(f"{path}: cannot write: {exc.strerror}") from None
     except BaseException:
         with contextlib.suppress(OSError):
             os.unlink(tmp)
         raise
+
+
+def _mode_for(path: Path) -> int:
+    try:
+        return stat.S_IMODE(path.stat().st_mode)
+    except OSError:
+        return 0o666 & ~_umask()
+
+
+def _umask() -> int:
+    # the only portable way to read it is to set it; done once, before any thread
+    global _UMASK
+    if _UMASK is None:
+        _UMASK = os.umask(0o022)
+        os.umask(_UMASK)
+    return _UMASK
+
+
+_UMASK: int | None = None
 
 
 def dumps_rows(data: Any, indent: int = 0) -> str:

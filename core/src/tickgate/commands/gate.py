@@ -6,7 +6,7 @@ from pathlib import Path
 
 import click
 
-from ..atomic import write_json
+from ..atomic import check_distinct_outputs, write_json
 from ..errors import InputError
 
 
@@ -35,6 +35,8 @@ def gate_command(bundle: Path | None, baseline: Path | None, candidate: Path | N
         raise InputError(bundle, "give either --input or --baseline and --candidate, not both")
     if bundle is None and (baseline is None or candidate is None):
         raise InputError(None, "give --input BUNDLE, or both --baseline and --candidate")
+    check_distinct_outputs({"--output": output_path},
+                           {"--input": bundle, "--baseline": baseline, "--candidate": candidate})
     policy = policy_path if policy_path is not None else data_file("policies", "gate-default.yaml")
     report = gate_files(policy, bundle=bundle, baseline=baseline, candidate=candidate, format=format_)
     write_json(output_path, report)

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import click
 
-from ..atomic import write_json
+from ..atomic import check_distinct_outputs, write_json
 
 
 @click.command("replay")
@@ -20,19 +20,26 @@ from ..atomic import write_json
               help="Also write every tick record as JSON lines.")
 @click.option("--input-format", default="workload", show_default=True,
               help="'workload' or the name of a workload reader (see `tickgate plugins`).")
-@click.option("--block-size", type=int, default=None, help="Prefix-block size for trace formats.")
-@click.option("--limit", type=int, default=None, help="Replay only the first N requests.")
-@click.option("--detail-limit", type=int, default=10_000, show_default=True,
+@click.option("--block-size", type=click.IntRange(1, 65536), default=None,
+              help="Prefix-block size for trace formats (a workload file carries its own).")
+@click.option("--limit", type=click.IntRange(min=1), default=None, help="Replay only the first N requests.")
+@click.option("--detail-limit", type=click.IntRange(min=0), default=10_000, show_default=True,
               help="Keep at most this many tick records and request outcomes in the report.")
 @click.option("--quiet", is_flag=True, help="Do not print the summary.")
 def replay_command(input_path: Path, output_path: Path, policy_path: Path | None,
                    trace_path: Path | None, input_format: str, block_size: int | None,
                    limit: int | None, detail_limit: int, quiet: bool) -> None:
     """Replay a workload through the policy's scheduler and write a report."""
+    from ..errors import InputError
     from ..policy import load_policy
     from ..replay import replay
     from ..sources import open_requests
 
+    if block_size is not None and input_format == "workload":
+        raise InputError(input_path, "--block-size applies to trace formats (--input-format); a workload "
+                         "file gives its prefix block size in its header (block_size)")
+    outputs = {"--output": output_path} if trace_path is None else {"--output": output_path, "--trace": trace_path}
+    check_distinct_outputs(outputs, {"--input": input_path, "--policy": policy_path})
     policy = load_policy(policy_path)
     requests, inputs = open_requests(input_path, input_format, block_size=block_size, limit=limit)
     report = replay(requests, policy, trace_path=trace_path, inputs=inputs, detail_limit=detail_limit)

@@ -65,7 +65,9 @@ class MooncakeReader(TraceReader):
                     continue
                 rows += 1
                 try:
-                    obj = decode(raw)
+                    # without its line break, so an error at the end of a cut row
+                    # points at the end of that row, not at column 1
+                    obj = decode(raw.rstrip("\r\n"))
                 except RecursionError:  # a line of 100k '[': not a row, and not a crash
                     raise InputError(path, "invalid JSON: nested too deeply", line=line) from None
                 except ValueError as exc:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from readers_helpers import INVALID, read
+from readers_helpers import INVALID, read, registry
 from tickgate.errors import InputError
 
 CASES = [
@@ -45,6 +45,30 @@ CASES = [
     ("aiperf/short_row.csv", {"line": 3}, "row has 11 cells, the header has 14"),
     ("genai-perf/latency_array.json", {"json_path": "$.request_latency"}, "expected an object, got an array"),
     ("neutral/bad_version.json", {"json_path": "$.version"}, "1 was expected"),
+    # a forced --format on a document with none of the format's defining keys
+    ("vllm-bench/unrelated_keys.json", {"json_path": "$"}, "not a vllm-bench file: expected a bench result"),
+    ("sglang-bench/unrelated_keys.jsonl", {"line": 1, "json_path": "$"},
+     "not a sglang-bench file: expected a bench result"),
+    ("aiperf/unrelated_keys.json", {"json_path": "$"}, "not an aiperf file: expected per-request records"),
+    ("genai-perf/unrelated_keys.json", {"json_path": "$"},
+     "not a genai-perf file: expected a profile_export_genai_perf.json summary"),
+    ("trtllm-iteration-stats/unrelated_keys.json", {"line": 1, "json_path": "$"},
+     "not a trtllm-iteration-stats file: expected iteration-stats objects"),
+    ("trtllm-bench/unrelated_keys.json", {"json_path": "$.performance"},
+     "not a trtllm-bench file: expected at least one of total_latency_ms"),
+    ("vllm-sse/no_choices.sse", {"line": 1, "json_path": "$"},
+     "not a vllm-sse file: expected completion stream chunks with 'id' and 'choices'"),
+    ("sglang-sse/no_choices.jsonl", {"line": 1, "json_path": "$"},
+     "not a sglang-sse file: expected completion stream chunks with 'id' and 'choices'"),
+    # a scrape with the format's prefix but none of the metric families its reader maps
+    ("vllm-metrics/unrelated_metrics.prom", {},
+     "not a vllm-metrics file: expected a scrape with at least one vllm: metric this reader maps"),
+    ("sglang-metrics/unrelated_metrics.prom", {},
+     "not a sglang-metrics file: expected a scrape with at least one sglang: metric this reader maps"),
+    ("triton-trtllm-metrics/unrelated_metrics.prom", {},
+     "not a triton-trtllm-metrics file: expected a scrape with at least one nv_trt_llm_ metric this reader maps"),
+    ("trtllm-metrics/unrelated_metrics.prom", {},
+     "not a trtllm-metrics file: expected a scrape with at least one trtllm_ metric this reader maps"),
 ]
 
 
@@ -88,3 +112,46 @@ def test_unknown_format_name_names_the_file():
     with pytest.raises(InputError) as exc:
         read(path, "vllm-benchmark")
     assert exc.value.path == str(path) and 'unknown format "vllm-benchmark"' in exc.value.message
+
+
+def test_every_mirror_rejects_unrelated_json_when_forced(tmp_path):
+    """``--format NAME`` skips sniffing, so each reader itself must refuse a
+    document with none of its defining fields: exit 2, never a run with empty
+    aggregates (one JSON object, one JSONL line of it, one JSON array of it)."""
+    shapes = {"object.json": '{"hello": "world"}\n', "lines.jsonl": '{"hello": "world"}\n{"status": "ok"}\n',
+              "array.json": '[{"hello": "world"}]\n', "empty-object.json": "{}\n"}
+    accepted = []
+    for fmt in registry().names("backend_mirror"):
+        for name, text in shapes.items():
+            path = tmp_path / name
+            path.write_text(text)
+            try:
+                doc = read(path, fmt)
+            except InputError as exc:
+                assert exc.path == str(path), (fmt, name, str(exc))
+                continue
+            accepted.append((fmt, name, doc["run"].get("aggregates")))
+    assert accepted == []
+
+
+def test_not_this_format_message_names_format_expectation_and_keys(tmp_path):
+    path = tmp_path / "h.json"
+    path.write_text('{"hello": "world"}')
+    with pytest.raises(InputError) as exc:
+        read(path, "vllm-bench")
+    text = str(exc.value)
+    assert text.startswith(f"{path}: $: not a vllm-bench file: expected a bench result: at least one of completed")
+    assert "{mean,median,std,pNN}_{ttft,tpot,itl,e2el}_ms" in text and text.endswith("found keys 'hello'")
+
+
+def test_gate_with_a_forced_format_fails_on_unrelated_json(tmp_path):
+    from conftest import run_cli
+
+    path = tmp_path / "h.json"
+    path.write_text('{"hello": "world"}')
+    out = tmp_path / "gate.json"
+    res = run_cli("gate", "--baseline", str(path), "--candidate", str(path), "--format", "vllm-bench",
+                  "--output", str(out))
+    assert res.returncode == 2, res.stderr
+    assert res.stderr.startswith("error: ") and res.stderr.count("\n") == 1
+    assert "not a vllm-bench file" in res.stderr and not out.exists()

@@ -19,7 +19,7 @@ from typing import Any, ClassVar
 
 from tickgate.errors import InputError
 from tickgate.interfaces import BackendMirror
-from tickgate.readers.benchkeys import has_arrays, requests_from_arrays, summary_percentiles
+from tickgate.readers.benchkeys import has_arrays, require_result, requests_from_arrays, summary_percentiles
 from tickgate.readers.common import (Fields, clean_aggregates, document, head_text, is_number, iter_json_lines,
                                      pick_line, provenance, read_text)
 
@@ -60,6 +60,7 @@ class SglangBenchMirror(BackendMirror):
         notes: list[str] = []
         lineno, obj = pick_line(path, list(iter_json_lines(path, text)), line, "result", notes)
         f = Fields(obj, path, line=lineno, notes=notes)
+        require_result(f, self.name, METRICS)
         agg: dict[str, Any] = {}
         extra: dict[str, Any] = {}
         agg.update(summary_percentiles(f, METRICS, extra))

@@ -17,7 +17,7 @@ from typing import Any, ClassVar
 from tickgate.errors import InputError
 from tickgate.interfaces import BackendMirror
 from tickgate.readers.common import clean_aggregates, document, provenance, read_text
-from tickgate.readers.prometheus import Scrape, histogram_ms, metric_names_in, parse_text
+from tickgate.readers.prometheus import Scrape, histogram_ms, metric_names_in, parse_text, require_families
 
 P = "sglang:"
 HISTOGRAMS = {"time_to_first_token_seconds": "ttft_ms", "e2e_request_latency_seconds": "latency_ms",
@@ -26,6 +26,9 @@ GAUGES = {"num_running_reqs": "num_running_reqs", "num_requests_running": "num_r
           "num_queue_reqs": "num_queue_reqs", "num_requests_waiting": "num_queue_reqs",
           "num_used_tokens": "num_used_tokens", "gen_throughput": "gen_throughput",
           "max_total_num_tokens": "max_total_num_tokens", "num_retracted_reqs": "num_retracted_reqs"}
+#: every family the reader maps (a scrape needs at least one)
+FAMILIES = (*HISTOGRAMS, *GAUGES, "waiting_request_latency_seconds", "prompt_tokens_total", "generation_tokens_total",
+            "token_usage", "cache_hit_rate")
 
 
 def detect_version(s: Scrape) -> str:
@@ -86,6 +89,7 @@ class SglangMetricsMirror(BackendMirror):
         s = parse_text(read_text(path), path)
         if not any(n.startswith(P) for n in s.names()):
             raise InputError(path, "no sglang: metrics found (expected an SGLang /metrics scrape)")
+        require_families(s, path, self.name, P, FAMILIES)
         version = detect_version(s)
         notes = ["a /metrics scrape is cumulative since server start: run-level figures only"]
         agg = scrape_aggregates(s, version.startswith("legacy"), notes)

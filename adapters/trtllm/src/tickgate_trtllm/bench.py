@@ -15,8 +15,12 @@ from typing import Any, ClassVar
 from tickgate.errors import InputError
 from tickgate.interfaces import BackendMirror
 from tickgate.readers.common import Fields, clean_aggregates, document, head_text, parse_engine_json, provenance, \
-    read_text
+    read_text, require_any_key
 
+#: keys of ``performance`` the reader uses: a report needs at least one
+PERFORMANCE_KEYS = ("total_latency_ms", "request_throughput_req_s", "system_output_throughput_tok_s",
+                    "request_latency_percentiles_ms", "avg_request_latency_ms", "system_total_throughput_tok_s",
+                    "output_throughput_per_user_tok_s", "output_throughput_per_gpu_tok_s")
 _PCT = {"minimum": "min", "maximum": "max", "average": "mean", "p50": "p50", "p90": "p90", "p95": "p95", "p99": "p99"}
 
 
@@ -37,6 +41,7 @@ def from_report(obj: Any, path: Path, notes: list[str]) -> dict[str, Any]:
     f = Fields(obj, path, notes=notes)
     perf = f.sub("performance", required=True)
     assert perf is not None
+    require_any_key(perf, "trtllm-bench", PERFORMANCE_KEYS)
     agg: dict[str, Any] = {"extra": {}}
     total_ms = perf.number("total_latency_ms")
     if total_ms is not None:

@@ -17,8 +17,8 @@ from typing import Any, ClassVar
 
 from tickgate.errors import InputError
 from tickgate.interfaces import BackendMirror
-from tickgate.readers.common import Fields, clean_aggregates, document, head_text, parse_engine_json, provenance, \
-    read_text
+from tickgate.readers.common import Fields, clean_aggregates, document, head_text, not_this_format, parse_engine_json, \
+    provenance, read_text
 from tickgate.readers.stats import summarize
 
 #: legacy Triton log keys -> executor API names
@@ -27,6 +27,9 @@ LEGACY = {"Used KV cache blocks": "usedNumBlocks", "Max KV cache blocks": "maxNu
           "Active Request Count": "numActiveRequests", "Scheduled Requests": "numScheduledRequests",
           "Context Requests": "numContextRequests", "Generation Requests": "numGenRequests",
           "Total Context Tokens": "numCtxTokens", "Iteration Counter": "iter", "Timestamp": "timestamp"}
+#: keys of an iteration-stats object the reader uses: a file with none of them is not iteration stats
+DEFINING = ("kvCacheStats", "inflightBatchingStats", "iter", "iterLatencyMS", "numActiveRequests",
+            "numQueuedRequests", "numCompletedRequests", "usedNumBlocks", "maxNumBlocks")
 _LOG_LINE = re.compile(r"^[IWE]\d{4} [0-9:.]+\s+\d+\s+\S+\] (\{.*\})\s*$")
 
 
@@ -80,6 +83,12 @@ class TrtllmIterationStatsMirror(BackendMirror):
         items, shape = _iterations(text, path)
         if not items:
             raise InputError(path, "no iteration stats found")
+        if not any(isinstance(item, dict) and any(item.get(k) is not None for k in DEFINING) for _, item in items):
+            lineno, first = items[0]
+            raise not_this_format(path, self.name, "iteration-stats objects with at least one of "
+                                  + ", ".join(DEFINING) + " (or Triton log lines with 'Used KV cache blocks')",
+                                  found=first if isinstance(first, dict) else None, line=lineno,
+                                  json_path="$" if lineno else "$[0]")
         pressure: list[float] = []
         latencies: list[float] = []
         active: list[int] = []

@@ -16,10 +16,15 @@ from typing import Any, ClassVar
 from tickgate.errors import InputError
 from tickgate.interfaces import BackendMirror
 from tickgate.readers.common import clean_aggregates, document, provenance, read_text
-from tickgate.readers.prometheus import histogram_ms, metric_names_in, parse_text
+from tickgate.readers.prometheus import histogram_ms, metric_names_in, parse_text, require_families
 
 NV = "nv_trt_llm_"
 TR = "trtllm_"
+#: the families each reader maps (a scrape needs at least one)
+NV_FAMILIES = ("kv_cache_block_metrics", "request_metrics", "runtime_memory_metrics", "inflight_batcher_metrics")
+TR_FAMILIES = ("request_success_total", "time_to_first_token_seconds", "e2e_request_latency_seconds",
+               "inter_token_latency_seconds", "time_per_output_token_seconds", "request_queue_time_seconds",
+               "kv_cache_utilization", "num_requests_waiting", "num_requests_running")
 
 
 class TritonTrtllmMetricsMirror(BackendMirror):
@@ -33,6 +38,7 @@ class TritonTrtllmMetricsMirror(BackendMirror):
         s = parse_text(read_text(path), path)
         if not any(n.startswith(NV) for n in s.names()):
             raise InputError(path, "no nv_trt_llm_ metrics found (expected a Triton TensorRT-LLM scrape)")
+        require_families(s, path, self.name, NV, NV_FAMILIES)
         notes = ["a /metrics scrape is a point-in-time view: run-level figures only"]
         agg: dict[str, Any] = {"extra": {}}
         blocks = s.by_label(NV + "kv_cache_block_metrics", "kv_cache_block_type")
@@ -67,6 +73,7 @@ class TrtllmMetricsMirror(BackendMirror):
         s = parse_text(read_text(path), path)
         if not any(n.startswith(TR) for n in s.names()):
             raise InputError(path, "no trtllm_ metrics found")
+        require_families(s, path, self.name, TR, TR_FAMILIES)
         notes = ["a /metrics scrape is cumulative since server start: run-level figures only"]
         agg: dict[str, Any] = {"extra": {}}
         success = s.by_label(TR + "request_success_total", "finished_reason")

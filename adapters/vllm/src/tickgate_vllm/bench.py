@@ -18,7 +18,8 @@ from typing import Any, ClassVar
 
 from tickgate.errors import InputError
 from tickgate.interfaces import BackendMirror
-from tickgate.readers.benchkeys import ARRAY_KEYS, has_arrays, requests_from_arrays, summary_percentiles
+from tickgate.readers.benchkeys import (ARRAY_KEYS, RESULT_KEYS, has_arrays, require_result, requests_from_arrays,
+                                       summary_percentiles)
 from tickgate.readers.common import (Fields, clean_aggregates, document, head_text, is_number, iter_json_lines,
                                      parse_engine_json, pick_line, provenance, read_text)
 
@@ -92,6 +93,7 @@ def _is_jsonl(text: str) -> bool:
 
 def read_result(obj: Any, path: Path, lineno: int | None, notes: list[str], *, fmt: str) -> dict[str, Any]:
     f = Fields(obj, path, line=lineno, notes=notes)
+    require_result(f, fmt, METRICS, ("completed", "num_prompts", *RESULT_KEYS[1:]))
     agg: dict[str, Any] = {}
     extra: dict[str, Any] = {}
     agg.update(summary_percentiles(f, METRICS, extra))

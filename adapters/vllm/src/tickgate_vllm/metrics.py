@@ -24,13 +24,17 @@ from typing import Any, ClassVar
 from tickgate.errors import InputError
 from tickgate.interfaces import BackendMirror
 from tickgate.readers.common import clean_aggregates, document, provenance, read_text
-from tickgate.readers.prometheus import Scrape, histogram_ms, metric_names_in, parse_text
+from tickgate.readers.prometheus import Scrape, histogram_ms, metric_names_in, parse_text, require_families
 
 P = "vllm:"
 HISTOGRAMS = {"time_to_first_token_seconds": "ttft_ms", "e2e_request_latency_seconds": "latency_ms",
               "inter_token_latency_seconds": "itl_ms", "time_per_output_token_seconds": "itl_ms",
               "request_time_per_output_token_seconds": "tpot_ms"}
 GAUGES = ("num_requests_running", "num_requests_waiting", "num_requests_swapped", "cpu_cache_usage_perc")
+#: every family the reader maps (a scrape needs at least one)
+FAMILIES = (*HISTOGRAMS, *GAUGES, "prompt_tokens_total", "generation_tokens_total", "request_success_total",
+            "num_preemptions_total", "kv_cache_usage_perc", "gpu_cache_usage_perc", "prefix_cache_queries_total",
+            "gpu_prefix_cache_queries_total", "gpu_prefix_cache_hit_rate")
 
 
 def detect_version(s: Scrape) -> str:
@@ -121,6 +125,7 @@ class VllmMetricsMirror(BackendMirror):
         s = parse_text(text, path)
         if not any(n.startswith(P) for n in s.names()):
             raise InputError(path, "no vllm: metrics found (expected a vLLM /metrics scrape)")
+        require_families(s, path, self.name, P, FAMILIES)
         notes = ["a /metrics scrape is cumulative since server start: run-level figures only"]
         agg = scrape_aggregates(s, notes)
         models = s.label_values("model_name")

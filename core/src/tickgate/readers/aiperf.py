@@ -19,7 +19,7 @@ from ..interfaces import BackendMirror
 from .aggregate import from_requests
 from .common import (Fields, clean_aggregates, document, head_text, iter_json_lines, load_engine_json, provenance,
                      read_text)
-from .profile_export import aggregates_from_json, parse_csv
+from .profile_export import aggregates_from_json, parse_csv, require_summary
 from .stats import summarize
 
 _SUMMARY_MARKERS = ('"benchmark_duration"', '"telemetry_data"', '"error_summary"', '"aiperf_version"',
@@ -63,6 +63,8 @@ class AiperfMirror(BackendMirror):
             return self._records(path, text, notes)
         data = load_engine_json(path)
         f = Fields(data, path, notes=notes)
+        require_summary(f, self.name, "per-request records (JSONL lines with 'metadata' and 'metrics') "
+                                      "or a profile_export_aiperf.json summary")
         agg = aggregates_from_json(f, notes)
         model = backend = None
         cfg = f.sub("input_config")

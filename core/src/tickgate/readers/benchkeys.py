@@ -14,7 +14,7 @@ import re
 from typing import Any, Mapping
 
 from ..errors import InputError
-from .common import Fields, is_number
+from .common import Fields, is_number, require_any_key
 from .stats import percentile
 from .streams import fingerprint
 
@@ -49,6 +49,26 @@ def summary_percentiles(f: Fields, metrics: Mapping[str, str], extra: dict[str, 
             stat = _SCHEMA_P[p]
         out.setdefault(target, {})[stat] = round(value, 6)
     return out
+
+
+#: top-level keys both clients write and the readers read (besides the summary statistics)
+RESULT_KEYS = ("completed", "duration", "request_throughput", "output_throughput", "total_input_tokens",
+               "total_output_tokens")
+
+
+def require_result(f: Fields, fmt: str, metrics: Mapping[str, str], keys: tuple[str, ...] = RESULT_KEYS) -> None:
+    """Reject an object with none of a bench result's keys (see
+    :func:`tickgate.readers.common.require_any_key`): a forced ``--format`` on
+    unrelated JSON is an error, not a run with empty aggregates."""
+
+    def stat_key(key: str) -> bool:
+        m = _STAT.match(key)
+        return m is not None and m.group(3) in metrics
+
+    stats = "{mean,median,std,pNN}_{" + ",".join(metrics) + "}_ms"
+    require_any_key(f, fmt, (*keys, "ttfts", "output_lens"), also=stat_key,
+                    expected=f"a bench result: at least one of {', '.join(keys)}, {stats} "
+                             "or the per-request arrays ttfts/output_lens")
 
 
 def has_arrays(obj: Mapping[str, Any]) -> bool:

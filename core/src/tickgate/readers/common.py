@@ -14,7 +14,7 @@ from __future__ import annotations
 import json
 import math
 from pathlib import Path
-from typing import Any, Iterator, Mapping
+from typing import Any, Callable, Iterable, Iterator, Mapping
 
 from ..errors import InputError
 from ..locations import MAX_DOCUMENT_BYTES
@@ -169,6 +169,39 @@ class Fields:
         if not isinstance(v, list):
             raise self.fail(key, f"expected an array, got {_type(v)}")
         return v
+
+
+def not_this_format(path: Path | str, fmt: str, expected: str, *, found: Iterable[Any] | None = None,
+                    found_what: str = "keys", line: int | None = None, json_path: str | None = None) -> InputError:
+    """The error for a file a reader was forced onto that is not its format.
+
+    Every mirror must reject input that has none of its defining fields
+    (``--format NAME`` skips ``sniff``, so ``read`` is the only check): an
+    unrelated JSON document must never become a run with empty aggregates.
+    ``expected`` says what the format needs; ``found`` (the keys, or
+    ``found_what``, that were there) is quoted, shortened, so the user sees what was read instead.
+    """
+    article = "an" if fmt[:1].lower() in "aeio" else "a"
+    message = f"not {article} {fmt} file: expected {expected}"
+    if found is not None:
+        keys = sorted(str(k) for k in found)
+        shown = ", ".join(repr(k if len(k) <= 40 else k[:37] + "...") for k in keys[:6])
+        more = ", ..." if len(keys) > 6 else ""
+        message += f"; found {found_what} {shown}{more}" if keys else f"; found no {found_what}"
+    return InputError(path, message, line=line, json_path=json_path)
+
+
+def require_any_key(f: Fields, fmt: str, keys: Iterable[str], *, expected: str | None = None,
+                    also: Callable[[str], bool] | None = None) -> None:
+    """Reject an object holding none of a format's defining ``keys`` (null counts
+    as absent) nor any key ``also`` accepts (patterns such as ``*_ttft_ms``)."""
+    keys = tuple(keys)
+    if any(f.obj.get(k) is not None for k in keys):
+        return
+    if also is not None and any(also(k) and f.obj[k] is not None for k in f.obj):
+        return
+    raise not_this_format(f.path, fmt, expected or "at least one of " + ", ".join(keys), found=f.obj,
+                          line=f.line, json_path=f.prefix)
 
 
 def _type(v: Any) -> str:

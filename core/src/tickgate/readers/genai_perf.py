@@ -16,7 +16,7 @@ from ..errors import InputError
 from ..interfaces import BackendMirror
 from .aiperf import looks_like_genai_perf
 from .common import Fields, clean_aggregates, document, head_text, load_engine_json, provenance, read_text
-from .profile_export import aggregates_from_json, parse_csv
+from .profile_export import aggregates_from_json, parse_csv, require_summary
 
 
 class GenaiPerfMirror(BackendMirror):
@@ -40,6 +40,7 @@ class GenaiPerfMirror(BackendMirror):
             return document({"provenance": provenance(path, self.name, "csv", notes),
                              "aggregates": clean_aggregates(agg)})
         f = Fields(load_engine_json(path), path, notes=notes)
+        require_summary(f, self.name, "a profile_export_genai_perf.json summary")
         agg = aggregates_from_json(f, notes)
         model = backend = None
         cfg = f.sub("input_config")

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import InputError
-from .common import Fields, is_number
+from .common import Fields, is_number, require_any_key
 
 #: metric -> aggregate holding its distribution
 DISTRIBUTIONS = {"request_latency": "latency_ms", "time_to_first_token": "ttft_ms",
@@ -30,6 +30,18 @@ CSV_LABELS = {"request latency": "request_latency", "time to first token": "time
               "request count": "request_count", "output token throughput": "output_token_throughput",
               "output sequence length": "output_sequence_length",
               "input sequence length": "input_sequence_length"}
+
+
+#: top-level keys of a summary JSON that the mapping reads: a summary needs at least one
+SUMMARY_KEYS = (*DISTRIBUTIONS, "request_throughput", "output_token_throughput", "benchmark_duration",
+                "request_count", "total_isl", "total_osl", "error_request_count", "error_summary",
+                "output_sequence_length", "input_sequence_length")
+
+
+def require_summary(f: Fields, fmt: str, what: str) -> None:
+    """Reject a JSON object with none of the summary's metric keys (a forced
+    ``--format`` on unrelated JSON must not become a run with no figures)."""
+    require_any_key(f, fmt, SUMMARY_KEYS, expected=f"{what} with at least one of {', '.join(SUMMARY_KEYS)}")
 
 
 def _time_scale(f: Fields, unit: str | None, key: str) -> float:

@@ -235,3 +235,25 @@ def family_of(name: str) -> str:
         if name.endswith(suffix):
             return name[: -len(suffix)]
     return name
+
+
+def _family_key(name: str) -> str:
+    base = family_of(name)
+    return base[: -len("_total")] if base.endswith("_total") else base
+
+
+def require_families(s: Scrape, path: Path | str, fmt: str, prefix: str, families: Iterable[str]) -> None:
+    """Reject a scrape with the format's prefix but none of the metric families
+    its reader maps (``families`` without the prefix; counters with or without
+    ``_total``): it would give a run with no figures. See
+    :func:`tickgate.readers.common.not_this_format`."""
+    from .common import not_this_format
+
+    wanted = sorted(families)
+    keys = {_family_key(prefix + f) for f in wanted}
+    present = s.names()
+    if any(_family_key(n) in keys for n in present):
+        return
+    ours = sorted({family_of(n) for n in present if n.startswith(prefix)})
+    raise not_this_format(path, fmt, f"a scrape with at least one {prefix} metric this reader maps "
+                          f"({', '.join(wanted)})", found=ours, found_what="metrics")

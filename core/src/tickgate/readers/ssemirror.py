@@ -19,9 +19,10 @@ from .sse import frame
 from .streams import StreamEvidence, collect, evidence_to_request
 
 
-def read_capture(path: Path) -> tuple[list[StreamEvidence], dict[str, Any], str]:
+def read_capture(path: Path,
+                 fmt: str = "OpenAI-compatible stream") -> tuple[list[StreamEvidence], dict[str, Any], str]:
     framed = frame(read_text(path), path)
-    evidence, facts = collect(framed, path)
+    evidence, facts = collect(framed, path, fmt)
     return evidence, facts, framed.shape
 
 
@@ -49,7 +50,7 @@ class SseMirrorBase(BackendMirror):
         raise NotImplementedError
 
     def read(self, path: Path) -> dict[str, Any]:
-        evidence, facts, shape = read_capture(path)
+        evidence, facts, shape = read_capture(path, self.name)
         requests = [evidence_to_request(e, self.backend) for e in evidence]
         notes = capture_notes(evidence, facts)
         notes.append("run aggregates computed by tickgate from the streams")
@@ -64,5 +65,5 @@ class SseEvidenceBase(EvidenceParser):
     """``parse`` returns ``[{"request_id": ..., "streaming": {...}}]`` sorted by id."""
 
     def parse(self, path: Path) -> list[dict[str, Any]]:
-        evidence, _, _ = read_capture(path)
+        evidence, _, _ = read_capture(path, self.name)
         return [{"request_id": e.request_id, "streaming": e.streaming} for e in evidence]

@@ -23,6 +23,7 @@ import attrs
 
 from ..errors import InputError
 from ..locations import json_path
+from .common import not_this_format
 from .sse import DONE, Event, Framed
 from .stats import percentile
 
@@ -70,14 +71,18 @@ def _delta_text(choice: dict[str, Any], path: Path | str, where: str, line: int)
     return "".join(parts)
 
 
-def collect(framed: Framed, path: Path | str) -> tuple[list[StreamEvidence], dict[str, Any]]:
+def collect(framed: Framed, path: Path | str,
+            fmt: str = "OpenAI-compatible stream") -> tuple[list[StreamEvidence], dict[str, Any]]:
     """Group chunk events by request; return evidence sorted by request id and
-    facts about the capture (objects seen, usage placement) for version notes."""
+    facts about the capture (objects seen, usage placement) for version notes.
+
+    A capture in which no chunk has ``choices`` is not a completion stream
+    (``fmt`` names the format in that error), whatever ids it carries."""
     streams: dict[str, _Stream] = {}
     current: list[_Stream] = []
     facts: dict[str, Any] = {"objects": set(), "usage_on_content_chunk": False, "usage_chunk_without_choices": False,
                              "usage_on_finish_chunk": False, "usage_null_fields": False, "reasoning": False,
-                             "stop_reason": False, "matched_stop": False, "done": False}
+                             "stop_reason": False, "matched_stop": False, "done": False, "choices": False}
     for ev in framed.events:
         if ev.payload == DONE:
             facts["done"] = True
@@ -87,6 +92,10 @@ def collect(framed: Framed, path: Path | str) -> tuple[list[StreamEvidence], dic
         _take_chunk(ev, streams, current, facts, path)
     if not streams:
         raise InputError(path, "no stream chunks found (expected objects with an 'id' and 'choices')")
+    if not facts["choices"]:
+        first = next(ev for ev in framed.events if ev.payload != DONE)
+        raise not_this_format(path, fmt, "completion stream chunks with 'id' and 'choices' (no chunk has 'choices')",
+                              found=first.payload, line=first.line, json_path="$")
     out = []
     for rid in sorted(streams):
         out.append(_evidence(streams[rid]))
@@ -102,6 +111,7 @@ def _take_chunk(ev: Event, streams: dict[str, _Stream], current: list[_Stream], 
     if not isinstance(rid, str) or not rid:
         raise InputError(path, "stream chunk has no string 'id'", line=ev.line, json_path="$.id")
     choices = chunk.get("choices", [])
+    facts["choices"] = facts["choices"] or "choices" in chunk
     if not isinstance(choices, list):
         raise InputError(path, f"'choices' must be a list, got {type(choices).__name__}", line=ev.line,
                          json_path="$.choices")

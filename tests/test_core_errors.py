@@ -133,7 +133,7 @@ def test_tick_limit_stops_a_replay(tmp_path: Path) -> None:
     p = tmp_path / "p.yaml"
     p.write_text(GOOD_POLICY + "limits:\n  max_ticks: 5\n")
     _expect_error(tmp_path, ["replay", "--input", str(FIXTURES / "workload.json"), "--policy", str(p)],
-                  "replay exceeded the tick limit of 5 steps")
+                  "p.yaml:17:3: $.limits.max_ticks: replay exceeded the tick limit of 5 steps")
 
 
 def test_a_replay_without_progress_stops_with_an_error() -> None:

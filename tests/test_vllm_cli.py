@@ -57,3 +57,14 @@ def test_bad_workload_field_names_the_json_path(tmp_path: Path) -> None:
                   "--reference", str(REF / "small-fcfs.steps.jsonl"), "--output", str(tmp_path / "r.json"))
     assert res.returncode == 2
     assert "$.requests[1].max_output_len" in res.stderr and "Traceback" not in res.stderr
+
+
+def test_a_bad_config_value_names_its_file_and_path(tmp_path: Path) -> None:
+    cfg = tmp_path / "cfg.json"
+    cfg.write_text(json.dumps({"block_size": 0}))
+    out = tmp_path / "r.json"
+    res = run_cli("conformance", "vllm", "--workload", str(REF / "small-priority.workload.json"),
+                  "--reference", str(REF / "small-priority.steps.jsonl"), "--output", str(out), "--config", str(cfg))
+    assert res.returncode == 2
+    assert res.stderr.strip() == f"error: {cfg}: $.block_size: 0 is less than the minimum of 1"
+    assert not out.exists()

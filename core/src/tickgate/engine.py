@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any, Iterable, Protocol
 
-from .errors import ConfigError, InputError, PluginError, ReplayError, TickgateError
+from .errors import ConfigError, InputError, PluginError, ReplayError, TickgateError, TickLimitExceeded
 from .interfaces import AdmissionContext, BuildContext, Clock, Horizon, Scheduler
 from .model import Request, RequestOutcome, TickRecord
 from .plugins import Registry, get_registry
@@ -170,8 +170,7 @@ def run(
         if record.duration_ms is not None:
             clock.now_ms += record.duration_ms
         if clock.tick > limit:
-            raise ReplayError(f"replay exceeded the tick limit of {limit} steps "
-                              "(raise limits.max_ticks in the policy if this is expected)")
+            raise TickLimitExceeded(limit)
         if _idle(record):
             stalled += span
             if stalled >= STALL_LIMIT:

@@ -64,3 +64,12 @@ class ConfigError(TickgateError):
 
 class ReplayError(TickgateError):
     """A replay could not finish (no progress, tick limit exceeded, ...)."""
+
+
+class TickLimitExceeded(ReplayError):
+    """The replay ran past its tick limit (``limits.max_ticks`` or the default)."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        super().__init__(f"replay exceeded the tick limit of {limit} steps "
+                         "(raise limits.max_ticks in the policy if this is expected)")

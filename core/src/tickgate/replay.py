@@ -8,6 +8,7 @@ from typing import Any, Iterable
 
 from .atomic import atomic_writer
 from .engine import build_scheduler, run
+from .errors import TickLimitExceeded
 from .interfaces import Clock
 from .model import Request
 from .policy import Policy
@@ -49,7 +50,15 @@ def replay(
                              "the policy needs a 'timing' section to map them onto steps",
                              json_path="$.timing")
         stream = _chain(first, it)
-        run(stream, scheduler, clock, sinks, timed=timed, max_ticks=policy.max_ticks, label=label)
+        try:
+            run(stream, scheduler, clock, sinks, timed=timed, max_ticks=policy.max_ticks, label=label)
+        except TickLimitExceeded as exc:
+            from .errors import InputError
+
+            where = policy.locate("limits", "max_ticks") if policy.max_ticks is not None else {}
+            what = "limit" if policy.max_ticks is not None else "default limit; set limits.max_ticks"
+            raise InputError(policy.path, f"replay exceeded the tick {what} of {exc.limit} steps "
+                             "(raise it if this is expected)", **where) from None
     inputs = dict(inputs or {})
     inputs["policy"] = policy.path
     if policy.timing is not None:

@@ -49,9 +49,9 @@ def load_reference_workload(path: Path, config_path: Path | None) -> tuple[list[
         raise InputError(path, "expected a list of requests or {\"config\": {...}, \"requests\": [...]}",
                          json_path="$")
     config = dict(HARNESS_DEFAULTS)
-    config.update(_config(data.get("config", {}), path, "$.config"))
+    config.update(_config(data.get("config", {}), path, ("config",)))
     if config_path is not None:
-        config.update(_config(load_json(config_path), config_path, "$"))
+        config.update(_config(load_json(config_path), config_path, ()))
     items = []
     for i, item in enumerate(data["requests"]):
         items.append((_int(item, "arrival_step", path, i, 0), i, _request(item, path, i)))
@@ -59,13 +59,21 @@ def load_reference_workload(path: Path, config_path: Path | None) -> tuple[list[
     return [r for _, _, r in items], config
 
 
-def _config(raw: Any, path: Path, where: str) -> dict[str, Any]:
+def _config(raw: Any, path: Path, prefix: tuple[str, ...]) -> dict[str, Any]:
+    """One source of the config (the workload's ``config`` or ``--config``),
+    checked against the scheduler's option schema where it is written."""
+    from tickgate.schemas import validate
+
+    from .v1_options import OPTIONS_SCHEMA
+
+    where = "$" + "".join(f".{p}" for p in prefix)
     if not isinstance(raw, dict):
         raise InputError(path, "the config must be a JSON object", json_path=where)
     unknown = sorted(set(raw) - set(HARNESS_DEFAULTS))
     if unknown:
         raise InputError(path, f"unknown config keys {unknown}; expected some of {sorted(HARNESS_DEFAULTS)}",
                          json_path=where)
+    validate(raw, {**OPTIONS_SCHEMA, "required": []}, file=path, prefix=prefix)
     return dict(raw)
 
 

@@ -10,7 +10,9 @@ gate's ``streaming-evidence`` signal checks.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
+
+import click
 
 from ..errors import InputError, PluginError, TickgateError
 from ..plugins import PluginInfo, Registry, get_registry
@@ -61,25 +63,43 @@ def parse_evidence(path: Path, format: str = "auto", registry: Registry | None =
     return items
 
 
+def _warn(message: str) -> None:
+    click.echo(f"warning: {message}", err=True)
+
+
 def attach_evidence(doc: dict[str, Any], captures: list[Path], format: str = "auto",
-                    registry: Registry | None = None) -> dict[str, Any]:
-    """Join each capture's evidence to ``doc``'s requests by request id (in place)."""
+                    registry: Registry | None = None,
+                    warn: Callable[[str], None] | None = None) -> dict[str, Any]:
+    """Join each capture's evidence to ``doc``'s requests by request id (in place).
+
+    A capture none of whose streams matches an observed request is an error (a
+    wrong evidence file must not pass unnoticed); a partial match is accepted
+    and ``warn`` (default: a ``warning:`` line on stderr) gets the count of
+    stream ids left unmatched. Every capture also leaves a provenance note.
+    """
+    warn = warn or _warn
     requests = doc.get("requests")
     if not requests:
         raise InputError(captures[0], "streaming evidence joins per-request observations; the "
                          "normalized input has run-level aggregates only")
     by_id = {r["request_id"]: r for r in requests}
-    notes = doc["run"].setdefault("provenance", {"format": "neutral"}).setdefault("notes", [])
+    prov = doc["run"].setdefault("provenance", {"format": "neutral"})
+    observed = prov.get("file") or "the observations"
+    notes = prov.setdefault("notes", [])
     for path in captures:
         items = parse_evidence(path, format, registry)
-        matched = unmatched = 0
+        unmatched = [item for item in items if item["request_id"] not in by_id]
+        matched = len(items) - len(unmatched)
+        if items and not matched:
+            raise InputError(path, f"no stream matches a request of {observed}: 0 of {len(items)} stream ids "
+                             f"found among its {len(by_id)} requests (evidence from another run?)")
         for item in items:
             target = by_id.get(item["request_id"])
-            if target is None:
-                unmatched += 1
-                continue
-            target["streaming"] = item["streaming"]
-            matched += 1
+            if target is not None:
+                target["streaming"] = item["streaming"]
+        if unmatched:
+            warn(f"{path}: {len(unmatched)} of {len(items)} stream ids are not requests of {observed} "
+                 f"({matched} matched); their evidence is not attached")
         notes.append(f"streaming evidence from {path}: {matched} requests matched"
-                     + (f", {unmatched} stream ids not in the observations" if unmatched else ""))
+                     + (f", {len(unmatched)} stream ids not in the observations" if unmatched else ""))
     return doc

@@ -195,7 +195,8 @@ def test_a_side_survives_the_compact_pickle(ids, fingerprints):
     side = Side("b", "x")
     side.ids, side.fingerprints = list(ids), list(fingerprints)
     back = pickle.loads(pickle.dumps(side))
-    assert back.ids == ids and back.fingerprints == fingerprints and back.index == dict(zip(ids, range(len(ids))))
+    assert back.ids == ids and back.fingerprints == fingerprints
+    assert back.index == dict(zip(ids, range(len(ids))))
 
 
 def _side(label: str, ids: list[str], rng: random.Random) -> Side:
@@ -228,10 +229,12 @@ def _comparison(n: int, rng: random.Random, *, models: int = 2, nan_every: int =
         side = Side(label, label)
         if label == "candidate":  # values first seen in unmatched rows: large category codes
             for j in range(extra_models):
-                side.add(dict(BASE, request_id=f"x{j:04d}", model=f"extra{j}"), lambda s, m: InputError("x", m))
+                extra = dict(BASE, request_id=f"x{j:04d}", model=f"extra{j}")
+                side.add(extra, lambda s, m: InputError("x", m))
         for i, rid in enumerate(ids):
             r = dict(BASE, request_id=rid, model=f"m{i % models}", accelerator=("h100", "a100")[(i >> 1) % 2],
-                     latency_ms=round(rng.lognormvariate(7, 0.5) * (0.2 if skew and i % models == 0 else 1), 3),
+                     latency_ms=round(rng.lognormvariate(7, 0.5) * (0.2 if skew and i % models == 0 else 1),
+                                      3),
                      ttft_ms=rng.choice([1.0, 2.0, 2.0, 3.0]))  # many ties
             if nan_every and i % nan_every == 0:
                 del r["latency_ms"]
@@ -258,13 +261,17 @@ def test_segment_quantiles_equal_selecting_from_the_segment(shape):
                         assert repr(got) == repr(want), (key, value, which, column, q)  # NaN too
 
 
-def test_groups_by_code_equal_groups_by_value(monkeypatch):
-    comp = _comparison(5000, random.Random(2), models=3, extra_models=5)
-    fast = {k: comp.groups(k) for k in ("model", "accelerator", "route", "backend", "scheduler")}
-    plain = _comparison(5000, random.Random(2), models=3, extra_models=5)
-    monkeypatch.setattr(Comparison, "_groups_by_code", lambda self, key: None)
-    slow = {k: plain.groups(k) for k in fast}
-    assert {k: list(v.items()) for k, v in fast.items()} == {k: list(v.items()) for k, v in slow.items()}
+@pytest.mark.parametrize("extra_models", [0, 5, 300])
+def test_groups_by_code_equal_groups_by_value(monkeypatch, extra_models):
+    keys = ("model", "accelerator", "route", "backend", "scheduler", "tenant")
+    comp = _comparison(5000, random.Random(2), models=3, extra_models=extra_models)
+    fast = {k: list(comp.groups(k).items()) for k in keys}
+    sizes = {k: list(comp.group_sizes(k).items()) for k in keys}
+    monkeypatch.setattr(Comparison, "_masks", lambda self, key: None)
+    plain = _comparison(5000, random.Random(2), models=3, extra_models=extra_models)
+    assert fast == {k: list(plain.groups(k).items()) for k in keys}
+    assert sizes == {k: [(v, len(rows)) for v, rows in plain.groups(k).items()] for k in keys}
+    assert sizes == {k: list(plain.group_sizes(k).items()) for k in keys}
 
 
 @pytest.mark.parametrize("q", [0.0, 0.05, 0.5, 0.95, 1.0])
@@ -298,7 +305,8 @@ def test_fast_paths_give_the_same_report_as_the_plain_paths(tmp_path, monkeypatc
     base, cand = [], []
     for i in range(21000):
         r = dict(BASE, request_id=f"r{i:06d}", model=f"m{i % 3}", accelerator=("h100", "a100")[(i >> 1) % 2],
-                 route=f"/r{i % 19}", latency_ms=round(rng.lognormvariate(7, 0.5) * (0.3 if i % 3 == 0 else 1), 3),
+                 route=f"/r{i % 19}",
+                 latency_ms=round(rng.lognormvariate(7, 0.5) * (0.3 if i % 3 == 0 else 1), 3),
                  ttft_ms=round(rng.lognormvariate(4, 0.3), 3), memory_pressure=round(rng.random(), 4))
         base.append(r)
         c = dict(r, latency_ms=round(r["latency_ms"] * (1.25 if i % 3 == 1 else rng.uniform(0.97, 1.03)), 3))
@@ -318,6 +326,6 @@ def test_fast_paths_give_the_same_report_as_the_plain_paths(tmp_path, monkeypatc
     monkeypatch.setattr(jsonscan, "RUN_CHARS", 10**9)
     monkeypatch.setattr(tails, "MIN_VALUES", 10**9)
     monkeypatch.setattr(join_module, "ascending", lambda ids: False)
-    monkeypatch.setattr(Comparison, "_groups_by_code", lambda self, key: None)
+    monkeypatch.setattr(Comparison, "_masks", lambda self, key: None)
     monkeypatch.setattr(Side, "extend_ids", lambda self, ids: False)  # every batch: the exact path
     assert fast == reports()

@@ -133,8 +133,9 @@ def _valid(columns: Columns, nullable: bool) -> bool:
                                          else _strings(fingerprints)):
         return False
     errors = columns["error"]
-    if errors is not None and errors.count(None) != len(errors) and not set(map(type, errors)) <= {str, _NONE}:
-        return False
+    if errors is not None and errors.count(None) != len(errors):
+        if not set(map(type, errors)) <= {str, _NONE}:
+            return False
     for key, (types, top) in _NUMERIC.items():
         col = columns[key]
         if col is None:

@@ -54,7 +54,8 @@ class Comparison:
     _in_group: dict[tuple[str, str, str, str], Any] = attrs.field(factory=dict)
     _memo: ColumnMemo = attrs.field(factory=ColumnMemo)
     _every_pair: list[int] | None = None
-    _group_masks: dict[str, dict[str, bytes | None]] = attrs.field(factory=dict)
+    _group_masks: dict[str, dict[str, bytes | None] | None] = attrs.field(factory=dict)
+    _group_sizes: dict[str, dict[str, int]] = attrs.field(factory=dict)
     _group_quantiles: dict[tuple[str, str, str, str, float], float] = attrs.field(factory=dict)
 
     @property
@@ -135,12 +136,11 @@ class Comparison:
         cached = self._group_quantiles.get(ck)
         if cached is None:
             col = self.aligned(which, column)
-            self.groups(key)
-            masks = self._group_masks.get(key)
+            masks = self._masks(key)
             if masks is not None and not self.has_nan(col):
                 mask = masks[value]
                 cached = (self.quantile(col, q) if mask is None else
-                          self._memo.selection_quantile(col, mask, len(self.groups(key)[value]), q))
+                          self._memo.selection_quantile(col, mask, self.group_sizes(key)[value], q))
             else:
                 cached = self.quantile(self.in_group(which, column, key, value), q)
             self._group_quantiles[ck] = cached
@@ -189,7 +189,12 @@ class Comparison:
         change them."""
         cached = self._group_cache.get(key)
         if cached is None:
-            cached = self._groups_by_code(key)
+            masks = self._masks(key)
+            if masks is not None:
+                n = len(self.pairs_b)
+                cached = self._group_cache[key] = {
+                    value: self._all_pairs() if mask is None else list(compress(range(n), mask))
+                    for value, mask in masks.items()}
         if cached is None:
             cached = {}
             values = self.segment_values(key)
@@ -204,33 +209,43 @@ class Comparison:
             self._group_cache[key] = cached
         return cached
 
-    def _groups_by_code(self, key: str) -> dict[str, list[int]] | None:
-        """:meth:`groups` from the candidate's category codes when every pair's
-        candidate names a value (the common case): comparing small integers
-        instead of strings, and no value list. None: not applicable."""
+    def group_sizes(self, key: str) -> dict[str, int]:
+        """Pairs per value of a segment key, in the order of :meth:`groups`
+        (counted from the byte masks when there are masks: no index lists).
+        Shared: do not change it."""
+        sizes = self._group_sizes.get(key)
+        if sizes is None:
+            masks = self._masks(key)
+            if masks is not None:
+                n = len(self.pairs_b)
+                sizes = {value: n if mask is None else mask.count(1) for value, mask in masks.items()}
+            else:
+                sizes = {value: len(rows) for value, rows in self.groups(key).items()}
+            self._group_sizes[key] = sizes
+        return sizes
+
+    def _masks(self, key: str) -> dict[str, bytes | None] | None:
+        """Per value of a segment key, a byte per pair (1: the pair has the
+        value; None: every pair has it), from the candidate's category codes
+        when every pair's candidate names a value (the common case): comparing
+        small integers, not strings. None: not applicable (some pairs take the
+        baseline's value, or more than 16 values)."""
+        if key in self._group_masks:
+            return self._group_masks[key]
+        masks: dict[str, bytes | None] | None = None
         cat = self.candidate.cats.get(key)
-        if cat is None:
-            return None
-        codes = self._codes("candidate", key)
-        if -1 in codes:
-            return None  # some pairs take the baseline's value
-        distinct = list(dict.fromkeys(codes))
-        masks: dict[str, bytes | None]
-        if not distinct:  # no pairs
-            masks, groups = {}, {}
-        elif len(distinct) == 1:
-            masks = {cat.values[distinct[0]]: None}  # every pair
-            groups = {cat.values[distinct[0]]: self._all_pairs()}
-        elif len(distinct) <= 16 and max(distinct) < 256:
-            labels = bytes(codes.tolist())  # one byte per pair: its code
-            masks = {cat.values[c]: labels.translate(bytes(c) + b"\x01" + bytes(255 - c)) for c in distinct}
-            n = len(codes)
-            groups = {value: list(compress(range(n), mask)) for value, mask in masks.items()}  # type: ignore[arg-type]
-        else:
-            return None
+        if cat is not None:
+            codes = self._codes("candidate", key)
+            if -1 not in codes:
+                distinct = list(dict.fromkeys(codes))
+                if len(distinct) == 1:
+                    masks = {cat.values[distinct[0]]: None}
+                elif len(distinct) <= 16 and max(distinct, default=0) < 256:
+                    labels = bytes(codes.tolist())  # one byte per pair: its code
+                    masks = {cat.values[c]: labels.translate(bytes(c) + b"\x01" + bytes(255 - c))
+                             for c in distinct}
         self._group_masks[key] = masks
-        self._group_cache[key] = groups
-        return groups
+        return masks
 
     def _codes(self, which: str, key: str) -> array:  # type: ignore[type-arg]
         """A side's category codes for ``key`` in pair order (-1: no value)."""

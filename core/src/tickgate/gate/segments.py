@@ -34,7 +34,7 @@ def _summary(comparison: Comparison, group: tuple[str, str] | None,
             return comparison.in_group(which, name, *group)
         return gather(comparison.aligned(which, name), pairs)
 
-    size = comparison.matched if group is None else len(comparison.groups(group[0])[group[1]])
+    size = comparison.matched if group is None else comparison.group_sizes(group[0])[group[1]]
     out: dict[str, Any] = {"pairs": size, "baseline_errors": 0, "candidate_errors": 0, "output_mismatches": 0}
     ok: list[int] | None = None
     if not clean:
@@ -46,6 +46,8 @@ def _summary(comparison: Comparison, group: tuple[str, str] | None,
         bf, cf = column("baseline", "fingerprints", ok), column("candidate", "fingerprints", ok)
         out["output_mismatches"] = sum(1 for b, c in zip(bf, cf) if b != c and b is not None and c is not None)
     for field, name in METRICS:
+        qb: float | None
+        qc: float | None
         if ok is None and not any(comparison.has_nan(comparison.aligned(w, name)) for w in SIDES):
             # every pair of the segment counts: the quantiles the signals computed
             qb, qc = (comparison.quantile(comparison.aligned(w, name), 0.95) if group is None
@@ -78,12 +80,12 @@ def segment_summaries(comparison: Comparison, keys: list[str] | None) -> dict[st
     everything: dict[str, Any] | None = None
     clean = _clean(comparison)
     for key in keys:
-        groups = comparison.groups(key)
-        if not groups:
+        sizes = comparison.group_sizes(key)
+        if not sizes:
             continue
         block: dict[str, Any] = {}
-        for value in sorted(groups):
-            if len(groups[value]) == comparison.matched:  # one segment holds every pair: reuse the total
+        for value in sorted(sizes):
+            if sizes[value] == comparison.matched:  # one segment holds every pair: reuse the total
                 everything = everything or _summary(comparison, None, clean)
                 block[value] = everything
             else:

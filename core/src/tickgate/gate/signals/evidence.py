@@ -20,7 +20,7 @@ def _count_by(comparison: Comparison, key: str) -> dict[str, int]:
     """Matched pairs per segment value (values in order of first appearance),
     from the comparison's groups: other signals and the segment summaries
     build them anyway."""
-    return {value: len(pairs) for value, pairs in comparison.groups(key).items()}
+    return dict(comparison.group_sizes(key))  # a copy: callers add the values without pairs
 
 
 class RouteEvidence(GateSignal):

@@ -143,30 +143,30 @@ class QuantileRegression(GateSignal):
     def _segments(self, comparison: Comparison, used: list[int], bv: list[float], cv: list[float], q: float,
                   threshold: float, min_pairs: int, seed: int) -> list[dict[str, Any]]:
         """Point delta per segment value; a bootstrap only where it looks large."""
-        out = []
+        out: list[dict[str, Any]] = []
         everything = len(used) == comparison.matched  # then positions in `used` are pair indices
         for key in self.opt("segment_keys"):
-            if everything:
-                groups = comparison.groups(key)
+            groups: dict[str, list[int]] = {}
+            if everything:  # only the sizes: quantiles come from the comparison's segment columns
+                sizes = comparison.group_sizes(key)
             else:
                 values = comparison.segment_values(key)
-                groups = {}
                 for i, p in enumerate(used):
                     v = values[p]
                     if v is not None:
                         groups.setdefault(v, []).append(i)
-            if len(groups) < 2:
+                sizes = {value: len(rows) for value, rows in groups.items()}
+            if len(sizes) < 2:
                 continue  # one segment is the total, judged above
-            for value in sorted(groups):
-                rows = groups[value]
-                entry: dict[str, Any] = {"key": key, "value": value, "pairs": len(rows), "regressed": False}
-                if len(rows) >= min_pairs:
+            for value in sorted(sizes):
+                entry: dict[str, Any] = {"key": key, "value": value, "pairs": sizes[value], "regressed": False}
+                if sizes[value] >= min_pairs:
                     if everything:  # the segment's values are the cached segment columns
                         point = point_delta(comparison.group_quantile("baseline", self.column, key, value, q),
                                             comparison.group_quantile("candidate", self.column, key, value, q),
                                             self.relative)
                     else:
-                        sb, sc = gather(bv, rows), gather(cv, rows)
+                        sb, sc = gather(bv, groups[value]), gather(cv, groups[value])
                         point = point_delta(select_quantile(sb, q), select_quantile(sc, q), self.relative)
                     if self.relative and point.baseline <= 0:
                         continue

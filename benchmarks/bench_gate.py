@@ -1,6 +1,6 @@
 """Gate a million matched request pairs and report time and peak memory.
 
-    python benchmarks/bench_gate.py [--pairs 1000000] [--workdir /tmp/tickgate-bench-gate]
+    python benchmarks/bench_gate.py [--pairs 1000000] [--workdir /tmp/tickgate-bench-gate] [--breakdown]
 
 Writes a baseline and a candidate neutral observations file (seeded, written
 once and reused), then runs ``tickgate gate --baseline --candidate`` with the
@@ -8,6 +8,11 @@ default policy in a fresh process and reports its wall time and peak RSS
 (summed over the gate process and its reader child, sampled every 50 ms,
 and ``ru_maxrss`` of the largest single process), plus the same for a 100k-pair run in the same
 script as the scaling baseline: linear cost means ~10x between them.
+
+``--breakdown`` then gates the big pair once more inside this process, one
+stage after the other (both sides read here, without the reader child), and
+prints the seconds of each stage and signal: on a shared machine wall times
+of whole runs vary widely, the split between stages much less.
 """
 
 from __future__ import annotations
@@ -97,10 +102,49 @@ def tree_rss_kib(pid: int) -> int:
     return total
 
 
+def breakdown(workdir: Path, pairs: int) -> dict[str, float]:
+    """Seconds per stage of one gate, measured in this process."""
+    from tickgate.gate.config import load_gate_config
+    from tickgate.gate.inputs import read_side
+    from tickgate.gate.join import join
+    from tickgate.gate.report import build_report
+    from tickgate.gate.runner import Outcome
+    from tickgate.gate.segments import segment_summaries
+    from tickgate.policy import load_policy
+
+    clock = time.perf_counter
+    out: dict[str, float] = {}
+    start = clock()
+    config = load_gate_config(load_policy(REPO / "policies" / "gate-default.yaml"))
+    out["policy"] = clock() - start
+    sides = []
+    for label in ("baseline", "candidate"):
+        start = clock()
+        sides.append(read_side(workdir / f"{label}-{pairs}.json", label))
+        out[f"read {label}"] = clock() - start
+    start = clock()
+    comparison = join(sides[0], sides[1], seed=config.seed)
+    out["join"] = clock() - start
+    outcomes = []
+    for configured in config.signals:
+        start = clock()
+        outcomes.append(Outcome(configured, configured.signal.evaluate(comparison)))
+        out[f"signal {configured.id}"] = clock() - start
+    start = clock()
+    segments = segment_summaries(comparison, config.segments)
+    out["segment summaries"] = clock() - start
+    start = clock()
+    json.dumps(build_report(config, comparison, outcomes, segments), indent=2)
+    out["report"] = clock() - start
+    out["total"] = sum(out.values())
+    return {key: round(value, 2) for key, value in out.items()}
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--pairs", type=int, default=1_000_000)
     ap.add_argument("--workdir", type=Path, default=Path("/tmp/tickgate-bench-gate"))
+    ap.add_argument("--breakdown", action="store_true", help="also time each stage in this process")
     args = ap.parse_args()
     args.workdir.mkdir(parents=True, exist_ok=True)
     os.environ.setdefault("PYTHONHASHSEED", "0")
@@ -109,6 +153,8 @@ def main() -> None:
     big = run_gate(args.workdir, args.pairs)
     print(json.dumps(big))
     print(json.dumps({"time_ratio": round(big["seconds"] / small["seconds"], 2)}))  # type: ignore[operator]
+    if args.breakdown:
+        print(json.dumps({"pairs": args.pairs, "seconds_in_process": breakdown(args.workdir, args.pairs)}))
 
 
 if __name__ == "__main__":

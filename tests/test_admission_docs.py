@@ -1,4 +1,4 @@
-"""What docs/admission.md claims, measured by running their own commands.
+"""What docs/admission.md and docs/trtllm.md claim, measured by running their own commands.
 
 The commands are taken from the documents' "Try it" blocks (so a document whose commands stop
 producing its figures fails here) and run in-process through ``tickgate.cli.main``.
@@ -17,6 +17,7 @@ from tickgate.cli import main
 
 REPO = Path(__file__).resolve().parents[1]
 ADMISSION = REPO / "docs" / "admission.md"
+TRTLLM = REPO / "docs" / "trtllm.md"
 
 
 def replay(args: list[str], out: Path, capsys: pytest.CaptureFixture[str]) -> dict[str, Any]:
@@ -59,3 +60,31 @@ def test_admission_md_baselines_of_the_other_policies_are_the_default_policy() -
     assert "for p in lanes deadline fair-share aimd; do" in doc
     assert "--policy policies/default.yaml --output /tmp/$p.base.json" in doc
 
+
+TABLE_ROW = re.compile(r"^\| (GUARANTEED_NO_EVICT|MAX_UTILIZATION|STATIC_BATCH) \| (\d+) \| (\d+) \| (\d+) \((\d+)\) "
+                       r"\| (\d+) \| (\d+) ms \| (\d+) ms \| `([0-9a-f]{16})` \|$", re.M)
+
+
+def test_trtllm_md_capacity_policies_differ_as_documented(tmp_path: Path,
+                                                          capsys: pytest.CaptureFixture[str]) -> None:
+    doc = TRTLLM.read_text(encoding="utf-8")
+    loop = re.search(r"for p in ([a-z -]+); do\n\s+tickgate replay --input (\S+) --policy policies/trtllm-\$p\.yaml", doc)
+    assert loop is not None, "the documented capacity-policy loop moved or changed"
+    workload = REPO / loop.group(2)
+    rows = {m.group(1): m.groups()[1:] for m in TABLE_ROW.finditer(doc)}
+    assert set(rows) == {"GUARANTEED_NO_EVICT", "MAX_UTILIZATION", "STATIC_BATCH"}
+    measured = {}
+    for preset in loop.group(1).split():
+        rep = replay(["--input", str(workload), "--policy", str(REPO / "policies" / f"trtllm-{preset}.yaml")],
+                     tmp_path / f"{preset}.json", capsys)
+        s, lat = rep["scheduler"], rep["latency"]
+        assert rep["summary"]["completed_requests"] == rep["summary"]["request_count"]
+        measured[s["capacity_scheduler_policy"]] = (
+            str(rep["summary"]["total_ticks"]), str(rep["summary"]["peak_kv_pages"]), str(s["pauses"]),
+            str(s["paused_requests"]), str(rep["pressure"]["active"]["peak"]), str(round(lat["ttft_ms"]["p50"])),
+            str(round(lat["e2e_ms"]["p50"])), rep["summary"]["trace_fingerprint"])
+    assert measured == rows
+    # the point of the example: the three capacity policies give three different outcomes
+    assert len({m[-1] for m in measured.values()}) == 3
+    assert measured["MAX_UTILIZATION"][2] != "0" and measured["GUARANTEED_NO_EVICT"][2] == "0"
+    assert measured["MAX_UTILIZATION"][1] == "512"  # the pool is full: there is pressure

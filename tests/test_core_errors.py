@@ -33,14 +33,14 @@ def _expect_error(tmp_path: Path, args: list[str], expected: str) -> str:
          "w.json:2:32: invalid JSON: Expecting ',' delimiter"),
         ('{"version": 1, "requests": [\n{"id": "a", "prompt_tokens": 5, "max_output_tokens": 1},\n'
          '{"id": "b", "prompt_tokens": "many", "max_output_tokens": 1}\n]}',
-         "w.json:3: $.requests[1].prompt_tokens: 'many' is not of type 'integer'"),
+         "w.json:3:1: $.requests[1].prompt_tokens: 'many' is not of type 'integer'"),
         ('{"version": 1, "requests": [\n{"id": "a", "prompt_tokens": 5, "max_output_tokens": 0}\n]}',
          "$.requests[0].max_output_tokens: 0 is less than the minimum of 1"),
         ('{"version": 1, "requests": [\n{"id": "a", "prompt_tokens": 5, "max_output_tokens": 1, "prio": 2}\n]}',
          "$.requests[0]: unknown key 'prio'; expected one of:"),
         ('{"version": 1, "requests": [\n{"id": "a", "prompt_tokens": 5, "max_output_tokens": 1},\n'
          '{"id": "a", "prompt_tokens": 5, "max_output_tokens": 1}\n]}',
-         "w.json:3: $.requests[1]: duplicate request id 'a'"),
+         "w.json:3:1: $.requests[1]: duplicate request id 'a'"),
         ('{"version": 1, "requests": [\n{"id": "a", "prompt_tokens": 5, "max_output_tokens": 1, "arrival_tick": 9},\n'
          '{"id": "b", "prompt_tokens": 5, "max_output_tokens": 1, "arrival_tick": 3}\n]}',
          "requests must be in arrival order: arrival_tick 3 comes after 9"),

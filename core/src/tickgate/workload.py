@@ -7,11 +7,11 @@ A workload file is one JSON document (schema: ``schemas/workload.schema.json``):
     ...
     ]}
 
-Any valid JSON layout is accepted. The layout above (header on the first
-line, one request per line) is what :func:`write_workload` produces and what
-:func:`read_workload` streams without holding the document in memory, with
-errors that name the line. Requests must be in arrival order: replay streams
-them into the engine.
+Any valid JSON layout is accepted and streamed without holding the document
+in memory (:mod:`tickgate.jsonstream`); errors name the line and column where
+the offending request starts. The layout above (header on the first line, one
+request per line) is what :func:`write_workload` produces. Requests must be in
+arrival order: replay streams them into the engine.
 """
 
 from __future__ import annotations
@@ -19,13 +19,14 @@ from __future__ import annotations
 import json
 import math
 from pathlib import Path
-from typing import Any, Iterable, Iterator, Mapping
+from typing import Any, Iterable, Iterator, Mapping, TextIO
 
 import attrs
 
 from .errors import InputError
 from .jsonenc import chunk_encoder
-from .locations import MAX_INT, _reject_constant, parse_json, read_text
+from .jsonstream import JsonStream
+from .locations import MAX_INT, Locations
 from .model import Request
 from .schemas import load_schema, validate
 
@@ -169,12 +170,16 @@ class _RequestChecker:
         self.seen: set[str] = set()
         self.last_key: tuple[float, int] | None = None
         self.timed: bool | None = None
+        self.column: int | None = None
 
-    def check(self, item: Any, index: int, line: int | None) -> Request:
+    def check(self, item: Any, index: int, line: int | None, column: int | None = None) -> Request:
         if not _fast_ok(item):
-            validate(item, self.schema, file=self.path, prefix=("requests", index), line=line)
+            where = {f"$.requests[{index}]": (line, column)} if line is not None else None
+            validate(item, self.schema, file=self.path, prefix=("requests", index), line=line,
+                     locations=where)  # type: ignore[arg-type]
             raise InputError(self.path, "invalid request", line=line,
                              json_path=f"$.requests[{index}]")  # pragma: no cover
+        self.column = column
         if item["prompt_tokens"] + item["max_output_tokens"] > MAX_TOKENS:
             raise self._error(f"prompt_tokens + max_output_tokens exceeds {MAX_TOKENS}", index, line)
         rid = item["id"]
@@ -198,13 +203,14 @@ class _RequestChecker:
         return request_from_dict(item)
 
     def _error(self, message: str, index: int, line: int | None) -> InputError:
-        return InputError(self.path, message, line=line, json_path=f"$.requests[{index}]")
+        return InputError(self.path, message, line=line, column=self.column if line is not None else None,
+                          json_path=f"$.requests[{index}]")
 
 
-def _header_from(data: Mapping[str, Any], path: Any) -> WorkloadHeader:
+def _header_from(data: Mapping[str, Any], path: Any, locations: Locations | None = None) -> WorkloadHeader:
     header_schema = dict(load_schema("workload.schema.json"))
     header_schema["properties"] = {**header_schema["properties"], "requests": {}}
-    validate(data, header_schema, file=path, line=1)
+    validate(data, header_schema, file=path, locations=locations or {"$": (1, 1)})
     return WorkloadHeader(
         version=data["version"],
         block_size=data.get("block_size"),
@@ -214,37 +220,136 @@ def _header_from(data: Mapping[str, Any], path: Any) -> WorkloadHeader:
 
 
 def read_workload(path: Path) -> Workload:
-    """Open a workload file; requests are validated as they are streamed."""
+    """Open a workload file; requests are decoded and validated as they are streamed.
+
+    Any JSON layout is read in chunks (see :mod:`tickgate.jsonstream`). The
+    header must be known before the first request is replayed: when members
+    follow the ``requests`` array (``json.dump(..., sort_keys=True)`` puts
+    ``version`` last), the file is read twice, the first time only to collect
+    them.
+    """
     path = Path(path)
+    header, locations = _scan_header(path)
+    return Workload(_header_from(header, path, locations), _utf8_guard(_stream_requests(path), path), str(path))
+
+
+def _open(path: Path) -> TextIO:
     try:
-        fh = path.open("r", encoding="utf-8")
+        return path.open("r", encoding="utf-8", newline="")
     except FileNotFoundError:
         raise InputError(path, "file not found") from None
+    except IsADirectoryError:
+        raise InputError(path, "is a directory, not a workload file") from None
     except OSError as exc:
         raise InputError(path, f"cannot read: {exc.strerror}") from None
-    with fh:
-        try:
-            first = fh.readline()
-        except UnicodeDecodeError:
-            raise InputError(path, "not UTF-8 text") from None
-    stripped = first.rstrip()
-    if stripped.startswith("{") and stripped.endswith('"requests": ['):
-        header = _header_from(parse_json(stripped + "]}", path), path)
-        return Workload(header, _utf8_guard(_stream_lines(path), path), str(path))
-    data = parse_json(read_text(path, limit=1 << 31), path)
-    if not isinstance(data, dict):
-        raise InputError(path, f"expected a JSON object with version and requests, found {type(data).__name__}",
-                         json_path="$")
-    header = _header_from(data, path)
-    requests = data.get("requests")
-    if not isinstance(requests, list):
-        found = "nothing" if requests is None else type(requests).__name__.replace("dict", "an object")
-        raise InputError(path, f"expected a list of requests, found {found}", json_path="$.requests")
+
+
+def _scan_header(path: Path) -> tuple[dict[str, Any], Locations]:
+    """The top-level members other than ``requests``, with their positions."""
+    header: dict[str, Any] = {}
+    locations: Locations = {"$": (1, 1)}
+    skip_requests = not _requests_close_the_document(path)
+    try:
+        with _open(path) as fh:
+            s = JsonStream(fh, path)
+            for name, line_col in _members(s, path):
+                locations[f"$.{_json_key(name)}"] = line_col
+                if name == "requests":
+                    header[name] = []  # streamed later; its place is all the header check needs
+                    if not skip_requests:
+                        break
+                    _skip_array(s)
+                    continue
+                header[name] = s.value()
+    except UnicodeDecodeError:
+        raise InputError(path, "not UTF-8 text") from None
+    return header, locations
+
+
+def _requests_close_the_document(path: Path) -> bool:
+    """Whether the document ends with an array member (``...]}``): then
+    ``requests`` (the only array the header allows) is its last member and
+    nothing needs reading past it to know the header."""
+    try:
+        with path.open("rb") as fh:
+            fh.seek(0, 2)
+            fh.seek(max(0, fh.tell() - 256))
+            tail = fh.read().rstrip(b" \t\r\n")
+    except OSError:
+        return True  # _open reports it
+    return tail.endswith(b"}") and tail[:-1].rstrip(b" \t\r\n").endswith(b"]")
+
+
+def _members(s: JsonStream, path: Path) -> Iterator[tuple[str, tuple[int, int]]]:
+    """Walk the top-level object: yields each member's name (positioned at its
+    value, which the caller consumes) and ends after the closing brace."""
+    if s.peek() != "{":
+        if not s.peek():
+            raise s.error("invalid JSON: Expecting value (the file is empty)", s.pos)
+        found = type(s.value()).__name__.replace("dict", "an object").replace("NoneType", "null")
+        raise InputError(path, f"expected a JSON object with version and requests, found {found}", json_path="$")
+    s.pos += 1
+    if s.peek() == "}":
+        s.pos += 1
+        s.at_end()
+        return
+    seen: set[str] = set()
+    while True:
+        name = s.key()
+        if name in seen:
+            raise s.error(f"duplicate member {name!r}", s.pos, f"$.{_json_key(name)}")
+        seen.add(name)
+        s.peek()
+        yield name, s.where(s.pos)
+        if s.expect(",}", "',' or '}' after a member") == "}":
+            break
+    s.at_end()
+
+
+def _skip_array(s: JsonStream) -> None:
+    if s.peek() != "[":
+        s.value()  # not a list: the header check reports it
+        return
+    s.pos += 1
+    if s.peek() == "]":
+        s.pos += 1
+        return
+    while True:
+        if not s.peek():
+            raise s.error("file ends before the requests list is closed (truncated?)", s.pos)
+        s.value()
+        if s.expect(",]", "',' or ']' after a request") == "]":
+            return
+
+
+def _stream_requests(path: Path) -> Iterator[Request]:
     checker = _RequestChecker(path)
-    return Workload(header, (checker.check(item, i, None) for i, item in enumerate(requests)), str(path))
-
-
-_DECODE = json.JSONDecoder(parse_constant=_reject_constant).decode
+    check = checker.check
+    with _open(path) as fh:
+        s = JsonStream(fh, path)
+        for name, _ in _members(s, path):
+            if name != "requests":
+                s.value()  # header members were read by _scan_header
+                continue
+            if s.peek() != "[":
+                found = type(s.value()).__name__.replace("dict", "an object").replace("NoneType", "null")
+                raise InputError(path, f"expected a list of requests, found {found}", json_path="$.requests")
+            s.pos += 1
+            if s.peek() == "]":
+                s.pos += 1
+                continue
+            index = 0
+            where = s.where
+            value = s.value
+            peek = s.peek
+            while True:
+                if not peek():
+                    raise s.error("file ends before the requests list is closed (truncated?)", s.pos)
+                line, col = where(s.pos)
+                yield check(value(), index, line, col)
+                index += 1
+                if s.expect(",]", "',' or ']' after a request") == "]":
+                    break
 
 
 def _utf8_guard(requests: Iterator[Request], path: Path) -> Iterator[Request]:
@@ -252,38 +357,11 @@ def _utf8_guard(requests: Iterator[Request], path: Path) -> Iterator[Request]:
     try:
         yield from requests
     except UnicodeDecodeError as exc:
-        raise InputError(path, f"not UTF-8 text (a line holds byte 0x{exc.object[exc.start]:02x})") from None
+        raise InputError(path, f"not UTF-8 text (holds byte 0x{exc.object[exc.start]:02x})") from None
 
 
-def _stream_lines(path: Path) -> Iterator[Request]:
-    """Stream the one-request-per-line layout. The decoder is built once; a line
-    that fails to decode is parsed again by :func:`parse_json` for its message."""
-    checker = _RequestChecker(path)
-    check = checker.check
-    decode = _DECODE
-    index = 0
-    closed = False
-    with path.open("r", encoding="utf-8") as fh:
-        fh.readline()
-        for lineno, raw in enumerate(fh, start=2):
-            text = raw.strip()
-            if not text:
-                continue
-            if closed:
-                raise InputError(path, "unexpected content after the end of the document", line=lineno)
-            if text == "]}":
-                closed = True
-                continue
-            if text[-1] == ",":
-                text = text[:-1]
-            try:
-                item = decode(text)
-            except (ValueError, RecursionError):
-                item = parse_json(text, path, line_offset=lineno - 1)
-            yield check(item, index, lineno)
-            index += 1
-    if not closed:
-        raise InputError(path, "file ends before the requests list is closed (truncated?)")
+def _json_key(name: str) -> str:
+    return name if name.isidentifier() else json.dumps(name)
 
 
 def workload_head(header: WorkloadHeader) -> str:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 
 from conftest import FIXTURES, POLICIES, REPO, run_cli
@@ -171,7 +170,17 @@ def test_python_api_and_cli_agree(tmp_path: Path) -> None:
     api = replay(read_workload(FIXTURES / "workload.json").requests, load_policy(POLICIES / "default.yaml"))
     cli_report = _replay(tmp_path, FIXTURES / "workload.json")
     assert api["summary"] == cli_report["summary"]
-    assert os.path.basename(cli_report["inputs"]["policy"]) == "default.yaml"
+    # the bundled policy is named the same on every machine and install
+    assert cli_report["inputs"]["policy"] == api["inputs"]["policy"] == "bundled:default.yaml"
+
+
+def test_a_copy_of_a_bundled_policy_is_named_by_its_path(tmp_path: Path) -> None:
+    from tickgate.policy import load_policy
+
+    copy = tmp_path / "default.yaml"
+    copy.write_text((POLICIES / "default.yaml").read_text())
+    assert load_policy(copy).source == str(copy)
+    assert load_policy(None).source == "bundled:default.yaml"
 
 
 def test_outcomes_read_back_into_values(tmp_path: Path) -> None:

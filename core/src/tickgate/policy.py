@@ -38,6 +38,9 @@ class Policy:
     selections: Mapping[str, Selection]
     timing: TimingModel | None
     max_ticks: int | None
+    #: how reports name it: ``bundled:<file>`` for a policy shipped with
+    #: tickgate (the same on every machine and install), else the path given
+    source: str = ""
 
     def selection(self, section: str) -> Selection | None:
         return self.selections.get(section)
@@ -80,7 +83,20 @@ def load_policy(path: Path | str | None = None, *, registry: Registry | None = N
         selections[section] = Selection(info, options)
     timing = TimingModel.from_policy(data.get("timing"))
     limits = data.get("limits", {})
-    return Policy(str(path), data, locs, selections, timing, limits.get("max_ticks"))
+    return Policy(str(path), data, locs, selections, timing, limits.get("max_ticks"), policy_source(path))
+
+
+def policy_source(path: Path | str) -> str:
+    """``bundled:<file>`` when ``path`` is one of the policies shipped with
+    tickgate (wherever it is installed), else ``path`` as given: reports then
+    do not depend on where site-packages is."""
+    path = Path(path)
+    try:
+        if data_file("policies", path.name).resolve() == path.resolve():
+            return f"bundled:{path.name}"
+    except (FileNotFoundError, OSError):
+        pass
+    return str(path)
 
 
 def check_requires(requirements: Any, path: Path, locs: Locations) -> None:

@@ -60,7 +60,7 @@ def replay(
             raise InputError(policy.path, f"replay exceeded the tick {what} of {exc.limit} steps "
                              "(raise it if this is expected)", **where) from None
     inputs = dict(inputs or {})
-    inputs["policy"] = policy.path
+    inputs["policy"] = policy.source or policy.path
     if policy.timing is not None:
         inputs["timing"] = policy.timing.to_json()
     return summary.report(

@@ -67,6 +67,17 @@ class BackendMirrorContract(_FileReaderContract):
         provenance = output["run"].get("provenance") or {}
         assert provenance.get("format") == self.plugin_name, "provenance.format must name the mirror"
 
+    def test_unrelated_documents_are_not_this_format(self, tmp_path: Path) -> None:
+        """``--format NAME`` skips ``sniff``: ``read`` itself must refuse a file
+        with none of the format's defining fields, never return an empty run."""
+        cases = {"object.json": '{"hello": "world"}\n', "empty-object.json": "{}\n",
+                 "lines.jsonl": '{"hello": 1}\n{"hello": 2}\n', "text.txt": "hello world\n"}
+        for name, text in cases.items():
+            path = tmp_path / name
+            path.write_text(text)
+            with pytest.raises(InputError):
+                self.read(path)
+
     def test_sniff_claims_the_sample(self, tmp_path: Path) -> None:
         from ..readers.common import read_head
         from ..readers.detect import detect_format

@@ -101,6 +101,8 @@ def test_runs_give_the_columns_of_the_exact_path_on_edge_cases(tmp_path, monkeyp
     ('"latency_ms": null', "$.requests[41].latency_ms", "expected milliseconds"),
     ('"latency_ms": "fast"', "$.requests[41].latency_ms", "expected milliseconds"),
     ('"latency_ms": 1e13', "$.requests[41].latency_ms", "expected milliseconds"),
+    ('"latency_ms": 1e400', "$.requests[41].latency_ms", "expected milliseconds"),
+    ('"latency_ms": 1.0, "tokens_in": 1' + "0" * 400, "$.requests[41].tokens_in", "expected a count"),
     ('"latency_ms": 1.0, "tokens_in": 2.0', "$.requests[41].tokens_in", "expected a count"),
     ('"latency_ms": 1.0, "tokens_in": 1000000000001', "$.requests[41].tokens_in", "expected a count"),
     ('"latency_ms": 1.0, "memory_pressure": 1.5', "$.requests[41].memory_pressure", "expected a fraction"),
@@ -157,6 +159,11 @@ def test_uniform_mixed_and_exact_batches_build_the_same_side():
     lambda b: b[5].update(request_id=b[4]["request_id"]),
     lambda b: b[5].update(request_id=""),
     lambda b: b[5].update(streaming={"complete": True}),
+    lambda b: b[5].update(tokens_in=10**400),  # beyond any double
+    lambda b: b[5].update(latency_ms=float("inf")),
+    lambda b: b[5].update(latency_ms=-1e-300),
+    lambda b: b[5].update(latency_ms=1e12 + 1),
+    lambda b: b[5].update(memory_pressure=1.0000001),
 ])
 def test_a_batch_the_fast_path_declines_leaves_the_side_unchanged(change):
     batch = [dict(BASE, request_id=f"d{i:03d}") for i in range(20)]

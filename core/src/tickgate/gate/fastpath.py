@@ -40,6 +40,7 @@ _NUMERIC = {
 _ORDER = ("request_id", *CATEGORIES, "output_fingerprint", "error", *_NUMERIC)
 #: category code -1 (absent) as stored in an array('i')
 _ABSENT_CODE = struct.pack("i", -1)
+_NAN_DOUBLE = struct.pack("d", NAN)
 
 #: key -> the batch's values (None: no request carries the key)
 Columns = dict[str, Sequence[Any] | None]
@@ -62,9 +63,12 @@ def add_batch(side: Side, batch: list[Any]) -> bool:
     codes = {key: _codes(side.cats[key], columns[key], len(batch), nullable) for key in CATEGORIES}
     if None in codes.values() or not _valid(columns, nullable):
         return False
+    numbers = {key: _numbers(columns[key], len(batch), nullable, *limits) for key, limits in _NUMERIC.items()}
+    if None in numbers.values():
+        return False
     if not side.extend_ids(columns["request_id"]):  # type: ignore[arg-type]
         return False  # a repeated id: the exact path names both places
-    _append(side, columns, codes, len(batch), nullable)  # type: ignore[arg-type]
+    _append(side, columns, codes, numbers, len(batch))  # type: ignore[arg-type]
     return True
 
 
@@ -121,10 +125,10 @@ def _mixed_columns(batch: list[Any]) -> Columns | None:
 
 
 def _valid(columns: Columns, nullable: bool) -> bool:
-    """Every value has its column's type and range (categories are checked by
-    :func:`_codes`). ``nullable``: None stands for an absent value (else only
-    ``error`` may be None). ``str.join`` doubles as a C-speed check that every
-    item is a string."""
+    """Every string column holds strings (categories are checked by
+    :func:`_codes`, numbers by :func:`_numbers`). ``nullable``: None stands for
+    an absent value (else only ``error`` may be None). ``str.join`` doubles as a
+    C-speed check that every item is a string."""
     ids = columns["request_id"]
     if ids is None or not _strings(ids) or "" in ids:
         return False
@@ -136,23 +140,28 @@ def _valid(columns: Columns, nullable: bool) -> bool:
     if errors is not None and errors.count(None) != len(errors):
         if not set(map(type, errors)) <= {str, _NONE}:
             return False
-    for key, (types, top) in _NUMERIC.items():
-        col = columns[key]
-        if col is None:
-            continue
-        kinds = set(map(type, col))
-        if _NONE in kinds:
-            if not nullable:
-                return False
-            kinds.discard(_NONE)
-            col = [v for v in col if v is not None]
-            if not col:
-                continue
-        if not kinds <= types:
-            return False  # bool, strings, ...
-        if min(col) < 0 or max(col) > top:
-            return False
     return True
+
+
+def _numbers(col: Sequence[Any] | None, n: int, nullable: bool, types: frozenset[type],
+             top: float) -> bytes | None:
+    """A numeric column checked (type, 0..top) and packed as array('d')
+    bytes, NaN where absent; None when a value does not fit."""
+    if col is None:
+        return _NAN_DOUBLE * n
+    kinds = set(map(type, col))
+    present = col
+    if _NONE in kinds:
+        if not nullable:
+            return None
+        kinds.discard(_NONE)
+        present = [v for v in col if v is not None]
+        col = [NAN if v is None else v for v in col]
+    if not kinds <= types:
+        return None  # bool, strings, ...
+    if present and (min(present) < 0 or max(present) > top):
+        return None
+    return struct.pack(f"{n}d", *col)
 
 
 def _strings(values: Sequence[Any]) -> bool:
@@ -190,7 +199,8 @@ def _codes(cat: Category, col: Sequence[Any] | None, n: int, nullable: bool) -> 
     return b"".join(map(table.__getitem__, col)), new
 
 
-def _append(side: Side, columns: Columns, codes: dict[str, _Codes], n: int, nullable: bool) -> None:
+def _append(side: Side, columns: Columns, codes: dict[str, _Codes], numbers: dict[str, bytes],
+            n: int) -> None:
     """Append checked columns (ids already appended by ``side.extend_ids``)."""
     row = len(side.fingerprints)
     for key in CATEGORIES:
@@ -211,12 +221,5 @@ def _append(side: Side, columns: Columns, codes: dict[str, _Codes], n: int, null
             if e is not None:
                 side.error_messages[row + i] = e
     side.streaming.frombytes(b"\xff" * n)  # NO_STREAM (-1) for every request
-    for key in _NUMERIC:
-        col = columns[key]
-        if col is None:
-            values: Sequence[float] = [NAN] * n
-        elif nullable and None in col:
-            values = [NAN if v is None else v for v in col]
-        else:
-            values = col
-        side.num[key].frombytes(struct.pack(f"{n}d", *values))
+    for key, packed in numbers.items():
+        side.num[key].frombytes(packed)

@@ -5,8 +5,8 @@ A gate at a million pairs asks for the p95 of each numeric column and of every
 segment of it (two models x two accelerators: four more per column and side).
 Selecting each from its own values costs a pass over the segment to cut it out
 and another to bracket the quantile. Here the column is passed over once: the
-values at or above a cut a little below the quantile (the *tail*, ~7% of
-them) are kept in column order with a byte mask of where they were. A
+values at or above a cut a little below the quantile (the *tail*, ~10% of
+them for the p95) are kept in column order with a byte mask of where they were. A
 segment's tail is then the part of that tail its own byte mask selects, and
 its quantile is read from its sorted tail, exactly, whenever the segment has
 no more values below the cut than ranks below its quantile (the count proves

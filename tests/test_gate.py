@@ -325,3 +325,11 @@ def test_any_sufficient_run_compared_with_itself_promotes(seed, n, streaming):
         assert signal(report, "route-evidence")["status"] == "pass"
     assert report["decision"] == "promote", report["triage"]
     assert all(s["delta"] in (None, 0.0) for s in report["signals"])
+
+
+def test_the_bundled_policy_is_named_the_same_on_every_install(tmp_path) -> None:
+    from conftest import run_cli
+
+    res = run_cli("gate", "--input", str(FIXTURES / "release_gate_safe.json"), "--output", str(tmp_path / "r.json"))
+    assert res.returncode == 0
+    assert json.loads((tmp_path / "r.json").read_text())["inputs"]["policy"] == "bundled:gate-default.yaml"

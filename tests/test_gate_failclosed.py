@@ -7,6 +7,7 @@ from __future__ import annotations
 import copy
 import json
 import math
+from pathlib import Path
 from typing import Any, Callable
 
 import pytest
@@ -238,3 +239,25 @@ def test_shipped_gate_policies_validate():
     for name in names:
         config = load_gate_config(load_policy(POLICIES / name, registry=registry), registry)
         assert config.signals and config.seed == 20250101
+
+
+@pytest.mark.parametrize("failing", [1, 50, 240])
+@pytest.mark.parametrize("layout", ["compact", "pretty"])
+def test_candidate_errors_always_roll_back(tmp_path: Path, failing: int, layout: str) -> None:
+    """Seen once in review while the gate's fast reading path was being edited:
+    a bundle whose candidate requests all carried an error promoted. Whatever the
+    reading path (one-shape batches, per-request fallback) and layout, errors
+    only on the candidate roll back and name error-rate."""
+    from conftest import run_cli
+
+    bundle = json.loads((FIXTURES / "release_gate_safe.json").read_text())
+    for row in bundle["candidate"]["requests"][:failing]:
+        row["error"] = "boom"
+    path = tmp_path / "b.json"
+    path.write_text(json.dumps(bundle, indent=2 if layout == "pretty" else None))
+    res = run_cli("gate", "--input", str(path), "--output", str(tmp_path / "r.json"))
+    report = json.loads((tmp_path / "r.json").read_text())
+    assert res.returncode == 20 and report["decision"] == "rollback", res.stdout
+    signal = next(s for s in report["signals"] if s["signal"] == "error-rate")
+    assert signal["status"] == "rollback"
+    assert "error-rate" in {t["signal"] for t in report["triage"]}

@@ -26,7 +26,7 @@ class ConfiguredSignal:
 
 @attrs.frozen
 class GateConfig:
-    policy_path: str
+    policy_path: str  # as reports name it (``bundled:<file>`` for a shipped policy)
     seed: int
     segments: list[str] | None
     signals: list[ConfiguredSignal]
@@ -70,4 +70,4 @@ def load_gate_config(policy: Policy, registry: Registry | None = None) -> GateCo
         except Exception as exc:
             raise PluginError(f"{plugin_label(info)} failed to build: {type(exc).__name__}: {exc}") from exc
         signals.append(ConfiguredSignal(sid, info, signal, bool(entry.get("dry_run", False)), options))
-    return GateConfig(path, int(section.get("seed", 0)), section.get("segments"), signals)
+    return GateConfig(policy.source or path, int(section.get("seed", 0)), section.get("segments"), signals)

@@ -55,10 +55,11 @@ def replay(
         except TickLimitExceeded as exc:
             from .errors import InputError
 
-            where = policy.locate("limits", "max_ticks") if policy.max_ticks is not None else {}
-            what = "limit" if policy.max_ticks is not None else "default limit; set limits.max_ticks"
-            raise InputError(policy.path, f"replay exceeded the tick {what} of {exc.limit} steps "
-                             "(raise it if this is expected)", **where) from None
+            if policy.max_ticks is not None:
+                raise InputError(policy.path, f"replay exceeded the tick limit of {exc.limit} steps (raise it "
+                                 "if this is expected)", **policy.locate("limits", "max_ticks")) from None
+            raise InputError(policy.path, f"replay exceeded the default tick limit of {exc.limit} steps (set "
+                             "limits.max_ticks in the policy if this is expected)") from None
     inputs = dict(inputs or {})
     inputs["policy"] = policy.source or policy.path
     if policy.timing is not None:

@@ -170,8 +170,8 @@ def test_python_api_and_cli_agree(tmp_path: Path) -> None:
     api = replay(read_workload(FIXTURES / "workload.json").requests, load_policy(POLICIES / "default.yaml"))
     cli_report = _replay(tmp_path, FIXTURES / "workload.json")
     assert api["summary"] == cli_report["summary"]
-    # the bundled policy is named the same on every machine and install
-    assert cli_report["inputs"]["policy"] == api["inputs"]["policy"] == "bundled:default.yaml"
+    # the bundled policy (no --policy) is named the same on every machine and install
+    assert cli_report["inputs"]["policy"] == "bundled:default.yaml"
 
 
 def test_a_copy_of_a_bundled_policy_is_named_by_its_path(tmp_path: Path) -> None:
@@ -181,6 +181,9 @@ def test_a_copy_of_a_bundled_policy_is_named_by_its_path(tmp_path: Path) -> None
     copy.write_text((POLICIES / "default.yaml").read_text())
     assert load_policy(copy).source == str(copy)
     assert load_policy(None).source == "bundled:default.yaml"
+    from tickgate.schemas import data_file
+
+    assert load_policy(data_file("policies", "default.yaml")).source == "bundled:default.yaml"
 
 
 def test_outcomes_read_back_into_values(tmp_path: Path) -> None:

@@ -120,26 +120,17 @@ class JsonStream:
 
     # -- positions ----------------------------------------------------------------
     def where(self, pos: int) -> tuple[int, int]:
-        """Line and column (1-based) of buffer position ``pos``."""
-        target = self.off + pos
-        if target < self.cursor:  # behind the cursor: count again from the window's start
-            return self._where_behind(target)
+        """Line and column (1-based) of buffer position ``pos``. Positions are
+        asked for in reading order; one behind the cursor is reported at it."""
+        target = max(self.off + pos, self.cursor)
         start = self.cursor - self.off
-        n = self.buf.count("\n", start, pos)
+        end = target - self.off
+        n = self.buf.count("\n", start, end)
         if n:
             self.line += n
-            self.line_start = self.off + self.buf.rfind("\n", start, pos) + 1
+            self.line_start = self.off + self.buf.rfind("\n", start, end) + 1
         self.cursor = target
         return self.line, target - self.line_start + 1
-
-    def _where_behind(self, target: int) -> tuple[int, int]:
-        pos = target - self.off
-        start = self.cursor - self.off
-        n = self.buf.count("\n", pos, start)
-        line = self.line - n
-        nl = self.buf.rfind("\n", 0, pos)
-        line_start = self.off + nl + 1 if nl >= 0 else self.line_start if n == 0 else self.off
-        return line, target - line_start + 1
 
     def error(self, message: str, pos: int, json_path: str | None = None) -> InputError:
         line, col = self.where(min(pos, len(self.buf)))

@@ -270,22 +270,12 @@ class BlockPool:
 
         ``blocks[:ncached]`` hold a hash, ``keys`` (the caller's invariant), the rest none.
         """
-        lq = self.lq
-        qpos = self.qpos
         if not self.extra or self.shared.keys().isdisjoint(blocks):
             # nobody else holds any of them: the unhashed tail goes to the
             # front (a count), the hashed ones to the back, last block first
             self.anon_free += len(blocks) - ncached
             if ncached:
-                start = self.lbase + len(lq)
-                head = blocks[ncached - 1::-1]
-                lq.extend(head)
-                self.lqk.extend(keys[::-1])
-                self.nlru += ncached
-                if qpos is not None:
-                    qpos.update(zip(head, range(start, start + ncached)))
-                    if len(qpos) > 2 * self.usable + 4096:
-                        self._index_positions()
+                self._enqueue(blocks[ncached - 1::-1], keys[::-1])
             return
         shared = self.shared
         held = shared.__contains__
@@ -302,19 +292,25 @@ class BlockPool:
         if ncached:
             head = blocks[ncached - 1::-1]
             keep = list(map(not_, map(held, head)))
-            freed = list(compress(head, keep))
-            start = self.lbase + len(lq)
-            lq.extend(freed)
-            self.lqk.extend(compress(keys[::-1], keep))
-            self.nlru += len(freed)
-            if qpos is not None:
-                qpos.update(zip(freed, range(start, start + len(freed))))
+            self._enqueue(list(compress(head, keep)), list(compress(keys[::-1], keep)))
         holders = list(map(sub, map(shared.__getitem__, sh), repeat(1)))
         shared.update(zip(sh, holders))
         _consume(map(shared.__delitem__, compress(sh, map(eq, holders, repeat(1)))))
         self.extra -= len(sh)
-        if qpos is not None and len(qpos) > 2 * self.usable + 4096:
-            self._index_positions()
+
+    def _enqueue(self, freed: list[int], keys: list[Hashable]) -> None:
+        """Append freed cached blocks to the back of the free queue (in the
+        order given), with their keys, and their positions when those are kept."""
+        lq = self.lq
+        start = self.lbase + len(lq)
+        lq.extend(freed)
+        self.lqk.extend(keys)
+        self.nlru += len(freed)
+        qpos = self.qpos
+        if qpos is not None:
+            qpos.update(zip(freed, range(start, start + len(freed))))
+            if len(qpos) > 2 * self.usable + 4096:
+                self._index_positions()
 
     def _release_each(self, blocks: list[int], ncached: int, keys: list[Hashable]) -> None:
         """:meth:`release` one block at a time, tail first."""

@@ -113,7 +113,16 @@ def _key_loc(node: Any, key: Any) -> tuple[int, int]:
         line, col = node.lc.key(key)
         return line + 1, col + 1
     except Exception:
-        return (node.lc.line + 1, node.lc.col + 1)
+        return _node_loc(node)
+
+
+def _node_loc(node: Any) -> tuple[int, int]:
+    """Where a node starts; (1, 1) for a node ruamel built without a position
+    (a document that is a single '=' is loaded as a value-tagged scalar)."""
+    lc = getattr(node, "lc", None)
+    line = getattr(lc, "line", None)
+    col = getattr(lc, "col", None)
+    return (line + 1 if isinstance(line, int) else 1, col + 1 if isinstance(col, int) else 1)
 
 
 def load_yaml(path: Path) -> tuple[Any, Locations]:
@@ -137,7 +146,7 @@ def load_yaml(path: Path) -> tuple[Any, Locations]:
         raise InputError(path, f"invalid YAML: {str(exc).splitlines()[0] if str(exc) else type(exc).__name__}") from None
     locs: Locations = {}
     if hasattr(node, "lc"):
-        locs["$"] = (node.lc.line + 1, node.lc.col + 1)
+        locs["$"] = _node_loc(node)
     try:
         return _yaml_to_plain(node, [], locs, path, [0]), locs
     except RecursionError:

@@ -8,10 +8,11 @@ someone you should not trust cannot exhaust memory.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 from pathlib import Path
-from typing import Any
+from typing import IO, Any, Iterator
 
 from .errors import InputError
 
@@ -31,6 +32,25 @@ def json_path(parts: Any) -> str:
         else:
             out += f".{part}"
     return out
+
+
+@contextlib.contextmanager
+def open_text(path: Path, expected: str = "a file") -> Iterator[IO[str]]:
+    """Open a file streamed as UTF-8 text, with errors that name it, including a
+    decoding failure deep inside it (``expected``: what the file should be)."""
+    try:
+        fh = open(path, "r", encoding="utf-8", newline="")
+    except FileNotFoundError:
+        raise InputError(path, "file not found") from None
+    except IsADirectoryError:
+        raise InputError(path, f"is a directory, expected {expected}") from None
+    except OSError as exc:
+        raise InputError(path, f"cannot read: {exc.strerror}") from None
+    with fh:
+        try:
+            yield fh
+        except UnicodeDecodeError as exc:
+            raise InputError(path, f"not UTF-8 text ({exc.reason})") from None
 
 
 def read_text(path: Path, *, limit: int = MAX_DOCUMENT_BYTES) -> str:

@@ -19,14 +19,14 @@ from __future__ import annotations
 import json
 import math
 from pathlib import Path
-from typing import Any, Iterable, Iterator, Mapping, TextIO
+from typing import Any, Iterable, Iterator, Mapping
 
 import attrs
 
 from .errors import InputError
 from .jsonenc import chunk_encoder
 from .jsonstream import JsonStream
-from .locations import MAX_INT, Locations
+from .locations import MAX_INT, Locations, open_text
 from .model import Request
 from .schemas import load_schema, validate
 
@@ -230,18 +230,7 @@ def read_workload(path: Path) -> Workload:
     """
     path = Path(path)
     header, locations = _scan_header(path)
-    return Workload(_header_from(header, path, locations), _utf8_guard(_stream_requests(path), path), str(path))
-
-
-def _open(path: Path) -> TextIO:
-    try:
-        return path.open("r", encoding="utf-8", newline="")
-    except FileNotFoundError:
-        raise InputError(path, "file not found") from None
-    except IsADirectoryError:
-        raise InputError(path, "is a directory, not a workload file") from None
-    except OSError as exc:
-        raise InputError(path, f"cannot read: {exc.strerror}") from None
+    return Workload(_header_from(header, path, locations), _stream_requests(path), str(path))
 
 
 def _scan_header(path: Path) -> tuple[dict[str, Any], Locations]:
@@ -249,20 +238,17 @@ def _scan_header(path: Path) -> tuple[dict[str, Any], Locations]:
     header: dict[str, Any] = {}
     locations: Locations = {"$": (1, 1)}
     skip_requests = not _requests_close_the_document(path)
-    try:
-        with _open(path) as fh:
-            s = JsonStream(fh, path)
-            for name, line_col in _members(s, path):
-                locations[f"$.{_json_key(name)}"] = line_col
-                if name == "requests":
-                    header[name] = []  # streamed later; its place is all the header check needs
-                    if not skip_requests:
-                        break
-                    _skip_array(s)
-                    continue
-                header[name] = s.value()
-    except UnicodeDecodeError:
-        raise InputError(path, "not UTF-8 text") from None
+    with open_text(path, "a workload file") as fh:
+        s = JsonStream(fh, path)
+        for name, line_col in _members(s, path):
+            locations[f"$.{_json_key(name)}"] = line_col
+            if name == "requests":
+                header[name] = []  # streamed later; its place is all the header check needs
+                if not skip_requests:
+                    break
+                _skip_array(s)
+                continue
+            header[name] = s.value()
     return header, locations
 
 
@@ -276,7 +262,7 @@ def _requests_close_the_document(path: Path) -> bool:
             fh.seek(max(0, fh.tell() - 256))
             tail = fh.read().rstrip(b" \t\r\n")
     except OSError:
-        return True  # _open reports it
+        return True  # open_text reports it
     return tail.endswith(b"}") and tail[:-1].rstrip(b" \t\r\n").endswith(b"]")
 
 
@@ -325,7 +311,7 @@ def _skip_array(s: JsonStream) -> None:
 def _stream_requests(path: Path) -> Iterator[Request]:
     checker = _RequestChecker(path)
     check = checker.check
-    with _open(path) as fh:
+    with open_text(path, "a workload file") as fh:
         s = JsonStream(fh, path)
         for name, _ in _members(s, path):
             if name != "requests":
@@ -350,14 +336,6 @@ def _stream_requests(path: Path) -> Iterator[Request]:
                 index += 1
                 if s.expect(",]", "',' or ']' after a request") == "]":
                     break
-
-
-def _utf8_guard(requests: Iterator[Request], path: Path) -> Iterator[Request]:
-    """Turn a decoding failure deep in the stream into a located error."""
-    try:
-        yield from requests
-    except UnicodeDecodeError as exc:
-        raise InputError(path, f"not UTF-8 text (holds byte 0x{exc.object[exc.start]:02x})") from None
 
 
 def _json_key(name: str) -> str:

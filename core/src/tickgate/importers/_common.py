@@ -19,14 +19,13 @@ Rules common to all formats (see docs/importers.md):
 
 from __future__ import annotations
 
-import contextlib
 import csv
 from pathlib import Path
-from typing import IO, Any, Iterator, Mapping
+from typing import Any, Iterator, Mapping
 
 from ..errors import InputError, TickgateError
 from ..interfaces import WorkloadReader
-from ..locations import MAX_INT
+from ..locations import MAX_INT, open_text
 from ..workload import MAX_TOKENS
 
 #: how many skipped line numbers the provenance record keeps
@@ -102,24 +101,6 @@ class TraceReader(WorkloadReader):
         return f"{self.id_prefix}-{line:08d}"
 
 
-@contextlib.contextmanager
-def open_text(path: Path) -> Iterator[IO[str]]:
-    """Open a trace as UTF-8 text with errors that name the file."""
-    try:
-        fh = open(path, "r", encoding="utf-8", newline="")
-    except FileNotFoundError:
-        raise InputError(path, "file not found") from None
-    except IsADirectoryError:
-        raise InputError(path, "is a directory, expected a trace file") from None
-    except OSError as exc:
-        raise InputError(path, f"cannot read: {exc.strerror}") from None
-    with fh:
-        try:
-            yield fh
-        except UnicodeDecodeError as exc:
-            raise InputError(path, f"not UTF-8 text ({exc.reason})") from None
-
-
 def parse_count(path: Path, line: int, column: str, text: str) -> int:
     """A token count: a non-negative integer (``"12"``; ``"12.0"`` is accepted too)."""
     try:
@@ -189,7 +170,7 @@ def check_header(path: Path, found: list[str], required: tuple[str, ...], fmt: s
 def csv_rows(path: Path, required: tuple[str, ...], fmt: str) -> Iterator[tuple[int, list[str], dict[str, int]]]:
     """The data rows of a CSV trace as ``(line, row, column index)``, blank lines
     skipped, after checking the header; a malformed file names its line."""
-    with open_text(path) as fh:
+    with open_text(path, "a trace file") as fh:
         reader = csv.reader(fh)
         try:
             header = next(reader, None)

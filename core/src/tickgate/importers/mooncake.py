@@ -25,7 +25,8 @@ from ..errors import InputError
 from ..locations import MAX_INT
 from ..model import Request
 from ..workload import MAX_TOKENS
-from ._common import ArrivalOrder, TraceReader, open_text
+from ..locations import open_text
+from ._common import ArrivalOrder, TraceReader
 
 _DECODER = json.JSONDecoder()
 
@@ -59,7 +60,7 @@ class MooncakeReader(TraceReader):
         order = ArrivalOrder(path, "timestamp")
         decode = _DECODER.decode
         rows = requests = 0
-        with open_text(path) as fh:
+        with open_text(path, "a trace file") as fh:
             for line, raw in enumerate(fh, start=1):
                 if not raw.strip():
                     continue

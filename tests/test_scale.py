@@ -32,6 +32,7 @@ from tickgate.sources import open_requests
 TRACES = FIXTURES / "realdata" / "traces"
 SEED_BENCH = REPO / "benchmarks" / "policies" / "seed-bench.yaml"
 DEFAULT = POLICIES / "default.yaml"
+VLLM_BENCH = POLICIES / "vllm-v1-bench.yaml"
 
 
 def _run(path: Path, fmt: str, policy: Path, limit: int | None = None) -> dict[str, Any]:
@@ -60,6 +61,10 @@ PINNED = [
      ("ff8ace682a41513b", 45718, "426e3b19346cb697", 1868155.689)),
     (TRACES / "splitwise_sim_test_trace.csv", "splitwise", SEED_BENCH, None,
      ("b39abc99b104c22c", 59, "40c941066f44f9ac", 422.407)),
+    # vllm-v1 with prefix caching on real prefix sharing (hit rate 7.7%), pinned
+    # before per-run prefix keys and the prefix_block_runs spelling
+    (TRACES / "mooncake_conversation_trace.jsonl", "mooncake", VLLM_BENCH, 3000,
+     ("3ef3b9a6e08dbab2", 373555, "7a46956f51d934a0", 4704863.059)),
 ]
 
 

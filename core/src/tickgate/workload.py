@@ -23,6 +23,7 @@ from typing import Any, Iterable, Iterator, Mapping
 
 import attrs
 
+from .blockruns import block_runs, expand_runs
 from .errors import InputError
 from .jsonenc import chunk_encoder
 from .jsonstream import JsonStream
@@ -36,7 +37,7 @@ _OPTIONAL_NUM = ("arrival_ms", "deadline_ms")
 _OPTIONAL_STR = ("tenant", "lane")
 _KNOWN = frozenset(
     ("id", *_INT_FIELDS, *_OPTIONAL_INT, *_OPTIONAL_NUM, *_OPTIONAL_STR,
-     "strict_deadline", "prefix_blocks", "prompt_token_ids")
+     "strict_deadline", "prefix_blocks", "prefix_block_runs", "prompt_token_ids")
 )
 MAX_TOKENS = 10_000_000
 
@@ -101,6 +102,23 @@ def _fast_ok(item: Any) -> bool:
     for key in ("prefix_blocks", "prompt_token_ids"):
         if key in item and not _id_list_ok(item[key]):
             return False
+    if "prefix_block_runs" in item and not _runs_ok(item["prefix_block_runs"]):
+        return False
+    return True
+
+
+def _runs_ok(v: Any) -> bool:
+    """``[[first, count], ...]`` with first ids in 0..MAX_INT and counts >= 1
+    (where runs end and how many ids they hold: :meth:`_RequestChecker.check`)."""
+    if type(v) is not list:
+        return False
+    for run in v:
+        if type(run) is not list or len(run) != 2:
+            return False
+        first, count = run
+        if type(first) is not int or type(count) is not int or not 0 <= first <= MAX_INT \
+                or not 1 <= count <= MAX_INT:
+            return False
     return True
 
 
@@ -119,6 +137,8 @@ _ONLY_INT = {int}
 def request_from_dict(item: Mapping[str, Any]) -> Request:
     """Build a Request from an already validated mapping."""
     pb = item.get("prefix_blocks")
+    if pb is None and "prefix_block_runs" in item:
+        pb = expand_runs(item["prefix_block_runs"])
     pt = item.get("prompt_token_ids")
     am = item.get("arrival_ms")
     dm = item.get("deadline_ms")
@@ -154,7 +174,11 @@ def request_to_dict(r: Request) -> dict[str, Any]:
     if r.strict_deadline:
         out["strict_deadline"] = True
     if r.prefix_blocks is not None:
-        out["prefix_blocks"] = list(r.prefix_blocks)
+        runs = block_runs(r.prefix_blocks) if len(r.prefix_blocks) > 2 else None
+        if runs is not None and 2 * len(runs) < len(r.prefix_blocks):
+            out["prefix_block_runs"] = runs  # the compact spelling, when it is one
+        else:
+            out["prefix_blocks"] = list(r.prefix_blocks)
     if r.prompt_token_ids is not None:
         out["prompt_token_ids"] = list(r.prompt_token_ids)
     return out
@@ -180,6 +204,11 @@ class _RequestChecker:
             raise InputError(self.path, "invalid request", line=line,
                              json_path=f"$.requests[{index}]")  # pragma: no cover
         self.column = column
+        if "prefix_block_runs" in item and "prefix_blocks" in item:
+            raise self._error("prefix_blocks and prefix_block_runs spell the same ids: give one of them",
+                              index, line)
+        if "prefix_block_runs" in item:
+            self._check_runs(item, index, line)
         if item["prompt_tokens"] + item["max_output_tokens"] > MAX_TOKENS:
             raise self._error(f"prompt_tokens + max_output_tokens exceeds {MAX_TOKENS}", index, line)
         rid = item["id"]
@@ -202,9 +231,23 @@ class _RequestChecker:
         self.last_key = (arrival, index)
         return request_from_dict(item)
 
-    def _error(self, message: str, index: int, line: int | None) -> InputError:
+    def _check_runs(self, item: Mapping[str, Any], index: int, line: int | None) -> None:
+        """What the schema cannot say about runs: ids stay in range, and a
+        request has no more prefix blocks than prompt tokens (runs are expanded
+        in memory, so a count of 10**15 must not get that far)."""
+        total = 0
+        for k, (first, count) in enumerate(item["prefix_block_runs"]):
+            if first + count - 1 > MAX_INT:
+                raise self._error(f"the run [{first}, {count}] ends past the largest block id {MAX_INT}",
+                                  index, line, f".prefix_block_runs[{k}]")
+            total += count
+        if total > item["prompt_tokens"]:
+            raise self._error(f"{total} block ids, more than the {item['prompt_tokens']} prompt tokens they "
+                              "would cover", index, line, ".prefix_block_runs")
+
+    def _error(self, message: str, index: int, line: int | None, member: str = "") -> InputError:
         return InputError(self.path, message, line=line, column=self.column if line is not None else None,
-                          json_path=f"$.requests[{index}]")
+                          json_path=f"$.requests[{index}]{member}")
 
 
 def _header_from(data: Mapping[str, Any], path: Any, locations: Locations | None = None) -> WorkloadHeader:

@@ -15,10 +15,13 @@ def open_requests(path: Path, input_format: str = "workload", *, block_size: int
     """Return a lazy request stream and a description of the input for reports."""
     inputs: dict[str, Any] = {"workload": str(path), "format": input_format}
     if input_format == "workload":
+        from . import prefetch
         from .workload import read_workload
 
         workload = read_workload(path)
         stream: Iterable[Request] = workload.requests
+        if prefetch.worth_it(path):
+            stream = prefetch.prefetched(stream)
         if workload.header.description:
             inputs["description"] = workload.header.description
         if workload.header.block_size is not None:

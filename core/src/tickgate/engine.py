@@ -117,6 +117,8 @@ def run(
     if timed is None:
         timed = pending is not None and pending.arrival_ms is not None
     stalled = 0
+    horizon_for: Request | None | bool = False  # the pending request `horizon` was built for
+    horizon = Horizon()
     # Bound methods, looked up once: this loop runs once per record.
     has_work, step, pop_outcomes = scheduler.has_work, scheduler.step, scheduler.pop_outcomes
     on_arrival = [sink.arrival for sink in sinks]
@@ -139,11 +141,14 @@ def run(
                 fn(pending)
             scheduler.add(pending)
             pending = next(it, None)
-        if pending is None:
-            horizon = Horizon()
-        elif timed:
-            horizon = Horizon(max_ticks=None, until_ms=pending.arrival_ms)
-        else:
+        if pending is not horizon_for:
+            # timed horizons only change with the next arrival: one per arrival, not per record
+            horizon_for = pending
+            if pending is None:
+                horizon = Horizon()
+            elif timed:
+                horizon = Horizon(max_ticks=None, until_ms=pending.arrival_ms)
+        if pending is not None and not timed:
             horizon = Horizon(max_ticks=pending.arrival_tick - clock.tick)
         if not has_work():
             continue
@@ -171,7 +176,7 @@ def run(
             clock.now_ms += record.duration_ms
         if clock.tick > limit:
             raise TickLimitExceeded(limit)
-        if _idle(record):
+        if not record.decode_tokens and _idle(record):
             stalled += span
             if stalled >= STALL_LIMIT:
                 raise ReplayError(f"no progress for {stalled} steps at step {clock.tick}: "

@@ -218,6 +218,7 @@ class VllmV1Scheduler(Scheduler):
         self.observer: Callable[[dict[str, Any]], None] | None = None
         # steady-state fast path: the last step only decoded, nothing changed since
         self.steady = False
+        self.finish_next = False  # see _steady_span
         self.last_body: tuple[Any, ...] | None = None
         self.last_record: TickRecord | None = None
         self.kv_sample = (0, self.pool.usable)
@@ -299,11 +300,14 @@ class VllmV1Scheduler(Scheduler):
 
     # -- one step ---------------------------------------------------------------
     def step(self, horizon: Horizon) -> TickRecord:
+        finishing = self.finish_next  # set by the span just applied, if it ended where a request finishes
+        self.finish_next = False
         if self.observer is None and self.max_span != 1:
             if self.steady:
-                span = self._steady_span(horizon)
-                if span > 0:
-                    return span_record(self, span)
+                if not finishing:
+                    span = self._steady_span(horizon)
+                    if span > 0:
+                        return span_record(self, span)
                 if not self.priority and not self.waiting_fifo and not self.rejected_now:
                     record = self._finishing_decode_step()
                     if record is not None:
@@ -963,12 +967,15 @@ class VllmV1Scheduler(Scheduler):
         limit = horizon.max_ticks if horizon.max_ticks is not None else 1 << 62
         if self.max_span is not None:
             limit = min(limit, self.max_span)
+        last = 1 << 62  # steps before the first request samples its last token
         for q in running:
             left = q.M - q.no
             if maxlen is not None and maxlen - q.T < left:
                 left = maxlen - q.T
-            if left - 1 < limit:
-                limit = left - 1  # the step sampling the last token is not steady
+            if left - 1 < last:
+                last = left - 1  # the step sampling the last token is not steady
+        if last < limit:
+            limit = last
         if limit <= 0:
             return 0
         free = self.pool.free
@@ -1000,6 +1007,10 @@ class VllmV1Scheduler(Scheduler):
                 return 0
         self._apply_span(limit, firsts)
         self._span_duration = None if durations is None else durations[0]
+        # the next step samples somebody's last token: step() goes straight to
+        # the finishing step instead of finding a span of 0 (nothing can change
+        # in between but an arrival, and an arrival makes the next step full)
+        self.finish_next = limit == last
         return limit
 
     def _timed_limit(self, limit: int, until_ms: float | None) -> tuple[int, list[float]]:
@@ -1016,13 +1027,17 @@ class VllmV1Scheduler(Scheduler):
             # first three terms do not change inside the span
             base = timing.fixed_ms + timing.per_prefill_token_ms * 0 + timing.per_decode_seq_ms * r
             per_ctx = timing.per_context_token_ms
+            # step n's context is ctx0 + n * r: the range yields it, same ints, same sums
+            contexts = range(ctx0, ctx0 + limit * r, r) if r else repeat(ctx0, limit)
             if until_ms is None:
-                while n < limit:
-                    now = now + (base + per_ctx * (ctx0 + n * r))
-                    n += 1
+                for ctx in contexts:
+                    now = now + (base + per_ctx * ctx)
+                n = limit
             else:
-                while n < limit and now < until_ms:
-                    now = now + (base + per_ctx * (ctx0 + n * r))
+                for ctx in contexts:
+                    if now >= until_ms:
+                        break
+                    now = now + (base + per_ctx * ctx)
                     n += 1
         else:
             step_ms = timing.step_ms

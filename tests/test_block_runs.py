@@ -177,3 +177,23 @@ def test_both_spellings_at_once_are_refused(tmp_path: Path) -> None:
                   "--output", str(tmp_path / "r.json"))
     assert res.returncode == 2
     assert "w.json:2:1: $.requests[0]: prefix_blocks and prefix_block_runs spell the same ids" in res.stderr
+
+
+def test_more_ids_than_prompt_tokens_stay_a_list_that_reads_back(tmp_path: Path) -> None:
+    # runs may not hold more ids than prompt tokens (they expand in memory); a
+    # list may, so the writer keeps such a request's list and the file reads back
+    r = Request(id="a", prompt_tokens=4, max_output_tokens=2, prefix_blocks=tuple(range(10, 15)))
+    path = tmp_path / "w.json"
+    with path.open("w") as fh:
+        write_workload(fh, WorkloadHeader(), [r])
+    assert json.loads(path.read_text())["requests"][0]["prefix_blocks"] == [10, 11, 12, 13, 14]
+    assert list(read_workload(path).requests) == [r]
+
+
+def test_ids_that_are_not_ints_still_key_by_prefix() -> None:
+    # a reader plugin may yield other hashable ids: keyed per id, prefix-equal as ever
+    a = Request(id="a", prompt_tokens=64, max_output_tokens=1, prefix_blocks=("x", "y", "z", "w"))
+    b = Request(id="b", prompt_tokens=64, max_output_tokens=1, prefix_blocks=("x", "y", "q", "w"))
+    ka, kb = prompt_block_keys(a, 16), prompt_block_keys(b, 16)
+    assert len(ka) == 4 and ka[:2] == kb[:2] and not set(ka[2:]) & set(kb[2:])
+    assert len(prompt_block_keys(a, 16, 32)) == 4

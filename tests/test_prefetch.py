@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 
 from conftest import POLICIES, run_cli
-from tickgate.errors import InputError
+from tickgate.errors import InputError, TickgateError
 from tickgate.model import Request
-from tickgate.prefetch import BATCH, prefetched
+from tickgate.prefetch import BATCH, prefetched, worth_it
 from tickgate.workload import WorkloadHeader, read_workload, write_workload
 
 pytestmark = pytest.mark.skipif(not hasattr(os, "fork"), reason="prefetch needs fork")
@@ -22,7 +22,7 @@ def _requests(n: int) -> list[Request]:
     out = []
     for i in range(n):
         out.append(Request(
-            id=f"req-{i}", prompt_tokens=40 + i % 300, max_output_tokens=1 + i % 17, priority=i % 3 - 1,
+            id=f"req-{i}", prompt_tokens=200 + i % 300, max_output_tokens=1 + i % 17, priority=i % 3 - 1,
             arrival_ms=float(i * 7) + 0.25, tenant=f"t{i % 4}" if i % 5 else None,
             lane="fast" if i % 7 == 0 else None, deadline_ms=float(i * 7 + 900) if i % 2 else None,
             strict_deadline=i % 11 == 0,
@@ -118,3 +118,33 @@ def test_cli_reports_and_errors_are_identical_with_and_without(tmp_path: Path) -
     assert res_on.returncode == res_off.returncode == 2
     assert res_on.stderr == res_off.stderr and f"$.requests[{BATCH + 8}]" in res_on.stderr
     assert not out_on.exists() and not out_off.exists()
+
+
+def test_a_child_that_dies_is_a_clear_error(tmp_path: Path) -> None:
+    import signal
+
+    path = _write(tmp_path / "w.json", _requests(40 * BATCH))
+    stream = prefetched(read_workload(path).requests)
+    assert next(stream).id == "req-0"
+    (child,) = _children()
+    os.kill(child, signal.SIGKILL)
+    with pytest.raises(TickgateError, match=r"was killed by signal 9 before the end of the workload; "
+                                            r"TICKGATE_PREFETCH=0 reads it in this process instead"):
+        for _ in stream:  # what it sent before it died still arrives
+            pass
+    assert not _children()
+
+
+@pytest.mark.parametrize("setting,big,expected", [
+    ("0", True, False), ("off", True, False), ("false", True, False),
+    ("1", False, True), ("yes", False, True), ("", False, False),
+])
+def test_the_switch(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, setting: str, big: bool, expected: bool) -> None:
+    import tickgate.prefetch as prefetch
+
+    path = tmp_path / "w.json"
+    path.write_text("{}")
+    monkeypatch.setenv("TICKGATE_PREFETCH", setting)
+    monkeypatch.setattr(prefetch, "PREFETCH_BYTES", 1 if big else 1 << 40)
+    monkeypatch.setattr(prefetch, "_cores", lambda: 2)
+    assert worth_it(path) is expected

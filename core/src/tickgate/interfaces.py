@@ -53,6 +53,8 @@ class Horizon:
     ``max_ticks``: the number of steps before the next arrival (None: no more
     arrivals). ``until_ms``: the time of the next arrival when arrivals are
     timed in ms (a span must end before it). A span never crosses an arrival.
+    Read-only for schedulers: the engine passes the same object to every step
+    until the next arrival.
     """
 
     max_ticks: int | None = None

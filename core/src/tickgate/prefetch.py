@@ -4,13 +4,16 @@ Reading a workload (decoding JSON, checking every request, expanding block-id
 runs) is about a tenth of a large replay and does not depend on it, so on a
 machine with a second core a child process reads ahead while the parent
 schedules. The child sends each request's fields as a plain tuple, in batches
-(``marshal``: C speed, no classes pickled), through a pipe; a full pipe
-stops it, so memory stays bounded however far ahead it could read. An error
-comes back as data and is raised in the parent, unchanged, once the requests
-before it have been handed out: exactly what reading in-process does.
+of ``BATCH`` requests or ``BATCH_IDS`` ids (``marshal``: C speed, no classes
+pickled), through a pipe; a
+full pipe stops it, so it is never more than a few batches ahead. An input
+error comes back as data and is raised in the parent, unchanged, once the
+requests before it have been handed out: exactly what reading in-process
+does (a bug in the reader surfaces as an internal error either way, its
+message wrapped).
 
 Used for workload files of ``PREFETCH_BYTES`` or more, where ``fork`` exists
-and the machine has two cores. ``TICKGATE_PREFETCH=0`` turns it off,
+and this process may use two cores. ``TICKGATE_PREFETCH=0`` turns it off,
 ``TICKGATE_PREFETCH=1`` forces it (tests use that on small files).
 """
 
@@ -31,26 +34,42 @@ from .model import Request
 
 #: workload files at least this big are read ahead in a child process
 PREFETCH_BYTES = 4 * 1024 * 1024
-#: requests per message
+#: requests per message, at most
 BATCH = 256
+#: block and token ids per message, at most (plus one request)
+BATCH_IDS = 1 << 16
 
 _FIELDS = tuple(a.name for a in attrs.fields(Request))
 _fields_of = attrgetter(*_FIELDS)
 
 
+_OFF = ("0", "false", "no", "off")
+_ON = ("1", "true", "yes", "on")
+
+
+def _cores() -> int:
+    try:
+        return len(os.sched_getaffinity(0))  # what this process may use, not what the machine has
+    except (AttributeError, OSError):  # pragma: no cover - not Linux
+        return os.cpu_count() or 1
+
+
 def worth_it(path: Path) -> bool:
     """Whether reading ``path`` ahead in a child process pays (or is asked for)."""
-    setting = os.environ.get("TICKGATE_PREFETCH", "")
-    if setting == "0" or not hasattr(os, "fork") or "fork" not in multiprocessing.get_all_start_methods():
+    setting = os.environ.get("TICKGATE_PREFETCH", "").strip().lower()
+    if setting in _OFF or not hasattr(os, "fork") or "fork" not in multiprocessing.get_all_start_methods():
         return False
-    if setting == "1":
+    if setting in _ON:
         return True
-    if (os.cpu_count() or 1) < 2:
+    if _cores() < 2:
         return False
     try:
         return path.stat().st_size >= PREFETCH_BYTES
     except OSError:
         return False  # reading in-process reports it
+
+
+_SIGNALS = {signal.SIGINT, signal.SIGTERM}
 
 
 def prefetched(requests: Iterable[Request]) -> Iterator[Request]:
@@ -59,58 +78,48 @@ def prefetched(requests: Iterable[Request]) -> Iterator[Request]:
     starts with the first request asked for, so a stream never read starts
     none."""
     read_fd, write_fd = os.pipe()
-    pid = os.fork()
-    if pid == 0:  # pragma: no cover - the child; its behaviour is tested through the parent
+    # Ctrl-C between fork() and the child's try block would run the parent's
+    # handlers (and its cleanup) in the child: signals wait until each side is ready.
+    mask = signal.pthread_sigmask(signal.SIG_BLOCK, _SIGNALS)
+    try:
+        pid = os.fork()
+    except BaseException:
+        signal.pthread_sigmask(signal.SIG_SETMASK, mask)
         os.close(read_fd)
+        os.close(write_fd)
+        raise
+    if pid == 0:  # pragma: no cover - the child; its behaviour is tested through the parent
         code = 0
         try:
+            for signum in _SIGNALS:
+                signal.signal(signum, signal.SIG_DFL)  # the parent's handlers are not the child's
+            signal.pthread_sigmask(signal.SIG_SETMASK, mask)
+            os.close(read_fd)
             _produce(requests, write_fd)
         except BaseException:
             code = 1  # the parent sees the pipe end without "end" and says so
         finally:
             os._exit(code)
-    os.close(write_fd)
-    yield from _consume(read_fd, pid)
-
-
-def _produce(requests: Iterable[Request], fd: int) -> None:
-    batch: list[tuple[Any, ...]] = []
+    finished = reaped = False
     try:
-        for request in requests:
-            batch.append(_fields_of(request))
-            if len(batch) == BATCH:
-                _send(fd, ("ok", batch))
-                batch = []
-        _send(fd, ("ok", batch))
-        _send(fd, ("end", None))
-    except InputError as exc:
-        _send(fd, ("ok", batch))
-        _send(fd, ("input", (exc.path, exc.message, exc.line, exc.column, exc.json_path)))
-    except TickgateError as exc:
-        _send(fd, ("ok", batch))
-        _send(fd, ("plugin" if isinstance(exc, PluginError) else "tickgate", str(exc)))
-    except Exception as exc:  # a bug: an internal error in the parent, as in-process
-        _send(fd, ("ok", batch))
-        _send(fd, ("bug", f"{type(exc).__name__}: {exc}"))
-
-
-def _send(fd: int, message: tuple[str, Any]) -> None:
-    data = marshal.dumps(message)
-    view = memoryview(len(data).to_bytes(8, "little") + data)
-    while view:
-        view = view[os.write(fd, view):]
-
-
-def _consume(fd: int, pid: int) -> Iterator[Request]:
-    finished = False
-    try:
-        with os.fdopen(fd, "rb") as pipe:
+        try:
+            os.close(write_fd)
+        finally:
+            signal.pthread_sigmask(signal.SIG_SETMASK, mask)
+        with os.fdopen(read_fd, "rb") as pipe:
+            read_fd = -1
             read = pipe.read
             while True:
                 head = read(8)
-                if len(head) < 8:
-                    raise RuntimeError("the process reading the workload ended without finishing")
-                kind, value = marshal.loads(read(int.from_bytes(head, "little")))
+                size = int.from_bytes(head, "little") if len(head) == 8 else -1
+                body = read(size) if size >= 0 else b""
+                if size < 0 or len(body) != size:
+                    how = _how_it_ended(pid)
+                    finished = reaped = True
+                    raise TickgateError(f"the process reading the workload ahead (pid {pid}) {how} before "
+                                        "the end of the workload; TICKGATE_PREFETCH=0 reads it in this "
+                                        "process instead")
+                kind, value = marshal.loads(body)
                 if kind == "ok":
                     for fields in value:
                         yield Request(*fields)
@@ -121,12 +130,61 @@ def _consume(fd: int, pid: int) -> Iterator[Request]:
                     finished = True
                     raise _error(kind, value)
     finally:
+        if read_fd >= 0:
+            os.close(read_fd)
         if not finished:
             try:
                 os.kill(pid, signal.SIGTERM)  # stopped early (an error, a limit): it may be blocked on the pipe
             except ProcessLookupError:  # pragma: no cover - already gone
                 pass
-        os.waitpid(pid, 0)
+        if not reaped:
+            os.waitpid(pid, 0)
+
+
+def _how_it_ended(pid: int) -> str:
+    _, status = os.waitpid(pid, 0)
+    if os.WIFSIGNALED(status):
+        return f"was killed by signal {os.WTERMSIG(status)}"
+    return f"exited with status {os.WEXITSTATUS(status)}"
+
+
+def _produce(requests: Iterable[Request], fd: int) -> None:
+    batch: list[tuple[Any, ...]] = []
+    ids = 0  # block and token ids in the batch: long prompts make smaller batches
+    try:
+        for request in requests:
+            batch.append(_fields_of(request))
+            if request.prefix_blocks is not None:
+                ids += len(request.prefix_blocks)
+            if request.prompt_token_ids is not None:
+                ids += len(request.prompt_token_ids)
+            if len(batch) == BATCH or ids >= BATCH_IDS:
+                _send(fd, ("ok", batch))
+                batch = []
+                ids = 0
+        message: tuple[str, Any] = ("end", None)
+    except InputError as exc:
+        message = ("input", (exc.path, exc.message, exc.line, exc.column, exc.json_path))
+    except TickgateError as exc:
+        message = ("plugin" if isinstance(exc, PluginError) else "tickgate", str(exc))
+    except Exception as exc:  # a bug (or a value marshal refuses): an internal error in the parent
+        message = ("bug", f"{type(exc).__name__}: {exc}")
+        batch = []  # it may be the batch that could not be sent
+    if batch:
+        _send(fd, ("ok", batch))
+    _send(fd, message)
+
+
+def _send(fd: int, message: tuple[str, Any]) -> None:
+    data = marshal.dumps(message)
+    _write_all(fd, len(data).to_bytes(8, "little"))
+    _write_all(fd, data)
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view):]
 
 
 def _error(kind: str, value: Any) -> Exception:

@@ -174,8 +174,9 @@ def request_to_dict(r: Request) -> dict[str, Any]:
     if r.strict_deadline:
         out["strict_deadline"] = True
     if r.prefix_blocks is not None:
-        runs = block_runs(r.prefix_blocks) if len(r.prefix_blocks) > 2 else None
-        if runs is not None and 2 * len(runs) < len(r.prefix_blocks):
+        n = len(r.prefix_blocks)
+        runs = block_runs(r.prefix_blocks) if 2 < n <= r.prompt_tokens else None  # what readers accept as runs
+        if runs is not None and 2 * len(runs) < n:
             out["prefix_block_runs"] = runs  # the compact spelling, when it is one
         else:
             out["prefix_blocks"] = list(r.prefix_blocks)
@@ -234,7 +235,8 @@ class _RequestChecker:
     def _check_runs(self, item: Mapping[str, Any], index: int, line: int | None) -> None:
         """What the schema cannot say about runs: ids stay in range, and a
         request has no more prefix blocks than prompt tokens (runs are expanded
-        in memory, so a count of 10**15 must not get that far)."""
+        in memory, so a count of 10**15 must not get that far; a list is as long
+        as its file allows, and writers only use runs within this rule)."""
         total = 0
         for k, (first, count) in enumerate(item["prefix_block_runs"]):
             if first + count - 1 > MAX_INT:

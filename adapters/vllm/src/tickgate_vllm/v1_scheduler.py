@@ -140,7 +140,13 @@ def prompt_block_keys(r: Request, block_size: int, prefix_block_size: int | None
         wbs = prefix_block_size or block_size
         if wbs >= block_size:
             per = wbs // block_size
-            keys = _run_keys(r.prefix_blocks[:-(-full // per)], per)
+            ids = r.prefix_blocks[:-(-full // per)]
+            try:
+                keys = _run_keys(ids, per)
+            except TypeError:  # ids that are not ints (a reader plugin's): one hash per id
+                for bid in ids:
+                    parent = hash((parent, bid))
+                    keys.extend(range(parent * per, parent * per + per))
             del keys[full:]
         else:
             per = block_size // wbs

@@ -14,8 +14,8 @@ what a user runs, each phase in its own process so peak RSS is per phase::
     tickgate replay --input W.json --policy POLICY --output R.json
 
 and prints wall time, peak RSS (``resource.getrusage``: the process plus, for
-replay, the child that reads the workload ahead, see ``tickgate.prefetch``),
-CPU seconds of the replay (both processes), requests/s and
+a large replay, its two helper processes, each counted at the largest one's
+peak), CPU seconds of the replay (all processes), requests/s and
 steps/s (engine steps, i.e. ``summary.total_ticks``, per second of replay).
 ``--azure`` adds the real Azure code trace from fixtures/realdata.
 It is a script, not a test: wall-clock figures depend on the machine and its
@@ -60,10 +60,12 @@ def _phase(argv: list[str]) -> int:
         code = main(argv)
         wall = time.perf_counter() - start
     me = resource.getrusage(resource.RUSAGE_SELF)
-    # a forked workload reader (tickgate.prefetch) has its own peak; both are
-    # counted, as if they peaked at the same time (an upper bound)
+    # a replay's helpers (the workload reader, the sidecar: docs/workload.md) have
+    # their own peaks; getrusage gives the largest child's, counted once per
+    # helper as if all peaked at once (an upper bound of the total)
     kids = resource.getrusage(resource.RUSAGE_CHILDREN)
-    print(json.dumps({"code": code, "wall_s": wall, "rss_mb": (me.ru_maxrss + kids.ru_maxrss) / 1024.0,
+    helpers = 2 if kids.ru_maxrss else 0
+    print(json.dumps({"code": code, "wall_s": wall, "rss_mb": (me.ru_maxrss + helpers * kids.ru_maxrss) / 1024.0,
                       "child_rss_mb": kids.ru_maxrss / 1024.0,
                       "cpu_s": me.ru_utime + me.ru_stime + kids.ru_utime + kids.ru_stime}))
     return 0
@@ -114,7 +116,7 @@ def bench(label: str, fmt: str, trace: Path, policy: Path, workdir: Path, n_hint
         "total_s": round(total, 2),
         "import_rss_mb": round(imp["rss_mb"], 1),
         "replay_rss_mb": round(rep["rss_mb"], 1),
-        "replay_reader_rss_mb": round(rep["child_rss_mb"], 1),
+        "replay_helper_rss_mb": round(rep["child_rss_mb"], 1),
         "replay_cpu_s": round(rep["cpu_s"], 2),
         "requests_per_s": round(n / total),
         "steps_per_s": round(summary["total_ticks"] / rep["process_s"]),

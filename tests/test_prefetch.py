@@ -93,7 +93,7 @@ def test_a_stream_never_read_starts_no_child(tmp_path: Path) -> None:
 
 def _replay(tmp_path: Path, workload: Path, setting: str, name: str):
     out = tmp_path / f"{name}.json"
-    env = {**os.environ, "TICKGATE_PREFETCH": setting}
+    env = {**os.environ, "TICKGATE_PARALLEL": setting}
     res = run_cli("replay", "--input", str(workload), "--policy", str(POLICIES / "vllm-v1-bench.yaml"),
                   "--output", str(out), env=env)
     return res, out
@@ -129,7 +129,7 @@ def test_a_child_that_dies_is_a_clear_error(tmp_path: Path) -> None:
     (child,) = _children()
     os.kill(child, signal.SIGKILL)
     with pytest.raises(TickgateError, match=r"was killed by signal 9 before the end of the workload; "
-                                            r"TICKGATE_PREFETCH=0 reads it in this process instead"):
+                                            r"TICKGATE_PARALLEL=0 reads it in this process instead"):
         for _ in stream:  # what it sent before it died still arrives
             pass
     assert not _children()
@@ -140,11 +140,11 @@ def test_a_child_that_dies_is_a_clear_error(tmp_path: Path) -> None:
     ("1", False, True), ("yes", False, True), ("", False, False),
 ])
 def test_the_switch(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, setting: str, big: bool, expected: bool) -> None:
-    import tickgate.prefetch as prefetch
+    import tickgate.forking as forking
 
     path = tmp_path / "w.json"
     path.write_text("{}")
-    monkeypatch.setenv("TICKGATE_PREFETCH", setting)
-    monkeypatch.setattr(prefetch, "PREFETCH_BYTES", 1 if big else 1 << 40)
-    monkeypatch.setattr(prefetch, "_cores", lambda: 2)
+    monkeypatch.setenv("TICKGATE_PARALLEL", setting)
+    monkeypatch.setattr(forking, "MIN_BYTES", 1 if big else 1 << 40)
+    monkeypatch.setattr(forking, "cores", lambda: 2)
     assert worth_it(path) is expected

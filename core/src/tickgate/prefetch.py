@@ -12,15 +12,13 @@ requests before it have been handed out: exactly what reading in-process
 does (a bug in the reader surfaces as an internal error either way, its
 message wrapped).
 
-Used for workload files of ``PREFETCH_BYTES`` or more, where ``fork`` exists
-and this process may use two cores. ``TICKGATE_PREFETCH=0`` turns it off,
-``TICKGATE_PREFETCH=1`` forces it (tests use that on small files).
+Used when :func:`tickgate.forking.helpers_wanted` says so (big files, two
+cores, ``TICKGATE_PARALLEL``).
 """
 
 from __future__ import annotations
 
 import marshal
-import multiprocessing
 import os
 import signal
 from operator import attrgetter
@@ -30,10 +28,9 @@ from typing import Any, Iterable, Iterator
 import attrs
 
 from .errors import InputError, PluginError, TickgateError
+from .forking import close_inherited, drop, helpers_wanted, hold
 from .model import Request
 
-#: workload files at least this big are read ahead in a child process
-PREFETCH_BYTES = 4 * 1024 * 1024
 #: requests per message, at most
 BATCH = 256
 #: block and token ids per message, at most (plus one request)
@@ -43,30 +40,9 @@ _FIELDS = tuple(a.name for a in attrs.fields(Request))
 _fields_of = attrgetter(*_FIELDS)
 
 
-_OFF = ("0", "false", "no", "off")
-_ON = ("1", "true", "yes", "on")
-
-
-def _cores() -> int:
-    try:
-        return len(os.sched_getaffinity(0))  # what this process may use, not what the machine has
-    except (AttributeError, OSError):  # pragma: no cover - not Linux
-        return os.cpu_count() or 1
-
-
 def worth_it(path: Path) -> bool:
     """Whether reading ``path`` ahead in a child process pays (or is asked for)."""
-    setting = os.environ.get("TICKGATE_PREFETCH", "").strip().lower()
-    if setting in _OFF or not hasattr(os, "fork") or "fork" not in multiprocessing.get_all_start_methods():
-        return False
-    if setting in _ON:
-        return True
-    if _cores() < 2:
-        return False
-    try:
-        return path.stat().st_size >= PREFETCH_BYTES
-    except OSError:
-        return False  # reading in-process reports it
+    return helpers_wanted(path)
 
 
 _SIGNALS = {signal.SIGINT, signal.SIGTERM}
@@ -95,43 +71,44 @@ def prefetched(requests: Iterable[Request]) -> Iterator[Request]:
                 signal.signal(signum, signal.SIG_DFL)  # the parent's handlers are not the child's
             signal.pthread_sigmask(signal.SIG_SETMASK, mask)
             os.close(read_fd)
+            close_inherited()
             _produce(requests, write_fd)
         except BaseException:
             code = 1  # the parent sees the pipe end without "end" and says so
         finally:
             os._exit(code)
     finished = reaped = False
+    hold(read_fd)
+    pipe = os.fdopen(read_fd, "rb")  # closes read_fd when closed
     try:
         try:
             os.close(write_fd)
         finally:
             signal.pthread_sigmask(signal.SIG_SETMASK, mask)
-        with os.fdopen(read_fd, "rb") as pipe:
-            read_fd = -1
-            read = pipe.read
-            while True:
-                head = read(8)
-                size = int.from_bytes(head, "little") if len(head) == 8 else -1
-                body = read(size) if size >= 0 else b""
-                if size < 0 or len(body) != size:
-                    how = _how_it_ended(pid)
-                    finished = reaped = True
-                    raise TickgateError(f"the process reading the workload ahead (pid {pid}) {how} before "
-                                        "the end of the workload; TICKGATE_PREFETCH=0 reads it in this "
-                                        "process instead")
-                kind, value = marshal.loads(body)
-                if kind == "ok":
-                    for fields in value:
-                        yield Request(*fields)
-                elif kind == "end":
-                    finished = True
-                    return
-                else:
-                    finished = True
-                    raise _error(kind, value)
+        read = pipe.read
+        while True:
+            head = read(8)
+            size = int.from_bytes(head, "little") if len(head) == 8 else -1
+            body = read(size) if size >= 0 else b""
+            if size < 0 or len(body) != size:
+                how = _how_it_ended(pid)
+                finished = reaped = True
+                raise TickgateError(f"the process reading the workload ahead (pid {pid}) {how} before "
+                                    "the end of the workload; TICKGATE_PARALLEL=0 reads it in this "
+                                    "process instead")
+            kind, value = marshal.loads(body)
+            if kind == "ok":
+                for fields in value:
+                    yield Request(*fields)
+            elif kind == "end":
+                finished = True
+                return
+            else:
+                finished = True
+                raise _error(kind, value)
     finally:
-        if read_fd >= 0:
-            os.close(read_fd)
+        drop(read_fd)
+        pipe.close()
         if not finished:
             try:
                 os.kill(pid, signal.SIGTERM)  # stopped early (an error, a limit): it may be blocked on the pipe

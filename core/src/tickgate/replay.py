@@ -13,6 +13,7 @@ from .interfaces import Clock
 from .model import Request
 from .policy import Policy
 from .report import DETAIL_LIMIT, FingerprintSink, SummarySink, TraceSink
+from .sidecar import Sidecar
 
 
 def replay(
@@ -23,21 +24,29 @@ def replay(
     inputs: dict[str, Any] | None = None,
     detail_limit: int = DETAIL_LIMIT,
     prefix_block_size: int | None = None,
+    sidecar: bool = False,
 ) -> dict[str, Any]:
     """Run ``requests`` through the policy's scheduler; return the report.
 
     The optional JSONL trace is written incrementally and atomically: it only
-    appears if the replay finishes.
+    appears if the replay finishes. ``sidecar``: compute the fingerprint and
+    summary in a forked child (:mod:`tickgate.sidecar`; same report).
     """
     clock = Clock()
     if prefix_block_size is None and inputs:
         prefix_block_size = inputs.get("block_size")
     scheduler, built = build_scheduler(policy, clock, prefix_block_size=prefix_block_size)
-    fingerprint = FingerprintSink()
-    summary = SummarySink(detail_limit=detail_limit)
-    sinks: list[Any] = [fingerprint, summary]
     label = f'scheduler "{built["scheduler"]["name"]}"'
     with contextlib.ExitStack() as stack:
+        side: Sidecar | None = None
+        if sidecar:
+            side = Sidecar(detail_limit)
+            stack.callback(side.close)
+            sinks: list[Any] = [side]
+        else:
+            fingerprint = FingerprintSink()
+            summary = SummarySink(detail_limit=detail_limit)
+            sinks = [fingerprint, summary]
         if trace_path is not None:
             sinks.append(TraceSink(stack.enter_context(atomic_writer(trace_path))))
         it = iter(requests)
@@ -60,6 +69,9 @@ def replay(
                                  "if this is expected)", **policy.locate("limits", "max_ticks")) from None
             raise InputError(policy.path, f"replay exceeded the default tick limit of {exc.limit} steps (set "
                              "limits.max_ticks in the policy if this is expected)") from None
+        digest = fingerprint.hexdigest() if side is None else None
+        if side is not None:
+            digest, summary = side.finish()
     inputs = dict(inputs or {})
     inputs["policy"] = policy.source or policy.path
     if policy.timing is not None:
@@ -69,7 +81,7 @@ def replay(
         kv_capacity=scheduler.kv_capacity_pages(),
         decode_slots=scheduler.decode_slots_per_tick(),
         final_kv=scheduler.kv_used_pages(),
-        fingerprint=fingerprint.hexdigest(),
+        fingerprint=digest,
         extra=scheduler.extra_summary(),
         built=built,
         inputs=inputs,

@@ -31,6 +31,7 @@ def replay_command(input_path: Path, output_path: Path, policy_path: Path | None
                    limit: int | None, detail_limit: int, quiet: bool) -> None:
     """Replay a workload through the policy's scheduler and write a report."""
     from ..errors import InputError
+    from ..forking import helpers_wanted
     from ..policy import load_policy
     from ..replay import replay
     from ..sources import open_requests
@@ -42,7 +43,8 @@ def replay_command(input_path: Path, output_path: Path, policy_path: Path | None
     check_distinct_outputs(outputs, {"--input": input_path, "--policy": policy_path})
     policy = load_policy(policy_path)
     requests, inputs = open_requests(input_path, input_format, block_size=block_size, limit=limit)
-    report = replay(requests, policy, trace_path=trace_path, inputs=inputs, detail_limit=detail_limit)
+    report = replay(requests, policy, trace_path=trace_path, inputs=inputs, detail_limit=detail_limit,
+                    sidecar=helpers_wanted(input_path))
     write_json(output_path, report)
     if not quiet:
         s = report["summary"]

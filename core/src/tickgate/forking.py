@@ -1,0 +1,76 @@
+"""When a replay may use helper processes on a second core.
+
+Two parts of a large replay do not depend on the scheduler's decisions: reading
+the workload (:mod:`tickgate.prefetch`) and rolling records up into the
+fingerprint and summary (:mod:`tickgate.sidecar`). Each can run in a forked
+child while the parent schedules. That pays for big inputs on a machine where
+this process may use two cores, and needs ``fork`` (the child inherits the
+loaded plugins and the open stream). ``TICKGATE_PARALLEL=0`` turns helpers
+off, ``TICKGATE_PARALLEL=1`` forces them (tests use it on small files); results
+are identical either way.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+from pathlib import Path
+
+ENV = "TICKGATE_PARALLEL"
+#: inputs at least this big get helper processes
+MIN_BYTES = 4 * 1024 * 1024
+
+_OFF = ("0", "false", "no", "off")
+_ON = ("1", "true", "yes", "on")
+
+
+def cores() -> int:
+    try:
+        return len(os.sched_getaffinity(0))  # what this process may use, not what the machine has
+    except (AttributeError, OSError):  # pragma: no cover - not Linux
+        return os.cpu_count() or 1
+
+
+def can_fork() -> bool:
+    return hasattr(os, "fork") and "fork" in multiprocessing.get_all_start_methods()
+
+
+def helpers_wanted(input_path: Path | None) -> bool:
+    """Whether a replay of ``input_path`` should use helper processes."""
+    setting = os.environ.get(ENV, "").strip().lower()
+    if setting in _OFF or not can_fork():
+        return False
+    if setting in _ON:
+        return True
+    if input_path is None or cores() < 2:
+        return False
+    try:
+        return input_path.stat().st_size >= MIN_BYTES
+    except OSError:
+        return False  # reading in-process reports it
+
+
+#: pipe ends this process holds to talk to its helpers. A helper forked later
+#: inherits them and must close them: a copy of another helper's write end in
+#: the wrong process would keep that helper from ever seeing end-of-input.
+_held: set[int] = set()
+
+
+def hold(*fds: int) -> None:
+    """Note pipe ends the parent keeps for a helper."""
+    _held.update(fds)
+
+
+def drop(fd: int) -> None:
+    """The parent closed ``fd`` (or is about to)."""
+    _held.discard(fd)
+
+
+def close_inherited(keep: tuple[int, ...] = ()) -> None:
+    """In a freshly forked helper: close the other helpers' pipe ends."""
+    for fd in _held - set(keep):
+        try:
+            os.close(fd)
+        except OSError:  # pragma: no cover - already closed
+            pass
+    _held.clear()

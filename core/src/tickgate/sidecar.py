@@ -1,0 +1,206 @@
+"""The fingerprint and summary sinks in a forked child: the sidecar.
+
+Rolling records up (the canonical body of every record, SHA-256, counters,
+per-request distributions) is a sixth of a large replay and does not feed back
+into scheduling, so on a second core a child runs the two sinks while the
+parent schedules. The parent hands each event over as plain values, in
+batches through a pipe (``marshal``; ``pickle`` for a batch marshal refuses,
+such as a third-party scheduler's exotic ``detail``); the child rebuilds the
+records and outcomes and feeds them to the same :class:`FingerprintSink` and
+:class:`SummarySink` code, in the same order, then sends back the digest and
+the summary sink. The report is byte-identical to an in-process run
+(tests/test_sidecar.py); only where the work happens changes.
+
+A problem in the child (it should have none: the sinks are ours) surfaces as
+an error when the parent collects the results.
+"""
+
+from __future__ import annotations
+
+import marshal
+import os
+import pickle
+import signal
+from operator import attrgetter
+from typing import Any
+
+import attrs
+
+from .errors import TickgateError
+from .forking import close_inherited, drop, hold
+from .model import Request, RequestOutcome, TickRecord
+from .report import EncodedDetail, FingerprintSink, SummarySink
+
+#: events per message
+BATCH = 512
+
+# records travel as their fields but detail, rebuilt as TickRecord(*fields, detail=...)
+assert attrs.fields(TickRecord)[-1].name == "detail"
+_RECORD_FIELDS = tuple(a.name for a in attrs.fields(TickRecord))[:-1]
+_record_fields = attrgetter(*_RECORD_FIELDS)
+_outcome_fields = attrgetter(*(a.name for a in attrs.fields(RequestOutcome)))
+_SIGNALS = {signal.SIGINT, signal.SIGTERM}
+_ARRIVAL, _RECORD, _ENCODED, _OUTCOME = 0, 1, 2, 3
+
+
+class _Arrival:
+    """What the sinks read of an arriving request (SummarySink.arrival)."""
+
+    __slots__ = ("prompt_tokens", "tenant", "lane")
+
+    def __init__(self, prompt_tokens: int, tenant: str | None, lane: str | None) -> None:
+        self.prompt_tokens = prompt_tokens
+        self.tenant = tenant
+        self.lane = lane
+
+
+class Sidecar:
+    """A sink for :func:`tickgate.engine.run` that forwards to a child running
+    a :class:`FingerprintSink` and a :class:`SummarySink`; :meth:`finish` returns
+    (fingerprint, summary sink). Always end it with :meth:`finish` or :meth:`close`."""
+
+    def __init__(self, detail_limit: int) -> None:
+        self._events: list[Any] = []
+        to_child, self._to_child = os.pipe()
+        self._from_child, from_parent = os.pipe()
+        mask = signal.pthread_sigmask(signal.SIG_BLOCK, _SIGNALS)
+        try:
+            pid = os.fork()
+        except BaseException:
+            signal.pthread_sigmask(signal.SIG_SETMASK, mask)
+            for fd in (to_child, self._to_child, self._from_child, from_parent):
+                os.close(fd)
+            raise
+        if pid == 0:  # pragma: no cover - the child; tested through the parent
+            code = 0
+            try:
+                for signum in _SIGNALS:
+                    signal.signal(signum, signal.SIG_DFL)
+                signal.pthread_sigmask(signal.SIG_SETMASK, mask)
+                os.close(self._to_child)
+                os.close(self._from_child)
+                close_inherited()
+                _serve(to_child, from_parent, detail_limit)
+            except BaseException:
+                code = 1
+            finally:
+                os._exit(code)
+        self.pid = pid
+        self._done = False
+        hold(self._to_child, self._from_child)
+        try:
+            os.close(to_child)
+            os.close(from_parent)
+        finally:
+            signal.pthread_sigmask(signal.SIG_SETMASK, mask)
+
+    # -- sink protocol (parent side) ---------------------------------------------
+    def arrival(self, request: Request) -> None:
+        self._events.append((_ARRIVAL, request.prompt_tokens, request.tenant, request.lane))
+
+    def record(self, record: TickRecord) -> None:
+        detail = record.detail
+        if type(detail) is EncodedDetail:
+            self._events.append((_ENCODED, _record_fields(record), dict(detail), detail.canonical_json))
+        else:
+            self._events.append((_RECORD, _record_fields(record), detail))
+        if len(self._events) >= BATCH:
+            self._flush()
+
+    def outcome(self, outcome: RequestOutcome) -> None:
+        self._events.append((_OUTCOME, _outcome_fields(outcome)))
+
+    def _flush(self) -> None:
+        events, self._events = self._events, []
+        try:
+            data = b"m" + marshal.dumps(events)
+        except ValueError:  # a value marshal does not know (a plugin's detail): pickle knows more
+            data = b"p" + pickle.dumps(events, pickle.HIGHEST_PROTOCOL)
+        _write_all(self._to_child, len(data).to_bytes(8, "little") + data)
+
+    # -- end ---------------------------------------------------------------------
+    def finish(self) -> tuple[str, SummarySink]:
+        """Send what is left, and collect (fingerprint hexdigest, summary sink)."""
+        try:
+            self._flush()
+            drop(self._to_child)
+            os.close(self._to_child)  # end of events
+            self._to_child = -1
+            drop(self._from_child)
+            with os.fdopen(self._from_child, "rb") as pipe:
+                self._from_child = -1
+                data = pipe.read()
+            _, status = os.waitpid(self.pid, 0)
+            self._done = True
+            if not data:
+                how = (f"was killed by signal {os.WTERMSIG(status)}" if os.WIFSIGNALED(status)
+                       else f"exited with status {os.WEXITSTATUS(status)}")
+                raise TickgateError(f"the process computing the fingerprint and summary (pid {self.pid}) {how}; "
+                                    "TICKGATE_PARALLEL=0 computes them in this process instead")
+            kind, value = pickle.loads(data)
+            if kind != "ok":
+                raise RuntimeError(f"the fingerprint and summary process failed: {value}")
+            return value  # type: ignore[no-any-return]
+        finally:
+            self.close()
+
+    def close(self) -> None:
+        """Stop the child if :meth:`finish` did not run to its end (the replay failed)."""
+        for fd in (self._to_child, self._from_child):
+            if fd >= 0:
+                drop(fd)
+                os.close(fd)
+        self._to_child = self._from_child = -1
+        if not self._done:
+            self._done = True
+            try:
+                os.kill(self.pid, signal.SIGTERM)
+            except ProcessLookupError:  # pragma: no cover
+                pass
+            os.waitpid(self.pid, 0)
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view):]
+
+
+def _serve(fd_in: int, fd_out: int, detail_limit: int) -> None:  # pragma: no cover - runs in the child
+    fingerprint = FingerprintSink()
+    summary = SummarySink(detail_limit=detail_limit)
+    try:
+        with os.fdopen(fd_in, "rb") as pipe:
+            read = pipe.read
+            while True:
+                head = read(8)
+                if len(head) < 8:
+                    break  # the parent closed: all events are in
+                data = read(int.from_bytes(head, "little"))
+                events = marshal.loads(data[1:]) if data[:1] == b"m" else pickle.loads(data[1:])
+                _replay_events(events, fingerprint, summary)
+        result: tuple[str, Any] = ("ok", (fingerprint.hexdigest(), summary))
+    except Exception as exc:
+        result = ("bug", f"{type(exc).__name__}: {exc}")
+    _write_all(fd_out, pickle.dumps(result, pickle.HIGHEST_PROTOCOL))
+    os.close(fd_out)
+
+
+def _replay_events(events: list[Any], fingerprint: FingerprintSink,
+                   summary: SummarySink) -> None:  # pragma: no cover - runs in the child
+    fp_record, sm_record, sm_arrival, sm_outcome = (fingerprint.record, summary.record, summary.arrival,
+                                                    summary.outcome)
+    for event in events:
+        kind = event[0]
+        if kind == _ENCODED:
+            record = TickRecord(*event[1], detail=EncodedDetail(event[2], event[3]))
+            fp_record(record)
+            sm_record(record)
+        elif kind == _RECORD:
+            record = TickRecord(*event[1], detail=event[2])
+            fp_record(record)
+            sm_record(record)
+        elif kind == _OUTCOME:
+            sm_outcome(RequestOutcome(*event[1]))
+        else:
+            sm_arrival(_Arrival(event[1], event[2], event[3]))  # type: ignore[arg-type]

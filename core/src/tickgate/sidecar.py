@@ -40,7 +40,10 @@ _RECORD_FIELDS = tuple(a.name for a in attrs.fields(TickRecord))[:-1]
 _record_fields = attrgetter(*_RECORD_FIELDS)
 _outcome_fields = attrgetter(*(a.name for a in attrs.fields(RequestOutcome)))
 _SIGNALS = {signal.SIGINT, signal.SIGTERM}
-_ARRIVAL, _RECORD, _ENCODED, _OUTCOME = 0, 1, 2, 3
+_ARRIVAL, _RECORD, _ENCODED, _OUTCOME, _ENCODED_TEXT = 0, 1, 2, 3, 4
+#: the detail of a record past the summary's detail_limit: only its JSON is
+#: used (by the fingerprint), so only that travels; the dict just has to be truthy
+_DETAIL_NOT_KEPT = {"not kept": True}
 
 
 class _Arrival:
@@ -61,6 +64,7 @@ class Sidecar:
 
     def __init__(self, detail_limit: int) -> None:
         self._events: list[Any] = []
+        self._kept = detail_limit  # records whose detail the summary still keeps (SummarySink.ticks)
         to_child, self._to_child = os.pipe()
         self._from_child, from_parent = os.pipe()
         mask = signal.pthread_sigmask(signal.SIG_BLOCK, _SIGNALS)
@@ -101,8 +105,13 @@ class Sidecar:
     def record(self, record: TickRecord) -> None:
         detail = record.detail
         if type(detail) is EncodedDetail:
-            self._events.append((_ENCODED, _record_fields(record), dict(detail), detail.canonical_json))
+            if self._kept > 0:
+                self._kept -= 1
+                self._events.append((_ENCODED, _record_fields(record), dict(detail), detail.canonical_json))
+            else:
+                self._events.append((_ENCODED_TEXT, _record_fields(record), detail.canonical_json))
         else:
+            self._kept -= 1
             self._events.append((_RECORD, _record_fields(record), detail))
         if len(self._events) >= BATCH:
             self._flush()
@@ -192,7 +201,11 @@ def _replay_events(events: list[Any], fingerprint: FingerprintSink,
                                                     summary.outcome)
     for event in events:
         kind = event[0]
-        if kind == _ENCODED:
+        if kind == _ENCODED_TEXT:
+            record = TickRecord(*event[1], detail=EncodedDetail(_DETAIL_NOT_KEPT, event[2]))
+            fp_record(record)
+            sm_record(record)
+        elif kind == _ENCODED:
             record = TickRecord(*event[1], detail=EncodedDetail(event[2], event[3]))
             fp_record(record)
             sm_record(record)

@@ -14,7 +14,9 @@ from __future__ import annotations
 
 import multiprocessing
 import os
+import signal
 from pathlib import Path
+from typing import Callable
 
 ENV = "TICKGATE_PARALLEL"
 #: inputs at least this big get helper processes
@@ -74,3 +76,61 @@ def close_inherited(keep: tuple[int, ...] = ()) -> None:
         except OSError:  # pragma: no cover - already closed
             pass
     _held.clear()
+
+
+_SIGNALS = {signal.SIGINT, signal.SIGTERM}
+
+
+def fork_helper(body: Callable[[], None], *, child_closes: tuple[int, ...],
+                parent_closes: tuple[int, ...]) -> int:
+    """Fork a helper that runs ``body`` and exits (status 0, or 1 if it raised).
+
+    Ctrl-C between ``fork()`` and the child's own code would run the parent's
+    handlers and cleanup in the child, so SIGINT/SIGTERM wait, blocked, until
+    each side is ready: the child then has the default handlers, has closed
+    ``child_closes`` and the other helpers' pipe ends; the parent has closed
+    ``parent_closes``. Returns the child's pid.
+    """
+    mask = signal.pthread_sigmask(signal.SIG_BLOCK, _SIGNALS)
+    try:
+        pid = os.fork()
+    except BaseException:
+        signal.pthread_sigmask(signal.SIG_SETMASK, mask)
+        for fd in (*child_closes, *parent_closes):
+            os.close(fd)
+        raise
+    if pid == 0:  # pragma: no cover - the child; its behaviour is tested through the parents
+        code = 0
+        try:
+            for signum in _SIGNALS:
+                signal.signal(signum, signal.SIG_DFL)  # the parent's handlers are not the child's
+            signal.pthread_sigmask(signal.SIG_SETMASK, mask)
+            for fd in child_closes:
+                os.close(fd)
+            close_inherited()
+            body()
+        except BaseException:
+            code = 1  # the parent sees the pipe end early and says so
+        finally:
+            os._exit(code)
+    try:
+        for fd in parent_closes:
+            os.close(fd)
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, mask)
+    return pid
+
+
+def write_all(fd: int, data: bytes) -> None:
+    """``os.write`` until all of ``data`` is written (a pipe may take less)."""
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view):]
+
+
+def how_it_ended(pid: int) -> str:
+    """Reap helper ``pid`` and say how it ended."""
+    _, status = os.waitpid(pid, 0)
+    if os.WIFSIGNALED(status):
+        return f"was killed by signal {os.WTERMSIG(status)}"
+    return f"exited with status {os.WEXITSTATUS(status)}"

@@ -28,7 +28,7 @@ from typing import Any, Iterable, Iterator
 import attrs
 
 from .errors import InputError, PluginError, TickgateError
-from .forking import close_inherited, drop, helpers_wanted, hold
+from .forking import drop, fork_helper, helpers_wanted, hold, how_it_ended, write_all
 from .model import Request
 
 #: requests per message, at most
@@ -45,53 +45,24 @@ def worth_it(path: Path) -> bool:
     return helpers_wanted(path)
 
 
-_SIGNALS = {signal.SIGINT, signal.SIGTERM}
-
-
 def prefetched(requests: Iterable[Request]) -> Iterator[Request]:
     """The same requests, read by a forked child. ``requests`` must be a fresh,
     unstarted stream: the child consumes it, the parent must not. The child
     starts with the first request asked for, so a stream never read starts
     none."""
     read_fd, write_fd = os.pipe()
-    # Ctrl-C between fork() and the child's try block would run the parent's
-    # handlers (and its cleanup) in the child: signals wait until each side is ready.
-    mask = signal.pthread_sigmask(signal.SIG_BLOCK, _SIGNALS)
-    try:
-        pid = os.fork()
-    except BaseException:
-        signal.pthread_sigmask(signal.SIG_SETMASK, mask)
-        os.close(read_fd)
-        os.close(write_fd)
-        raise
-    if pid == 0:  # pragma: no cover - the child; its behaviour is tested through the parent
-        code = 0
-        try:
-            for signum in _SIGNALS:
-                signal.signal(signum, signal.SIG_DFL)  # the parent's handlers are not the child's
-            signal.pthread_sigmask(signal.SIG_SETMASK, mask)
-            os.close(read_fd)
-            close_inherited()
-            _produce(requests, write_fd)
-        except BaseException:
-            code = 1  # the parent sees the pipe end without "end" and says so
-        finally:
-            os._exit(code)
+    pid = fork_helper(lambda: _produce(requests, write_fd), child_closes=(read_fd,), parent_closes=(write_fd,))
     finished = reaped = False
     hold(read_fd)
     pipe = os.fdopen(read_fd, "rb")  # closes read_fd when closed
     try:
-        try:
-            os.close(write_fd)
-        finally:
-            signal.pthread_sigmask(signal.SIG_SETMASK, mask)
         read = pipe.read
         while True:
             head = read(8)
             size = int.from_bytes(head, "little") if len(head) == 8 else -1
             body = read(size) if size >= 0 else b""
             if size < 0 or len(body) != size:
-                how = _how_it_ended(pid)
+                how = how_it_ended(pid)
                 finished = reaped = True
                 raise TickgateError(f"the process reading the workload ahead (pid {pid}) {how} before "
                                     "the end of the workload; TICKGATE_PARALLEL=0 reads it in this "
@@ -116,13 +87,6 @@ def prefetched(requests: Iterable[Request]) -> Iterator[Request]:
                 pass
         if not reaped:
             os.waitpid(pid, 0)
-
-
-def _how_it_ended(pid: int) -> str:
-    _, status = os.waitpid(pid, 0)
-    if os.WIFSIGNALED(status):
-        return f"was killed by signal {os.WTERMSIG(status)}"
-    return f"exited with status {os.WEXITSTATUS(status)}"
 
 
 def _produce(requests: Iterable[Request], fd: int) -> None:
@@ -154,14 +118,8 @@ def _produce(requests: Iterable[Request], fd: int) -> None:
 
 def _send(fd: int, message: tuple[str, Any]) -> None:
     data = marshal.dumps(message)
-    _write_all(fd, len(data).to_bytes(8, "little"))
-    _write_all(fd, data)
-
-
-def _write_all(fd: int, data: bytes) -> None:
-    view = memoryview(data)
-    while view:
-        view = view[os.write(fd, view):]
+    write_all(fd, len(data).to_bytes(8, "little"))
+    write_all(fd, data)
 
 
 def _error(kind: str, value: Any) -> Exception:

@@ -69,8 +69,9 @@ def replay(
                                  "if this is expected)", **policy.locate("limits", "max_ticks")) from None
             raise InputError(policy.path, f"replay exceeded the default tick limit of {exc.limit} steps (set "
                              "limits.max_ticks in the policy if this is expected)") from None
-        digest = fingerprint.hexdigest() if side is None else None
-        if side is not None:
+        if side is None:
+            digest = fingerprint.hexdigest()
+        else:
             digest, summary = side.finish()
     inputs = dict(inputs or {})
     inputs["policy"] = policy.source or policy.path

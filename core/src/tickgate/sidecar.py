@@ -27,7 +27,7 @@ from typing import Any
 import attrs
 
 from .errors import TickgateError
-from .forking import close_inherited, drop, hold
+from .forking import drop, fork_helper, hold, how_it_ended, write_all
 from .model import Request, RequestOutcome, TickRecord
 from .report import EncodedDetail, FingerprintSink, SummarySink
 
@@ -39,7 +39,6 @@ assert attrs.fields(TickRecord)[-1].name == "detail"
 _RECORD_FIELDS = tuple(a.name for a in attrs.fields(TickRecord))[:-1]
 _record_fields = attrgetter(*_RECORD_FIELDS)
 _outcome_fields = attrgetter(*(a.name for a in attrs.fields(RequestOutcome)))
-_SIGNALS = {signal.SIGINT, signal.SIGTERM}
 _ARRIVAL, _RECORD, _ENCODED, _OUTCOME, _ENCODED_TEXT = 0, 1, 2, 3, 4
 #: the detail of a record past the summary's detail_limit: only its JSON is
 #: used (by the fingerprint), so only that travels; the dict just has to be truthy
@@ -67,36 +66,11 @@ class Sidecar:
         self._kept = detail_limit  # records whose detail the summary still keeps (SummarySink.ticks)
         to_child, self._to_child = os.pipe()
         self._from_child, from_parent = os.pipe()
-        mask = signal.pthread_sigmask(signal.SIG_BLOCK, _SIGNALS)
-        try:
-            pid = os.fork()
-        except BaseException:
-            signal.pthread_sigmask(signal.SIG_SETMASK, mask)
-            for fd in (to_child, self._to_child, self._from_child, from_parent):
-                os.close(fd)
-            raise
-        if pid == 0:  # pragma: no cover - the child; tested through the parent
-            code = 0
-            try:
-                for signum in _SIGNALS:
-                    signal.signal(signum, signal.SIG_DFL)
-                signal.pthread_sigmask(signal.SIG_SETMASK, mask)
-                os.close(self._to_child)
-                os.close(self._from_child)
-                close_inherited()
-                _serve(to_child, from_parent, detail_limit)
-            except BaseException:
-                code = 1
-            finally:
-                os._exit(code)
-        self.pid = pid
+        self.pid = fork_helper(lambda: _serve(to_child, from_parent, detail_limit),
+                               child_closes=(self._to_child, self._from_child),
+                               parent_closes=(to_child, from_parent))
         self._done = False
         hold(self._to_child, self._from_child)
-        try:
-            os.close(to_child)
-            os.close(from_parent)
-        finally:
-            signal.pthread_sigmask(signal.SIG_SETMASK, mask)
 
     # -- sink protocol (parent side) ---------------------------------------------
     def arrival(self, request: Request) -> None:
@@ -125,7 +99,17 @@ class Sidecar:
             data = b"m" + marshal.dumps(events)
         except ValueError:  # a value marshal does not know (a plugin's detail): pickle knows more
             data = b"p" + pickle.dumps(events, pickle.HIGHEST_PROTOCOL)
-        _write_all(self._to_child, len(data).to_bytes(8, "little") + data)
+        try:
+            write_all(self._to_child, len(data).to_bytes(8, "little"))
+            write_all(self._to_child, data)
+        except BrokenPipeError:
+            raise self._died() from None
+
+    def _died(self) -> TickgateError:
+        how = how_it_ended(self.pid)
+        self._done = True
+        return TickgateError(f"the process computing the fingerprint and summary (pid {self.pid}) {how}; "
+                             "TICKGATE_PARALLEL=0 computes them in this process instead")
 
     # -- end ---------------------------------------------------------------------
     def finish(self) -> tuple[str, SummarySink]:
@@ -139,13 +123,10 @@ class Sidecar:
             with os.fdopen(self._from_child, "rb") as pipe:
                 self._from_child = -1
                 data = pipe.read()
-            _, status = os.waitpid(self.pid, 0)
-            self._done = True
             if not data:
-                how = (f"was killed by signal {os.WTERMSIG(status)}" if os.WIFSIGNALED(status)
-                       else f"exited with status {os.WEXITSTATUS(status)}")
-                raise TickgateError(f"the process computing the fingerprint and summary (pid {self.pid}) {how}; "
-                                    "TICKGATE_PARALLEL=0 computes them in this process instead")
+                raise self._died()
+            os.waitpid(self.pid, 0)
+            self._done = True
             kind, value = pickle.loads(data)
             if kind != "ok":
                 raise RuntimeError(f"the fingerprint and summary process failed: {value}")
@@ -169,12 +150,6 @@ class Sidecar:
             os.waitpid(self.pid, 0)
 
 
-def _write_all(fd: int, data: bytes) -> None:
-    view = memoryview(data)
-    while view:
-        view = view[os.write(fd, view):]
-
-
 def _serve(fd_in: int, fd_out: int, detail_limit: int) -> None:  # pragma: no cover - runs in the child
     fingerprint = FingerprintSink()
     summary = SummarySink(detail_limit=detail_limit)
@@ -191,7 +166,7 @@ def _serve(fd_in: int, fd_out: int, detail_limit: int) -> None:  # pragma: no co
         result: tuple[str, Any] = ("ok", (fingerprint.hexdigest(), summary))
     except Exception as exc:
         result = ("bug", f"{type(exc).__name__}: {exc}")
-    _write_all(fd_out, pickle.dumps(result, pickle.HIGHEST_PROTOCOL))
+    write_all(fd_out, pickle.dumps(result, pickle.HIGHEST_PROTOCOL))
     os.close(fd_out)
 
 

@@ -175,7 +175,10 @@ def request_to_dict(r: Request) -> dict[str, Any]:
         out["strict_deadline"] = True
     if r.prefix_blocks is not None:
         n = len(r.prefix_blocks)
-        runs = block_runs(r.prefix_blocks) if 2 < n <= r.prompt_tokens else None  # what readers accept as runs
+        try:
+            runs = block_runs(r.prefix_blocks) if 2 < n <= r.prompt_tokens else None  # what readers accept as runs
+        except TypeError:  # ids that are not ints (a reader plugin's): the list, as given
+            runs = None
         if runs is not None and 2 * len(runs) < n:
             out["prefix_block_runs"] = runs  # the compact spelling, when it is one
         else:

@@ -148,3 +148,16 @@ def test_the_switch(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, setting: st
     monkeypatch.setattr(forking, "MIN_BYTES", 1 if big else 1 << 40)
     monkeypatch.setattr(forking, "cores", lambda: 2)
     assert worth_it(path) is expected
+
+
+def test_a_bug_in_the_reader_is_an_internal_error_after_the_requests_before_it() -> None:
+    def stream():
+        yield from _requests(3)
+        raise ValueError("boom")
+
+    got = []
+    with pytest.raises(RuntimeError, match="reading the workload in a child process failed: ValueError: boom"):
+        for r in prefetched(stream()):
+            got.append(r)
+    assert got == _requests(3)
+    assert not _children()

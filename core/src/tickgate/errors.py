@@ -73,3 +73,30 @@ class TickLimitExceeded(ReplayError):
         self.limit = limit
         super().__init__(f"replay exceeded the tick limit of {limit} steps "
                          "(raise limits.max_ticks in the policy if this is expected)")
+
+
+def error_as_data(exc: BaseException) -> tuple[str, object]:
+    """``exc`` as plain values, to cross from a helper process to its parent
+    (marshal or pickle): located input errors keep their location, other
+    user-facing errors their message, anything else is a bug."""
+    if isinstance(exc, InputError):
+        return "input", (exc.path, exc.message, exc.line, exc.column, exc.json_path)
+    if isinstance(exc, PluginError):
+        return "plugin", str(exc)
+    if isinstance(exc, TickgateError):
+        return "tickgate", str(exc)
+    return "bug", f"{type(exc).__name__}: {exc}"
+
+
+def error_from_data(kind: str, value: object, doing: str) -> Exception:
+    """The exception :func:`error_as_data` described, raised again in the
+    parent: the same message and exit code as in one process; a bug becomes
+    an internal error saying what the helper was ``doing``."""
+    if kind == "input":
+        path, message, line, column, json_path = value  # type: ignore[misc]
+        return InputError(path, message, line=line, column=column, json_path=json_path)
+    if kind == "plugin":
+        return PluginError(value)
+    if kind == "tickgate":
+        return TickgateError(value)
+    return RuntimeError(f"{doing} in a child process failed: {value}")

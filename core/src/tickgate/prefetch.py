@@ -27,7 +27,7 @@ from typing import Any, Iterable, Iterator
 
 import attrs
 
-from .errors import InputError, PluginError, TickgateError
+from .errors import TickgateError, error_as_data, error_from_data
 from .forking import drop, fork_helper, helpers_wanted, hold, how_it_ended, write_all
 from .model import Request
 
@@ -76,7 +76,7 @@ def prefetched(requests: Iterable[Request]) -> Iterator[Request]:
                 return
             else:
                 finished = True
-                raise _error(kind, value)
+                raise error_from_data(kind, value, "reading the workload")
     finally:
         drop(read_fd)
         pipe.close()
@@ -104,30 +104,24 @@ def _produce(requests: Iterable[Request], fd: int) -> None:
                 batch = []
                 ids = 0
         message: tuple[str, Any] = ("end", None)
-    except InputError as exc:
-        message = ("input", (exc.path, exc.message, exc.line, exc.column, exc.json_path))
-    except TickgateError as exc:
-        message = ("plugin" if isinstance(exc, PluginError) else "tickgate", str(exc))
-    except Exception as exc:  # a bug (or a value marshal refuses): an internal error in the parent
-        message = ("bug", f"{type(exc).__name__}: {exc}")
-        batch = []  # it may be the batch that could not be sent
+    except _Unsendable as exc:  # a value marshal refuses, in this batch
+        message = error_as_data(exc.__cause__ or exc)
+        batch = []
+    except Exception as exc:  # errors come back as data, raised again in the parent
+        message = error_as_data(exc)
     if batch:
         _send(fd, ("ok", batch))
     _send(fd, message)
 
 
+class _Unsendable(Exception):
+    pass
+
+
 def _send(fd: int, message: tuple[str, Any]) -> None:
-    data = marshal.dumps(message)
+    try:
+        data = marshal.dumps(message)
+    except ValueError as exc:
+        raise _Unsendable() from exc
     write_all(fd, len(data).to_bytes(8, "little"))
     write_all(fd, data)
-
-
-def _error(kind: str, value: Any) -> Exception:
-    if kind == "input":
-        path, message, line, column, json_path = value
-        return InputError(path, message, line=line, column=column, json_path=json_path)
-    if kind == "plugin":
-        return PluginError(value)
-    if kind == "tickgate":
-        return TickgateError(value)
-    return RuntimeError(f"reading the workload in a child process failed: {value}")

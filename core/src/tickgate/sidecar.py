@@ -26,7 +26,7 @@ from typing import Any
 
 import attrs
 
-from .errors import TickgateError
+from .errors import TickgateError, error_as_data, error_from_data
 from .forking import drop, fork_helper, hold, how_it_ended, write_all
 from .model import Request, RequestOutcome, TickRecord
 from .report import EncodedDetail, FingerprintSink, SummarySink
@@ -129,7 +129,7 @@ class Sidecar:
             self._done = True
             kind, value = pickle.loads(data)
             if kind != "ok":
-                raise RuntimeError(f"the fingerprint and summary process failed: {value}")
+                raise error_from_data(kind, value, "computing the fingerprint and summary")
             return value  # type: ignore[no-any-return]
         finally:
             self.close()
@@ -164,8 +164,8 @@ def _serve(fd_in: int, fd_out: int, detail_limit: int) -> None:  # pragma: no co
                 events = marshal.loads(data[1:]) if data[:1] == b"m" else pickle.loads(data[1:])
                 _replay_events(events, fingerprint, summary)
         result: tuple[str, Any] = ("ok", (fingerprint.hexdigest(), summary))
-    except Exception as exc:
-        result = ("bug", f"{type(exc).__name__}: {exc}")
+    except Exception as exc:  # comes back as data, raised again in the parent
+        result = error_as_data(exc)
     write_all(fd_out, pickle.dumps(result, pickle.HIGHEST_PROTOCOL))
     os.close(fd_out)
 

@@ -16,7 +16,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from ..errors import InputError, PluginError, TickgateError
+from ..errors import error_as_data, error_from_data
 from .inputs import read_side
 from .observations import Side
 
@@ -27,25 +27,14 @@ PARALLEL_BYTES = 32 * 1024 * 1024
 def _job(path: str, label: str, format: str) -> tuple[str, Any]:
     try:
         return "ok", read_side(path, label, format)
-    except InputError as exc:
-        return "input", (exc.path, exc.message, exc.line, exc.column, exc.json_path)
-    except TickgateError as exc:
-        return ("plugin" if isinstance(exc, PluginError) else "tickgate"), str(exc)
-    except Exception as exc:  # a bug: surfaces as an internal error in the parent
-        return "bug", f"{type(exc).__name__}: {exc}"
+    except Exception as exc:  # errors come back as data, raised again in the parent
+        return error_as_data(exc)
 
 
 def _unwrap(kind: str, value: Any) -> Side:
     if kind == "ok":
         return value  # type: ignore[no-any-return]
-    if kind == "input":
-        path, message, line, column, json_path = value
-        raise InputError(path, message, line=line, column=column, json_path=json_path)
-    if kind == "plugin":
-        raise PluginError(value)
-    if kind == "tickgate":
-        raise TickgateError(value)
-    raise RuntimeError(f"reading in a child process failed: {value}")
+    raise error_from_data(kind, value, "reading")
 
 
 def worth_it(baseline: Path, candidate: Path) -> bool:

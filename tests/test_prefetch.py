@@ -12,7 +12,8 @@ import pytest
 from conftest import POLICIES, run_cli
 from tickgate.errors import InputError, TickgateError
 from tickgate.model import Request
-from tickgate.prefetch import BATCH, prefetched, worth_it
+from tickgate.forking import helpers_wanted
+from tickgate.prefetch import BATCH, prefetched
 from tickgate.workload import WorkloadHeader, read_workload, write_workload
 
 pytestmark = pytest.mark.skipif(not hasattr(os, "fork"), reason="prefetch needs fork")
@@ -147,7 +148,7 @@ def test_the_switch(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, setting: st
     monkeypatch.setenv("TICKGATE_PARALLEL", setting)
     monkeypatch.setattr(forking, "MIN_BYTES", 1 if big else 1 << 40)
     monkeypatch.setattr(forking, "cores", lambda: 2)
-    assert worth_it(path) is expected
+    assert helpers_wanted(path) is expected
 
 
 def test_a_bug_in_the_reader_is_an_internal_error_after_the_requests_before_it() -> None:

@@ -12,8 +12,8 @@ requests before it have been handed out: exactly what reading in-process
 does (a bug in the reader surfaces as an internal error either way, its
 message wrapped).
 
-Used when :func:`tickgate.forking.helpers_wanted` says so (big files, two
-cores, ``TICKGATE_PARALLEL``).
+The replay command uses it when :func:`tickgate.forking.helpers_wanted` says
+so (big files, two cores, ``TICKGATE_PARALLEL``).
 """
 
 from __future__ import annotations
@@ -22,13 +22,12 @@ import marshal
 import os
 import signal
 from operator import attrgetter
-from pathlib import Path
 from typing import Any, Iterable, Iterator
 
 import attrs
 
 from .errors import TickgateError, error_as_data, error_from_data
-from .forking import drop, fork_helper, helpers_wanted, hold, how_it_ended, write_all
+from .forking import drop, fork_helper, hold, how_it_ended, write_all
 from .model import Request
 
 #: requests per message, at most
@@ -38,11 +37,6 @@ BATCH_IDS = 1 << 16
 
 _FIELDS = tuple(a.name for a in attrs.fields(Request))
 _fields_of = attrgetter(*_FIELDS)
-
-
-def worth_it(path: Path) -> bool:
-    """Whether reading ``path`` ahead in a child process pays (or is asked for)."""
-    return helpers_wanted(path)
 
 
 def prefetched(requests: Iterable[Request]) -> Iterator[Request]:

@@ -42,9 +42,11 @@ def replay_command(input_path: Path, output_path: Path, policy_path: Path | None
     outputs = {"--output": output_path} if trace_path is None else {"--output": output_path, "--trace": trace_path}
     check_distinct_outputs(outputs, {"--input": input_path, "--policy": policy_path})
     policy = load_policy(policy_path)
-    requests, inputs = open_requests(input_path, input_format, block_size=block_size, limit=limit)
+    helpers = helpers_wanted(input_path)  # docs/workload.md, "Large replays"
+    requests, inputs = open_requests(input_path, input_format, block_size=block_size, limit=limit,
+                                     prefetch=helpers)
     report = replay(requests, policy, trace_path=trace_path, inputs=inputs, detail_limit=detail_limit,
-                    sidecar=helpers_wanted(input_path))
+                    sidecar=helpers)
     write_json(output_path, report)
     if not quiet:
         s = report["summary"]

@@ -10,6 +10,8 @@ shared blocks) must give the same blocks, counts and lookups in both.
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -43,10 +45,11 @@ class NaivePool:
             n -= 1
         for _ in range(n):
             b = self.queue.pop(0)
-            key = self.key_of.pop(b)
-            self.cache[key].remove(b)
-            if not self.cache[key]:
-                del self.cache[key]
+            key = self.key_of.pop(b, None)  # None: freed as cached, without a key
+            if key is not None:
+                self.cache[key].remove(b)
+                if not self.cache[key]:
+                    del self.cache[key]
             out.append(b)
         for b in out:
             self.ref[b] = 1
@@ -87,10 +90,12 @@ class NaivePool:
 
 
 # a request: its prompt blocks' contents (a small alphabet, so prefixes are
-# shared), how many blocks beyond them it allocates (unhashed tail), and
-# whether the oldest live request finishes first
+# shared), how many blocks beyond them it allocates (unhashed tail), whether
+# the oldest live request finishes first, and how many of its tail blocks it
+# frees as cached blocks without a key (a finished request's own blocks)
 requests = st.lists(
-    st.tuples(st.lists(st.integers(0, 3), min_size=0, max_size=12), st.integers(0, 4), st.booleans()),
+    st.tuples(st.lists(st.integers(0, 3), min_size=0, max_size=12), st.integers(0, 4), st.booleans(),
+              st.integers(0, 4)),
     min_size=1, max_size=60,
 )
 
@@ -108,12 +113,12 @@ def test_pool_matches_the_naive_free_queue(reqs, usable, scans):
     pool = BlockPool(usable + 1, caching=True)
     pool.scans_left = scans
     model = NaivePool(usable)
-    live: list[tuple[list[int], int, list[int]]] = []  # (blocks, ncached, keys)
-    for contents, tail, release_oldest in reqs:
+    live: list[tuple[list[int], int, list[Any]]] = []  # (blocks, blocks freed as cached, their keys)
+    for contents, tail, release_oldest, keyless in reqs:
         keys = chained(contents)
         if release_oldest and live:
             blocks, ncached, k = live.pop(0)
-            pool.release(blocks, ncached, k[:ncached])
+            pool.release(blocks, ncached, k)
             model.release(blocks, ncached)
             assert pool.free == model.free
         hits = pool.lookup(keys, len(keys), lambda i: ("own", i))
@@ -131,13 +136,16 @@ def test_pool_matches_the_naive_free_queue(reqs, usable, scans):
         pool.insert_run(blocks[h:len(keys)], keys[h:])
         for b, k in zip(blocks[h:len(keys)], keys[h:]):
             model.insert(b, k)
-        live.append((blocks, len(keys), keys))
+        keyless = min(keyless, tail)
+        live.append((blocks, len(keys) + keyless, keys + [None] * keyless))
         assert pool.free == model.free
         assert pool.used == usable - model.free
     for blocks, ncached, k in live:
-        pool.release(blocks, ncached, k[:ncached])
+        pool.release(blocks, ncached, k)
         model.release(blocks, ncached)
     assert pool.free == model.free == usable
+    # the same cache: keyless blocks left no entry behind
+    assert {k: [v] if type(v) is int else v for k, v in pool.cache.items()} == model.cache
     assert not pool.shared and pool.extra == 0
 
 

@@ -17,7 +17,9 @@ eviction finds the hash to drop without a per-block map; a block taken out of
 the middle by a hit is overwritten with a ``-1`` tombstone (``nstale`` counts
 them). A block's hash is otherwise known from its position: block ``j`` of a
 request holds the request's ``j``-th key once registered (its first
-``ncached`` blocks), which is what release relies on.
+``ncached`` blocks), which is what release relies on. A block freed with the key ``None`` sits in
+the cached part of the queue without a cache entry (a hash that can never be
+looked up again: :meth:`release`), so it costs no dict work at either end.
 
 Reference counts are implicit: a block held by one request has no entry
 anywhere; ``shared`` counts holders of blocks held by two or more; ``qpos``
@@ -146,15 +148,16 @@ class BlockPool:
         if n == 1 and lq[lh] != _STALE:  # the common decode case, without the run machinery
             bid = lq[lh]
             key = self.lqk[lh]
-            cache = self.cache
-            entry = cache[key]
-            if type(entry) is int:
-                del cache[key]
-            else:
-                entry.remove(bid)  # type: ignore[union-attr]
-                if not entry:
+            if key is not None:
+                cache = self.cache
+                entry = cache[key]
+                if type(entry) is int:
                     del cache[key]
-                    self.nlists -= 1
+                else:
+                    entry.remove(bid)  # type: ignore[union-attr]
+                    if not entry:
+                        del cache[key]
+                        self.nlists -= 1
             self._advance(lh + 1)
             self.nlru -= 1
             into.append(bid)
@@ -179,6 +182,8 @@ class BlockPool:
         cache = self.cache
         if self.nlists:
             for bid, key in zip(ev, keys):
+                if key is None:
+                    continue
                 entry = cache[key]
                 if type(entry) is int:
                     del cache[key]
@@ -187,8 +192,8 @@ class BlockPool:
                     if not entry:
                         del cache[key]
                         self.nlists -= 1
-        else:
-            _consume(map(cache.__delitem__, keys))
+        else:  # keyless blocks (None) have no entry
+            _consume(map(cache.pop, keys, repeat(None)))
         into.extend(ev)
 
     def lookup(self, keys: list[Hashable], limit: int, key: Callable[[int], Hashable]) -> list[int]:
@@ -269,6 +274,9 @@ class BlockPool:
         """Free a request's blocks, tail first (vLLM frees in reverse order).
 
         ``blocks[:ncached]`` hold a hash, ``keys`` (the caller's invariant), the rest none.
+        A key of ``None`` is a block vLLM would cache under a hash nobody can
+        ever look up again (a finished request's own blocks): it joins the
+        cached part of the queue, where vLLM puts it, without a cache entry.
         """
         if not self.extra or self.shared.keys().isdisjoint(blocks):
             # nobody else holds any of them: the unhashed tail goes to the

@@ -227,6 +227,7 @@ class VllmV1Scheduler(Scheduler):
         self.finish_next = False  # see _steady_span
         self.last_body: tuple[Any, ...] | None = None
         self.last_record: TickRecord | None = None
+        self._span_duration: float | None = None  # of the last span, timed replays
         self.kv_sample = (0, self.pool.usable)
         self.plain_ids = True  # every request id is a str (records carry pre-encoded details)
         # totals for extra_summary
@@ -389,7 +390,7 @@ class VllmV1Scheduler(Scheduler):
             self.running = [q for q in running if q not in gone]
             for q in finished:
                 completed.append(q.id)
-                self._release(q)
+                self._release(q, finished=True)
                 self.outcomes.append(self._outcome(q, tick, end_ms))
         self.steady = not finished
         self.t_sched_tokens += r
@@ -433,23 +434,15 @@ class VllmV1Scheduler(Scheduler):
             return None
         bs = self.bs
         a0 = 0  # blocks allocated in this step
+        decoded = []
+        sched_json = []
+        sj = []
         for q in running:
             T = q.T
             if q.nc + 1 != T or not q.no:
                 return None
             if T > q.held * bs:
                 a0 += 1
-        pool = self.pool
-        free0 = pool.free - a0
-        kv0 = pool.usable - free0
-        span = self._steady_span(horizon)
-        if span <= 0:
-            return None
-        r = len(running)
-        decoded = []
-        sched_json = []
-        sj = []
-        for q in running:
             entry = q.dentry
             if entry is None:
                 entry = q.dentry = [q.id, 1, "running"]
@@ -457,6 +450,13 @@ class VllmV1Scheduler(Scheduler):
             decoded.append(q.id)
             sched_json.append(entry)
             sj.append(q.djson)
+        pool = self.pool
+        free0 = pool.free - a0
+        kv0 = pool.usable - free0
+        span = self._steady_span(horizon)
+        if span <= 0:
+            return None
+        r = len(running)
         decoded_t = tuple(decoded)
         body = ((), 0, decoded_t, r, 0, r, 0, (), (), (), sched_json)
         if body != self.last_body:
@@ -656,7 +656,7 @@ class VllmV1Scheduler(Scheduler):
             gone = set(finished)
             self.running = running = [q for q in running if q not in gone]
             for q in finished:
-                self._release(q)
+                self._release(q, finished=True)
                 self.outcomes.append(self._outcome(q, tick, end_ms))
         rejected = tuple(self.rejected_now)
         self.rejected_now = []
@@ -905,7 +905,7 @@ class VllmV1Scheduler(Scheduler):
             self.running = running = [q for q in running if q not in gone]
             for q in finished:
                 completed.append(q.id)
-                self._release(q)
+                self._release(q, finished=True)
                 self.outcomes.append(self._outcome(q, tick, end_ms))
         rejected = tuple(self.rejected_now)
         if rejected:
@@ -966,27 +966,59 @@ class VllmV1Scheduler(Scheduler):
         (the horizon), or (c) a block allocation does not fit (that step may
         preempt). The waiting head stays blocked: free blocks only shrink and
         its need only grows. Returns 0 when the next step must run in full.
+
+        One pass over the running requests gathers what the span needs (steps
+        to each one's last token, the step of its next block, its context), one
+        more applies it: this runs once per record.
         """
         running = self.running
         bs = self.bs
         maxlen = self.maxlen
         limit = horizon.max_ticks if horizon.max_ticks is not None else 1 << 62
-        if self.max_span is not None:
-            limit = min(limit, self.max_span)
-        last = 1 << 62  # steps before the first request samples its last token
+        if self.max_span is not None and self.max_span < limit:
+            limit = self.max_span
+        left_min = (1 << 62) + 1  # tokens until the first request samples its last one
+        # first step (0-based) at which each request needs a new block: slot T+k > held*bs
+        firsts = []
+        context = 0
         for q in running:
+            T = q.T
             left = q.M - q.no
-            if maxlen is not None and maxlen - q.T < left:
-                left = maxlen - q.T
-            if left - 1 < last:
-                last = left - 1  # the step sampling the last token is not steady
+            if maxlen is not None and maxlen - T < left:
+                left = maxlen - T
+            if left < left_min:
+                left_min = left
+            firsts.append(q.held * bs - T + 1)
+            context += T
+        last = left_min - 1  # the step sampling the last token is not steady
         if last < limit:
             limit = last
         if limit <= 0:
             return 0
         free = self.pool.free
-        # First step (0-based) at which each request needs a new block: slot T+k > held*bs.
-        firsts = [q.held * bs - q.T + 1 for q in running]
+        # no request takes more than a block per bs steps from its first one:
+        # when even that fits, the exact count is not needed
+        k_min = min(firsts) if firsts else 0
+        if k_min < limit and len(firsts) * ((limit - 1 - k_min) // bs + 1) > free:
+            limit = self._fitting_span(limit, firsts, free)
+            if limit <= 0:
+                return 0
+        duration: float | None = None
+        if self.timing is not None:
+            limit, duration = self._timed_limit(limit, horizon.until_ms, len(running), context)
+            if limit <= 0:
+                return 0
+        self._apply_span(limit, firsts)
+        self._span_duration = duration
+        # the next step samples somebody's last token: step() goes straight to
+        # the finishing step instead of finding a span of 0 (nothing can change
+        # in between but an arrival, and an arrival makes the next step full)
+        self.finish_next = limit == last
+        return limit
+
+    def _fitting_span(self, limit: int, firsts: list[int], free: int) -> int:
+        """The longest span up to ``limit`` steps whose block allocations fit in ``free``."""
+        bs = self.bs
 
         def allocs(n: int) -> int:
             total = 0
@@ -995,37 +1027,23 @@ class VllmV1Scheduler(Scheduler):
                     total += (n - 1 - k0) // bs + 1
             return total
 
-        if allocs(limit) > free:
-            lo, hi = 0, limit  # allocs(lo) <= free < allocs(hi)
-            while hi - lo > 1:
-                mid = (lo + hi) // 2
-                if allocs(mid) <= free:
-                    lo = mid
-                else:
-                    hi = mid
-            limit = lo
-        if limit <= 0:
-            return 0
-        durations: list[float] | None = None
-        if self.timing is not None:
-            limit, durations = self._timed_limit(limit, horizon.until_ms)
-            if limit <= 0:
-                return 0
-        self._apply_span(limit, firsts)
-        self._span_duration = None if durations is None else durations[0]
-        # the next step samples somebody's last token: step() goes straight to
-        # the finishing step instead of finding a span of 0 (nothing can change
-        # in between but an arrival, and an arrival makes the next step full)
-        self.finish_next = limit == last
-        return limit
+        if allocs(limit) <= free:
+            return limit
+        lo, hi = 0, limit  # allocs(lo) <= free < allocs(hi)
+        while hi - lo > 1:
+            mid = (lo + hi) // 2
+            if allocs(mid) <= free:
+                lo = mid
+            else:
+                hi = mid
+        return lo
 
-    def _timed_limit(self, limit: int, until_ms: float | None) -> tuple[int, list[float]]:
+    def _timed_limit(self, limit: int, until_ms: float | None, r: int, ctx0: int) -> tuple[int, float]:
         """Cut the span so every step starts before the next arrival; also the
-        span's duration, summed exactly as the engine would step by step."""
+        span's duration, summed exactly as the engine would step by step.
+        ``r`` requests decode, with ``ctx0`` tokens of context in the first step."""
         timing = self.timing
         assert timing is not None
-        r = len(self.running)
-        ctx0 = sum([q.T for q in self.running])
         now0 = now = self.clock.now_ms
         n = 0
         if type(timing) is TimingModel:
@@ -1058,44 +1076,53 @@ class VllmV1Scheduler(Scheduler):
             total = _next_up(total)
         while now0 + total > now:
             total = _next_down(total)
-        return n, [total]
+        return n, total
 
     def _apply_span(self, n: int, firsts: list[int]) -> None:
+        """Advance every running request ``n`` decode steps, with the blocks they
+        take on the way (request ``i`` first needs one at step ``firsts[i]``)."""
         bs = self.bs
         pool = self.pool
         running = self.running
+        # Steps before each block's allocation, summed: the span's steps hold
+        # that many fewer blocks than its last one (for the KV mean).
+        missing = 0
         if self.caching and all([q.npre == 0 and q.ncached >= q.npk for q in running]):
             # Only blocks keyed to their own request get registered in the span
             # (deferred to release, see _cache), so the allocations can be one
             # pop of the free queue, dealt out in running order.
+            takers: list[_Req] = []
             grows: list[int] = []
             for q, k0 in zip(running, firsts):
                 if n > k0:
                     g = (n - 1 - k0) // bs + 1
                     q.held += g
+                    takers.append(q)
                     grows.append(g)
-                else:
-                    grows.append(0)
+                    missing += g * k0 + bs * g * (g - 1) // 2
                 nc = q.nc = q.nc + n
                 q.no += n
                 q.T += n
                 if nc // bs > q.cmark:
                     q.cmark = nc // bs
-            total = sum(grows)
-            if total:
+            if takers:
                 got: list[int] = []
-                pool.allocate(total, got)
-                pos = 0
-                for q, g in zip(running, grows):
-                    if g:
+                pool.allocate(sum(grows), got)
+                if len(takers) == len(got):  # a block each
+                    for q, b in zip(takers, got):
+                        q.blocks.append(b)
+                else:
+                    pos = 0
+                    for q, g in zip(takers, grows):
                         q.blocks += got[pos:pos + g]
                         pos += g
         else:
             caching = self.caching
             for q, k0 in zip(running, firsts):
-                grow = (n - 1 - k0) // bs + 1 if n > k0 else 0
-                if grow:
-                    self._grow(q, grow)
+                if n > k0:
+                    g = (n - 1 - k0) // bs + 1
+                    self._grow(q, g)
+                    missing += g * k0 + bs * g * (g - 1) // 2
                 q.nc += n
                 q.no += n
                 q.T += n
@@ -1103,27 +1130,14 @@ class VllmV1Scheduler(Scheduler):
                     self._cache(q, q.nc // bs)
         used = pool.usable - pool.free
         self.t_steps += n
-        r = len(self.running)
+        r = len(running)
         self.t_sched_tokens += r * n
         self.tok_hist[r] = self.tok_hist.get(r, 0) + n
-        # exact per-step KV after schedule(): blocks grow inside the span
-        used_end = used
-        if used_end > self.kv_peak:
-            self.kv_peak = used_end
-        self.kv_weighted += self._span_kv_sum(n, firsts, used_end)
-
-    def _span_kv_sum(self, n: int, firsts: list[int], used_end: int) -> int:
-        """Sum over the span's steps of blocks in use right after each schedule()."""
-        bs = self.bs
-        total = used_end * n
-        for k0 in firsts:
-            # allocations at steps k0, k0+bs, ... < n; a block allocated at step k
-            # is absent from the steps before k.
-            if n > k0:
-                m = (n - 1 - k0) // bs + 1
-                # sum over j<m of (k0 + j*bs) steps missing that block
-                total -= m * k0 + bs * m * (m - 1) // 2
-        return total
+        # exact per-step KV after schedule(): blocks grow inside the span, the
+        # last step holds the most
+        if used > self.kv_peak:
+            self.kv_peak = used
+        self.kv_weighted += used * n - missing
 
     # -- block helpers ----------------------------------------------------------
     def _grow(self, q: _Req, n: int) -> None:
@@ -1167,8 +1181,24 @@ class VllmV1Scheduler(Scheduler):
         self.pool.store(bl, keys)
         q.ncached = upto
 
-    def _release(self, q: _Req) -> None:
+    def _release(self, q: _Req, finished: bool = False) -> None:
+        """Free q's blocks; ``finished``: it will never be scheduled again."""
         if self.caching:
+            if finished and not q.npre:
+                # Its blocks past the prompt keys were registered only logically
+                # (see _cache) under keys nobody else can look up, and it never
+                # will again: vLLM frees them as cached blocks, so they go to the
+                # cached part of the free queue, but with no key (v1_pool.release).
+                nc = q.ncached
+                held = q.cmark if q.cmark > nc else nc
+                keys = q.pkeys[:nc] if nc < q.npk else q.pkeys
+                if held > nc:
+                    keys = keys + [None] * (held - nc)
+                self.pool.release(q.blocks, held, keys)
+                q.blocks = []
+                q.ncached = q.cmark = 0
+                q.held = 0
+                return
             if q.cmark > q.ncached:
                 self._register_own(q, q.cmark)
             nc = q.ncached
@@ -1236,12 +1266,11 @@ def span_record(s: VllmV1Scheduler, span: int) -> TickRecord:
     last = s.last_record
     if last is None:  # pragma: no cover - steady implies a previous record
         raise PluginError("vllm-v1: steady span without a previous step")
-    duration = getattr(s, "_span_duration", None)
     return TickRecord(
         tick=s.clock.tick, admitted=(), prefill_tokens=0, decoded=last.decoded,
         decode_tokens=last.decode_tokens, queued=last.queued, active=last.active,
         kv_pages_used=last.kv_pages_used, kv_pages_reserved=0, span=span,
-        duration_ms=duration, detail=last.detail,
+        duration_ms=s._span_duration, detail=last.detail,
     )
 
 

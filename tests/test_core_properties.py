@@ -149,3 +149,30 @@ def test_aging_bounds_how_long_a_large_request_waits() -> None:
     # Without aging the stream keeps the big request out far longer.
     rec, _, _ = replay(requests, (16, 10, 128, 4, 10**9))
     assert next(o for o in rec.outcomes if o.id == "big").admitted_tick > 150
+
+
+ids = st.lists(st.sampled_from(["a", "b", "c"]), max_size=3).map(tuple)
+#: TickRecord's fields in order, with values for each
+record_fields = st.tuples(
+    st.integers(0, 10**9), ids, st.integers(0, 10**6), ids, st.integers(0, 64), st.integers(0, 9),
+    st.integers(0, 9), st.integers(0, 99), st.integers(0, 99), ids, ids, ids, st.integers(1, 10**6),
+    st.none() | st.floats(0, 1e6), st.none() | st.just({"free_blocks": 3}),
+)
+
+
+@settings(max_examples=50, deadline=None)
+@given(record_fields)
+def test_tick_record_builds_the_same_frozen_value_as_the_constructor(values: tuple[Any, ...]) -> None:
+    import attrs
+    import pytest
+
+    from tickgate.model import tick_record
+
+    names = [a.name for a in attrs.fields(TickRecord)]
+    fast = tick_record(*values)
+    slow = TickRecord(**dict(zip(names, values, strict=True)))
+    assert type(fast) is TickRecord
+    assert attrs.asdict(fast) == attrs.asdict(slow) and fast == slow
+    assert [getattr(fast, name) for name in names] == list(values)
+    with pytest.raises(attrs.exceptions.FrozenInstanceError):
+        fast.tick = 1  # type: ignore[misc]

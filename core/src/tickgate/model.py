@@ -94,6 +94,41 @@ class TickRecord:
         return out
 
 
+# The slots TickRecord's fields live in, set directly (what attrs' frozen
+# __init__ does through object.__setattr__, a third of the cost).
+(_set_tick, _set_admitted, _set_prefill_tokens, _set_decoded, _set_decode_tokens, _set_queued, _set_active,
+ _set_kv_pages_used, _set_kv_pages_reserved, _set_completed, _set_preempted, _set_rejected, _set_span,
+ _set_duration_ms, _set_detail) = (TickRecord.__dict__[a.name].__set__ for a in attrs.fields(TickRecord))
+_new = object.__new__
+
+
+def tick_record(tick: int, admitted: tuple[str, ...], prefill_tokens: int, decoded: tuple[str, ...],
+                decode_tokens: int, queued: int, active: int, kv_pages_used: int, kv_pages_reserved: int,
+                completed: tuple[str, ...], preempted: tuple[str, ...], rejected: tuple[str, ...], span: int,
+                duration_ms: float | None, detail: Mapping[str, Any] | None) -> TickRecord:
+    """``TickRecord(...)`` with every field given, in field order, for a scheduler
+    that builds one per step: the same frozen value, built in about a third of
+    the time (a large replay builds hundreds of thousands). Nothing is checked
+    here that the constructor would check (it checks nothing either)."""
+    record = _new(TickRecord)
+    _set_tick(record, tick)
+    _set_admitted(record, admitted)
+    _set_prefill_tokens(record, prefill_tokens)
+    _set_decoded(record, decoded)
+    _set_decode_tokens(record, decode_tokens)
+    _set_queued(record, queued)
+    _set_active(record, active)
+    _set_kv_pages_used(record, kv_pages_used)
+    _set_kv_pages_reserved(record, kv_pages_reserved)
+    _set_completed(record, completed)
+    _set_preempted(record, preempted)
+    _set_rejected(record, rejected)
+    _set_span(record, span)
+    _set_duration_ms(record, duration_ms)
+    _set_detail(record, detail)
+    return record
+
+
 @attrs.frozen(slots=True)
 class RequestOutcome:
     """How one request ended: ``completed`` or ``rejected`` (with a reason).

@@ -28,13 +28,13 @@ import attrs
 
 from .errors import TickgateError, error_as_data, error_from_data
 from .forking import drop, fork_helper, hold, how_it_ended, write_all
-from .model import Request, RequestOutcome, TickRecord
+from .model import Request, RequestOutcome, TickRecord, tick_record
 from .report import EncodedDetail, FingerprintSink, SummarySink
 
 #: events per message
 BATCH = 512
 
-# records travel as their fields but detail, rebuilt as TickRecord(*fields, detail=...)
+# records travel as their fields but detail, rebuilt as tick_record(*fields, detail)
 assert attrs.fields(TickRecord)[-1].name == "detail"
 _RECORD_FIELDS = tuple(a.name for a in attrs.fields(TickRecord))[:-1]
 _record_fields = attrgetter(*_RECORD_FIELDS)
@@ -177,15 +177,15 @@ def _replay_events(events: list[Any], fingerprint: FingerprintSink,
     for event in events:
         kind = event[0]
         if kind == _ENCODED_TEXT:
-            record = TickRecord(*event[1], detail=EncodedDetail(_DETAIL_NOT_KEPT, event[2]))
+            record = tick_record(*event[1], EncodedDetail(_DETAIL_NOT_KEPT, event[2]))
             fp_record(record)
             sm_record(record)
         elif kind == _ENCODED:
-            record = TickRecord(*event[1], detail=EncodedDetail(event[2], event[3]))
+            record = tick_record(*event[1], EncodedDetail(event[2], event[3]))
             fp_record(record)
             sm_record(record)
         elif kind == _RECORD:
-            record = TickRecord(*event[1], detail=event[2])
+            record = tick_record(*event[1], event[2])
             fp_record(record)
             sm_record(record)
         elif kind == _OUTCOME:

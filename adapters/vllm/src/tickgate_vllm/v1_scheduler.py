@@ -56,7 +56,7 @@ from typing import Any, Callable, Hashable, Mapping
 from tickgate.blockruns import run_starts
 from tickgate.errors import PluginError
 from tickgate.interfaces import BuildContext, Horizon, Scheduler
-from tickgate.model import Request, RequestOutcome, TickRecord
+from tickgate.model import Request, RequestOutcome, TickRecord, tick_record
 from tickgate.report import EncodedDetail
 from tickgate.timing import TimingModel
 
@@ -406,13 +406,12 @@ class VllmV1Scheduler(Scheduler):
         if body != self.last_body:
             self.kv_sample = (kv_after_sched, free_after_sched)
             self.last_body = body
-        record = TickRecord(
-            tick=tick, admitted=(), prefill_tokens=0, decoded=decoded_t,
-            decode_tokens=r, queued=0, active=r,
-            kv_pages_used=self.kv_sample[0], kv_pages_reserved=0,
-            completed=completed_t, preempted=(), rejected=(),
-            duration_ms=duration,
-            detail=self._detail(sched_json, sj, self.kv_sample[1]),
+        record = tick_record(
+            # tick, admitted, prefill_tokens, decoded, decode_tokens, queued, active,
+            tick, (), 0, decoded_t, r, 0, r,
+            # kv_pages_used, kv_pages_reserved, completed, preempted, rejected, span, duration_ms, detail
+            self.kv_sample[0], 0, completed_t, (), (), 1, duration,
+            self._detail(sched_json, sj, self.kv_sample[1]),
         )
         self.last_record = record
         return record
@@ -463,12 +462,12 @@ class VllmV1Scheduler(Scheduler):
             self.kv_sample = (kv0, free0)
             self.last_body = body
         self.steady = True
-        record = TickRecord(
-            tick=self.clock.tick, admitted=(), prefill_tokens=0, decoded=decoded_t,
-            decode_tokens=r, queued=0, active=r,
-            kv_pages_used=self.kv_sample[0], kv_pages_reserved=0, span=span,
-            duration_ms=self._span_duration,
-            detail=self._detail(sched_json, sj, self.kv_sample[1]),
+        record = tick_record(
+            # tick, admitted, prefill_tokens, decoded, decode_tokens, queued, active,
+            self.clock.tick, (), 0, decoded_t, r, 0, r,
+            # kv_pages_used, kv_pages_reserved, completed, preempted, rejected, span, duration_ms, detail
+            self.kv_sample[0], 0, (), (), (), span, self._span_duration,
+            self._detail(sched_json, sj, self.kv_sample[1]),
         )
         self.last_record = record
         return record
@@ -939,13 +938,12 @@ class VllmV1Scheduler(Scheduler):
         if body != self.last_body:
             self.kv_sample = (kv_after_sched, free_after_sched)
             self.last_body = body
-        record = TickRecord(
-            tick=tick, admitted=body[0], prefill_tokens=prefill_tokens, decoded=body[2],
-            decode_tokens=decode_tokens, queued=n_waiting, active=body[5],
-            kv_pages_used=self.kv_sample[0], kv_pages_reserved=admitted_blocks,
-            completed=body[7], preempted=body[8], rejected=rejected,
-            duration_ms=duration,
-            detail=self._detail(sched_json, sj, self.kv_sample[1]),
+        record = tick_record(
+            # tick, admitted, prefill_tokens, decoded, decode_tokens, queued, active,
+            tick, body[0], prefill_tokens, body[2], decode_tokens, n_waiting, body[5],
+            # kv_pages_used, kv_pages_reserved, completed, preempted, rejected, span, duration_ms, detail
+            self.kv_sample[0], admitted_blocks, body[7], body[8], rejected, 1, duration,
+            self._detail(sched_json, sj, self.kv_sample[1]),
         )
         self.last_record = record
         return record
@@ -1266,11 +1264,11 @@ def span_record(s: VllmV1Scheduler, span: int) -> TickRecord:
     last = s.last_record
     if last is None:  # pragma: no cover - steady implies a previous record
         raise PluginError("vllm-v1: steady span without a previous step")
-    return TickRecord(
-        tick=s.clock.tick, admitted=(), prefill_tokens=0, decoded=last.decoded,
-        decode_tokens=last.decode_tokens, queued=last.queued, active=last.active,
-        kv_pages_used=last.kv_pages_used, kv_pages_reserved=0, span=span,
-        duration_ms=s._span_duration, detail=last.detail,
+    return tick_record(
+        # tick, admitted, prefill_tokens, decoded, decode_tokens, queued, active,
+        s.clock.tick, (), 0, last.decoded, last.decode_tokens, last.queued, last.active,
+        # kv_pages_used, kv_pages_reserved, completed, preempted, rejected, span, duration_ms, detail
+        last.kv_pages_used, 0, (), (), (), span, s._span_duration, last.detail,
     )
 
 

@@ -214,3 +214,23 @@ def test_byte_identical_across_hash_seeds(tmp_path: Path) -> None:
         outs.append(out.read_bytes().replace(str(tmp_path).encode(), b""))
     assert outs[0] == outs[1]
     assert json.loads(outs[0])["scheduler"]["prefix_cache"]["hit_tokens"] == 10640
+
+
+def test_outcome_fields_land_where_they_belong() -> None:
+    """The outcome is built positionally (speed): every field by name, distinct values."""
+    import attrs
+
+    from tickgate_vllm.v1_scheduler import _Req, VllmV1Scheduler
+
+    r = Request(id="R", prompt_tokens=100, max_output_tokens=60, arrival_ms=5.5, priority=3, tenant="t",
+                lane="l", deadline_ms=8.0)
+    q = _Req(r, ordinal=1, pkeys=[], tick=2, arrival_ms=5.5)
+    q.admitted_tick, q.first_tick, q.first_ms, q.no, q.npre, q.hit_first = 3, 4, 7.25, 50, 1, 16
+    out = VllmV1Scheduler._outcome(None, q, 9, 9.75)  # type: ignore[arg-type]
+    assert attrs.asdict(out) == {
+        "id": "R", "status": "completed", "arrival_tick": 2, "reason": None, "admitted_tick": 3,
+        "first_token_tick": 4, "finished_tick": 9, "output_tokens": 50, "prompt_tokens": 100,
+        "preemptions": 1, "prefix_hit_tokens": 16, "priority": 3, "tenant": "t", "lane": "l",
+        "deadline_missed": True, "arrival_ms": 5.5, "first_token_ms": 7.25, "finished_ms": 9.75,
+        "flags": ("length_capped",),
+    }

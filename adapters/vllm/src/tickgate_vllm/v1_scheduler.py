@@ -1213,24 +1213,20 @@ class VllmV1Scheduler(Scheduler):
                 # will again: vLLM frees them as cached blocks, so they go to the
                 # cached part of the free queue, but with no key (v1_pool.release).
                 nc = q.ncached
-                held = q.cmark if q.cmark > nc else nc
+                hashed = q.cmark if q.cmark > nc else nc
                 keys = q.pkeys[:nc] if nc < q.npk else q.pkeys
-                if held > nc:
-                    keys = keys + [None] * (held - nc)
-                self.pool.release(q.blocks, held, keys)
-                q.blocks = []
-                q.ncached = q.cmark = 0
-                q.held = 0
-                return
-            if q.cmark > q.ncached:
-                self._register_own(q, q.cmark)
-            nc = q.ncached
-            npk = q.npk
-            if nc <= npk:
-                keys = q.pkeys[:nc]
+                if hashed > nc:
+                    keys = keys + [None] * (hashed - nc)
             else:
-                keys = q.pkeys + list(zip(repeat(q.ordinal), range(npk, nc)))
-            self.pool.release(q.blocks, nc, keys)
+                if q.cmark > q.ncached:
+                    self._register_own(q, q.cmark)
+                hashed = q.ncached
+                npk = q.npk
+                if hashed <= npk:
+                    keys = q.pkeys[:hashed]
+                else:
+                    keys = q.pkeys + list(zip(repeat(q.ordinal), range(npk, hashed)))
+            self.pool.release(q.blocks, hashed, keys)
             q.blocks = []
             q.ncached = q.cmark = 0
         else:

@@ -126,3 +126,20 @@ def test_a_failing_replay_leaves_no_child(tmp_path: Path) -> None:
     with pytest.raises(InputError, match="tick limit of 50"):
         replay(requests, load_policy(policy), inputs=inputs, sidecar=True)
     assert not _children()
+
+
+def test_helper_pipes_hold_a_mebibyte_where_the_system_allows() -> None:
+    """A burst of records fills a default 64 KiB pipe in well under a millisecond."""
+    import fcntl
+    import os
+
+    from tickgate.forking import PIPE_BYTES, pipe
+
+    if not hasattr(fcntl, "F_GETPIPE_SZ"):
+        pytest.skip("pipe sizes are Linux's")
+    read_fd, write_fd = pipe()
+    try:
+        assert fcntl.fcntl(write_fd, fcntl.F_GETPIPE_SZ) == PIPE_BYTES
+    finally:
+        os.close(read_fd)
+        os.close(write_fd)

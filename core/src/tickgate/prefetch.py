@@ -5,8 +5,8 @@ runs) is about a tenth of a large replay and does not depend on it, so on a
 machine with a second core a child process reads ahead while the parent
 schedules. The child sends each request's fields as a plain tuple, in batches
 of ``BATCH`` requests or ``BATCH_IDS`` ids (``marshal``: C speed, no classes
-pickled), through a pipe; a
-full pipe stops it, so it is never more than a few batches ahead. An input
+pickled), through a pipe (``forking.pipe``: 1 MiB); a full pipe stops it, so
+it is never more than that far ahead. An input
 error comes back as data and is raised in the parent, unchanged, once the
 requests before it have been handed out: exactly what reading in-process
 does (a bug in the reader surfaces as an internal error either way, its
@@ -27,7 +27,7 @@ from typing import Any, Iterable, Iterator
 import attrs
 
 from .errors import TickgateError, error_as_data, error_from_data
-from .forking import drop, fork_helper, hold, how_it_ended, write_all
+from .forking import drop, fork_helper, hold, how_it_ended, pipe, write_all
 from .model import Request
 
 #: requests per message, at most
@@ -44,13 +44,13 @@ def prefetched(requests: Iterable[Request]) -> Iterator[Request]:
     unstarted stream: the child consumes it, the parent must not. The child
     starts with the first request asked for, so a stream never read starts
     none."""
-    read_fd, write_fd = os.pipe()
+    read_fd, write_fd = pipe()
     pid = fork_helper(lambda: _produce(requests, write_fd), child_closes=(read_fd,), parent_closes=(write_fd,))
     finished = reaped = False
     hold(read_fd)
-    pipe = os.fdopen(read_fd, "rb")  # closes read_fd when closed
+    incoming = os.fdopen(read_fd, "rb")  # closes read_fd when closed
     try:
-        read = pipe.read
+        read = incoming.read
         while True:
             head = read(8)
             size = int.from_bytes(head, "little") if len(head) == 8 else -1
@@ -73,7 +73,7 @@ def prefetched(requests: Iterable[Request]) -> Iterator[Request]:
                 raise error_from_data(kind, value, "reading the workload")
     finally:
         drop(read_fd)
-        pipe.close()
+        incoming.close()
         if not finished:
             try:
                 os.kill(pid, signal.SIGTERM)  # stopped early (an error, a limit): it may be blocked on the pipe

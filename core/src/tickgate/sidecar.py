@@ -27,7 +27,7 @@ from typing import Any
 import attrs
 
 from .errors import TickgateError, error_as_data, error_from_data
-from .forking import drop, fork_helper, hold, how_it_ended, write_all
+from .forking import drop, fork_helper, hold, how_it_ended, pipe, write_all
 from .model import Request, RequestOutcome, TickRecord, tick_record
 from .report import EncodedDetail, FingerprintSink, SummarySink
 
@@ -64,7 +64,7 @@ class Sidecar:
     def __init__(self, detail_limit: int) -> None:
         self._events: list[Any] = []
         self._kept = detail_limit  # records whose detail the summary still keeps (SummarySink.ticks)
-        to_child, self._to_child = os.pipe()
+        to_child, self._to_child = pipe()
         self._from_child, from_parent = os.pipe()
         self.pid = fork_helper(lambda: _serve(to_child, from_parent, detail_limit),
                                child_closes=(self._to_child, self._from_child),

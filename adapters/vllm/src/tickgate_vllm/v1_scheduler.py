@@ -94,8 +94,11 @@ class _Req:
         self.cmark = 0  # leading blocks registered, logically (see _cache)
         self.id = r.id
         self.eid = _encode_str(r.id) if type(r.id) is str else None  # the id as JSON
-        self.dentry: list[Any] | None = None  # its sched entry when it decodes one token: [id, 1, "running"]
-        self.djson = ""  # that entry as JSON
+        # its sched entry when it decodes one token, and that entry as JSON (for
+        # str ids: details are pre-encoded only then); one pair per request, reused
+        # by every record it decodes in
+        self.dentry: list[Any] = [r.id, 1, "running"]
+        self.djson = f'[{self.eid},1,"running"]' if self.eid is not None else ""
         self.admitted_tick: int | None = None
         self.first_tick: int | None = None
         self.first_ms: float | None = None
@@ -372,12 +375,8 @@ class VllmV1Scheduler(Scheduler):
                 self._cache(q, T // bs)
             q.nc = T
             context += T
-            entry = q.dentry
-            if entry is None:
-                entry = q.dentry = [q.id, 1, "running"]
-                q.djson = f'[{q.eid},1,"running"]'
             decoded.append(q.id)
-            sched_json.append(entry)
+            sched_json.append(q.dentry)
             sj.append(q.djson)
             q.no = no = q.no + 1
             q.T = T = T + 1
@@ -446,12 +445,8 @@ class VllmV1Scheduler(Scheduler):
                 return None
             if T > q.held * bs:
                 a0 += 1
-            entry = q.dentry
-            if entry is None:
-                entry = q.dentry = [q.id, 1, "running"]
-                q.djson = f'[{q.eid},1,"running"]'
             decoded.append(q.id)
-            sched_json.append(entry)
+            sched_json.append(q.dentry)
             sj.append(q.djson)
         pool = self.pool
         free0 = pool.free - a0
@@ -748,11 +743,7 @@ class VllmV1Scheduler(Scheduler):
                 total += 1
                 context += T
                 nsched += 1
-                entry = q.dentry
-                if entry is None:
-                    entry = q.dentry = [q.id, 1, "running"]
-                    q.djson = f'[{q.eid},1,"running"]'
-                sched_json.append(entry)
+                sched_json.append(q.dentry)
                 sj.append(q.djson)
                 decode_tokens += 1
                 decoded.append(q.id)
@@ -800,11 +791,7 @@ class VllmV1Scheduler(Scheduler):
             context += nc
             nsched += 1
             if n == 1:
-                entry = q.dentry
-                if entry is None:
-                    entry = q.dentry = [q.id, 1, "running"]
-                    q.djson = f'[{q.eid},1,"running"]'
-                sched_json.append(entry)
+                sched_json.append(q.dentry)
                 sj.append(q.djson)
             else:
                 sched_json.append([q.id, n, "running"])

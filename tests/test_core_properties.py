@@ -1,15 +1,18 @@
-"""Invariants of the seed scheduler over random workloads and policies (hypothesis)."""
+"""Invariants of the seed scheduler over random workloads and policies, and of the core value
+types (hypothesis)."""
 
 from __future__ import annotations
 
 from typing import Any
 
+import attrs
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from tickgate.engine import build_scheduler, run
 from tickgate.interfaces import Clock
-from tickgate.model import Request, RequestOutcome, TickRecord
+from tickgate.model import Request, RequestOutcome, TickRecord, tick_record
 from tickgate.plugins import get_registry
 from tickgate.policy import Policy, Selection
 from tickgate.report import FingerprintSink
@@ -163,11 +166,6 @@ record_fields = st.tuples(
 @settings(max_examples=50, deadline=None)
 @given(record_fields)
 def test_tick_record_builds_the_same_frozen_value_as_the_constructor(values: tuple[Any, ...]) -> None:
-    import attrs
-    import pytest
-
-    from tickgate.model import tick_record
-
     names = [a.name for a in attrs.fields(TickRecord)]
     fast = tick_record(*values)
     slow = TickRecord(**dict(zip(names, values, strict=True)))

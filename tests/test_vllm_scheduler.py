@@ -7,6 +7,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from conftest import REPO, run_cli
 from tickgate.errors import InputError
@@ -234,3 +236,40 @@ def test_outcome_fields_land_where_they_belong() -> None:
         "deadline_missed": True, "arrival_ms": 5.5, "first_token_ms": 7.25, "finished_ms": 9.75,
         "flags": ("length_capped",),
     }
+
+
+_request = st.tuples(st.integers(1, 60), st.integers(1, 40), st.integers(0, 3), st.integers(0, 6),
+                     st.integers(0, 2))  # prompt, output, priority, arrival gap, shared-prefix family
+
+
+@settings(max_examples=60, deadline=None)
+@given(reqs=st.lists(_request, min_size=1, max_size=14), blocks=st.integers(6, 40),
+       caching=st.booleans(), policy_name=st.sampled_from(["fcfs", "priority"]),
+       timed=st.booleans(), maxlen=st.sampled_from([None, 90]))
+def test_fast_forward_never_changes_a_decision_on_random_traffic(
+        tmp_path_factory: pytest.TempPathFactory, reqs: list[tuple[int, int, int, int, int]], blocks: int,
+        caching: bool, policy_name: str, timed: bool, maxlen: int | None) -> None:
+    """Spans (one gathering pass, the allocation bound, keyless blocks) against one step
+    at a time, on small pools that preempt, shared prefixes, timed and untimed arrivals."""
+    tmp_path = tmp_path_factory.mktemp("ff")
+    workload, at = [], 0
+    for i, (prompt, out, prio, gap, family) in enumerate(reqs):
+        at += gap
+        ids = tuple(range(family * 100, family * 100 + prompt // 4 + 1))  # one id per started block of 4
+        arrival = {"arrival_ms": at * 3.7 + 0.25} if timed else {"arrival_tick": at}
+        workload.append(Request(id=f"r{i}", prompt_tokens=prompt, max_output_tokens=out, priority=prio,
+                                prefix_blocks=ids, **arrival))
+    opts = {**base(num_gpu_blocks=blocks, enable_prefix_caching=caching, policy=policy_name)}
+    if maxlen is not None:
+        opts["max_model_len"] = maxlen
+    timing = TIMING if timed else None
+    inputs = {"block_size": 4}
+    try:
+        fast = replay(workload, policy(tmp_path, opts, timing, "a.yaml"), inputs=inputs)
+    except InputError:
+        return  # a configuration vLLM refuses, refused alike either way
+    slow = replay(workload, policy(tmp_path, {**opts, "max_span": 1}, timing, "b.yaml"), inputs=inputs)
+    assert fast["summary"] == slow["summary"]
+    assert fast["scheduler"] == slow["scheduler"]
+    assert fast["requests"] == slow["requests"]
+    assert fast["outcomes"] == slow["outcomes"]

@@ -35,7 +35,8 @@ REPO = HERE.parent
 
 
 class _Replayer:
-    """A scheduler that returns records recorded from a real one, in order."""
+    """A scheduler that returns records recorded from a real one, in order. The
+    engine asks for outcomes once after every step, so that call moves it on."""
 
     def __init__(self, records: list[Any], outcomes: list[list[Any]]) -> None:
         self.records = records

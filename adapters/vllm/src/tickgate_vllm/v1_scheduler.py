@@ -73,7 +73,7 @@ class _Req:
 
     __slots__ = ("r", "ordinal", "M", "prio", "T", "nc", "no", "held", "blocks", "ncached",
                  "status", "npre", "pkeys", "npk", "cmark", "id", "eid", "dentry", "djson", "admitted_tick", "first_tick", "first_ms",
-                 "hit_first", "arrival_tick", "arrival_ms")
+                 "hit_first", "arrival_tick", "arrival_ms", "rseq", "d0", "ph")
 
     def __init__(self, r: Request, ordinal: int, pkeys: list[Hashable], tick: int,
                  arrival_ms: float | None) -> None:
@@ -105,6 +105,9 @@ class _Req:
         self.hit_first = 0
         self.arrival_tick = tick
         self.arrival_ms = arrival_ms
+        self.rseq = 0  # when it joined the running queue (its order there)
+        self.d0 = 0  # decode clock its fields hold at, while in a decode group
+        self.ph = 0  # decode-clock phase of its block allocations, while in a decode group
 
     def key(self, i: int) -> Hashable:
         """Chained hash of block ``i``: shared content for known prompt blocks,
@@ -237,6 +240,18 @@ class VllmV1Scheduler(Scheduler):
         self._span_duration: float | None = None  # of the last span, timed replays
         self.kv_sample = (0, self.pool.usable)
         self.plain_ids = True  # every request id is a str (records carry pre-encoded details)
+        self.rseq = 0  # running-queue joins so far
+        # the decode group (see _group_enter): every running request, decoding,
+        # with its fields as of the decode clock ``D`` when it joined
+        self.grouped = False
+        self.group_ok = not self.priority and self.maxlen is None and self.max_span != 1
+        self.D = 0
+        self.phase = [0] * (2 * self.bs)  # members by allocation phase, twice over (window sums)
+        self.fin: list[tuple[int, int, _Req]] = []  # (step of its last token, rseq, member), a heap
+        self.ctx = 0  # the members' tokens at D: the context of the next decode step
+        self.pending: list[int] = []  # blocks popped for members, not yet dealt out
+        self.members_view: tuple[tuple[str, ...], list[Any], list[str]] | None = None
+        self.not_plain: _Req | None = None  # the running request that kept the group from forming
         # totals for extra_summary
         self.t_preemptions = 0
         self.t_admissions = 0
@@ -316,6 +331,18 @@ class VllmV1Scheduler(Scheduler):
     def step(self, horizon: Horizon) -> TickRecord:
         finishing = self.finish_next  # set by the span just applied, if it ended where a request finishes
         self.finish_next = False
+        if self.group_ok and self.observer is None:
+            if self.grouped or self._group_enter():
+                if not finishing and (self.steady or (not self.waiting_fifo and not self.rejected_now)):
+                    record = self._group_span(horizon)
+                    if record is not None:
+                        return record
+                record = self._group_step()
+                if record is not None:
+                    return record
+                self._group_leave()
+        elif self.grouped:
+            self._group_leave()
         if self.observer is None and self.max_span != 1:
             if self.steady:
                 if not finishing:
@@ -585,6 +612,8 @@ class VllmV1Scheduler(Scheduler):
                 if caching:
                     self._cache(q, min(hit + n, T) // bs)
                 running.append(q)
+                self.rseq += 1
+                q.rseq = self.rseq
                 kind = "resumed" if q.npre > 0 else "new"
                 q.status = RUNNING
                 q.nc = hit
@@ -824,81 +853,9 @@ class VllmV1Scheduler(Scheduler):
         admitted: list[str] = []
         admitted_blocks = 0
         if not preempted:
-            while budget > 0 and waiting:
-                q = waiting[0]
-                if len(running) >= cfg.max_num_seqs:
-                    break
-                T = q.T
-                hits = pool.lookup(q.pkeys, (T - 1) // bs, q.key) if caching else []
-                h = len(hits)
-                hit = h * bs
-                n = T - hit
-                if 0 < thr < n:
-                    n = thr
-                if not cfg.enable_chunked_prefill and n > budget:
-                    break
-                if n > budget:
-                    n = budget
-                wm = self.wm_blocks if running else 0
-                evictable = pool.evictable(hits) if h else 0
-                if cfg.scheduler_reserve_full_isl:
-                    full = T if maxlen is None else min(T, maxlen)
-                    if max(-(-full // bs) - h, 0) + evictable + wm > pool.free:
-                        break
-                slot = hit + n
-                if maxlen is not None and slot > maxlen:
-                    slot = maxlen
-                new_blocks = max(-(-slot // bs) - h, 0)
-                if new_blocks + evictable + wm > pool.free:
-                    break
-                waiting.popleft()
-                if caching:
-                    pool.touch(hits)
-                    q.blocks = hits
-                    q.ncached = q.cmark = h
-                q.held = h
-                if new_blocks:
-                    self._grow(q, new_blocks)
-                admitted_blocks += new_blocks
-                if caching:
-                    self._cache(q, min(hit + n, T) // bs)
-                running.append(q)
-                kind = "resumed" if q.npre > 0 else "new"
-                q.status = RUNNING
-                nc = q.nc = hit + n
-                sched_json.append([q.id, n, kind, hit])
-                sj.append(f'[{q.eid},{n},"{kind}",{hit}]')
-                admitted.append(q.id)
-                if observer is not None:
-                    obs.append([q.id, n, kind, hit])
-                budget -= n
-                total += n
-                context += nc
-                nsched += 1
-                self.t_admissions += 1
-                self.t_hit_tokens += hit
-                self.t_query_tokens += T
-                if q.admitted_tick is None:
-                    q.admitted_tick = tick
-                    q.hit_first = hit
-                    self.t_first_hit_tokens += hit
-                    self.t_first_query_tokens += T
-                if nc >= T:
-                    no = q.no
-                    if no > 0:
-                        decode_tokens += 1
-                        if n != 1:
-                            prefill_tokens += n - 1
-                    else:
-                        prefill_tokens += n
-                        firsts.append(q)
-                    decoded.append(q.id)
-                    q.no = no = no + 1
-                    q.T = T = T + 1
-                    if no >= q.M or (maxlen is not None and T >= maxlen):
-                        finished.append(q)
-                else:
-                    prefill_tokens += n
+            budget, total, context, nsched, prefill_tokens, decode_tokens, admitted_blocks = self._admit_fcfs(
+                tick, budget, thr, total, context, nsched, prefill_tokens, decode_tokens,
+                sched_json, sj, decoded, admitted, firsts, finished, obs)
             if admitted:
                 pure_decode = False
 
@@ -963,12 +920,436 @@ class VllmV1Scheduler(Scheduler):
         self.last_record = record
         return record
 
+    def _admit_fcfs(self, tick: int, budget: int, thr: int, total: int, context: int, nsched: int,
+                    prefill_tokens: int, decode_tokens: int, sched_json: list[list[Any]], sj: list[str],
+                    decoded: list[str], admitted: list[str], firsts: list[_Req], finished: list[_Req],
+                    obs: list[list[Any]]) -> tuple[int, int, int, int, int, int, int]:
+        """The waiting pass of a fcfs step: admit from the head of the queue while
+        the budget, ``max_num_seqs`` and the pool allow (head-of-line blocking).
+
+        Appends to the step's lists; returns the step's running figures updated
+        (budget left, tokens, context, scheduled, prefill and decode tokens) and
+        the blocks admission allocated.
+        """
+        cfg = self.cfg
+        bs = self.bs
+        pool = self.pool
+        caching = self.caching
+        maxlen = self.maxlen
+        running = self.running
+        waiting = self.waiting_fifo
+        observer = self.observer
+        admitted_blocks = 0
+        while budget > 0 and waiting:
+            q = waiting[0]
+            if len(running) >= cfg.max_num_seqs:
+                break
+            T = q.T
+            hits = pool.lookup(q.pkeys, (T - 1) // bs, q.key) if caching else []
+            h = len(hits)
+            hit = h * bs
+            n = T - hit
+            if 0 < thr < n:
+                n = thr
+            if not cfg.enable_chunked_prefill and n > budget:
+                break
+            if n > budget:
+                n = budget
+            wm = self.wm_blocks if running else 0
+            evictable = pool.evictable(hits) if h else 0
+            if cfg.scheduler_reserve_full_isl:
+                full = T if maxlen is None else min(T, maxlen)
+                if max(-(-full // bs) - h, 0) + evictable + wm > pool.free:
+                    break
+            slot = hit + n
+            if maxlen is not None and slot > maxlen:
+                slot = maxlen
+            new_blocks = max(-(-slot // bs) - h, 0)
+            if new_blocks + evictable + wm > pool.free:
+                break
+            waiting.popleft()
+            if caching:
+                pool.touch(hits)
+                q.blocks = hits
+                q.ncached = q.cmark = h
+            q.held = h
+            if new_blocks:
+                self._grow(q, new_blocks)
+            admitted_blocks += new_blocks
+            if caching:
+                self._cache(q, min(hit + n, T) // bs)
+            running.append(q)
+            self.rseq += 1
+            q.rseq = self.rseq
+            kind = "resumed" if q.npre > 0 else "new"
+            q.status = RUNNING
+            nc = q.nc = hit + n
+            sched_json.append([q.id, n, kind, hit])
+            sj.append(f'[{q.eid},{n},"{kind}",{hit}]')
+            admitted.append(q.id)
+            if observer is not None:
+                obs.append([q.id, n, kind, hit])
+            budget -= n
+            total += n
+            context += nc
+            nsched += 1
+            self.t_admissions += 1
+            self.t_hit_tokens += hit
+            self.t_query_tokens += T
+            if q.admitted_tick is None:
+                q.admitted_tick = tick
+                q.hit_first = hit
+                self.t_first_hit_tokens += hit
+                self.t_first_query_tokens += T
+            if nc >= T:
+                no = q.no
+                if no > 0:
+                    decode_tokens += 1
+                    if n != 1:
+                        prefill_tokens += n - 1
+                else:
+                    prefill_tokens += n
+                    firsts.append(q)
+                decoded.append(q.id)
+                q.no = no = no + 1
+                q.T = T = T + 1
+                if no >= q.M or (maxlen is not None and T >= maxlen):
+                    finished.append(q)
+            else:
+                prefill_tokens += n
+        return budget, total, context, nsched, prefill_tokens, decode_tokens, admitted_blocks
+
     def _detail(self, sched_json: list[list[Any]], sj: list[str], free_blocks: int) -> Any:
         """The record's ``detail``, with its canonical JSON when every id is a str."""
         if self.plain_ids and type(free_blocks) is int:
             return EncodedDetail({"sched": sched_json, "free_blocks": free_blocks},
                                  f'{{"free_blocks":{free_blocks},"sched":[{",".join(sj)}]}}')
         return {"sched": sched_json, "free_blocks": free_blocks}
+
+    # -- the decode group ---------------------------------------------------------
+    # Under fcfs, most steps decode every running request one token; a step then
+    # changes each one's fields the same way (one more token, one more block every
+    # block_size steps, at a phase of its own). While every running request is such
+    # a plain decoder, they form a group: their fields stay as they were at the
+    # decode clock ``D`` when they joined (``d0``), and a step or span moves the
+    # clock instead of visiting each of them. What a span needs of them is kept as
+    # aggregates: members per allocation phase (how many blocks n steps take, one
+    # slice sum), a heap of the steps at which they sample their last token, their
+    # context. Blocks the members take are popped from the pool when vLLM pops
+    # them (free counts and evictions stay exact) and dealt out when a member's
+    # fields are next needed (:meth:`_sync`); a block is only a label once popped,
+    # so which member gets which one changes nothing. So a record costs its
+    # events (arrivals, completions, allocations as counts), not its running
+    # requests. Anything else (a request in prefill, a resumed request, which
+    # registers its own blocks as it goes, a preemption, priority, an observer,
+    # max_model_len) brings every member up to date and runs the step in full.
+
+    def _plain(self, q: _Req) -> bool:
+        """``q`` decodes one token per step in blocks allocated on demand, and
+        registers nothing in the prefix cache while it runs (see :meth:`_cache`)."""
+        T = q.T
+        return (q.nc + 1 == T and q.no > 0 and 0 <= q.held * self.bs - T + 1 < self.bs
+                and not (self.caching and (q.npre or q.ncached < q.npk)))
+
+    def _group_enter(self) -> bool:
+        """Form the decode group from the running queue, if every request is plain."""
+        running = self.running
+        blocker = self.not_plain
+        if blocker is not None:
+            if blocker in running and not self._plain(blocker):
+                return False
+            self.not_plain = None
+        plain = self._plain
+        for q in running:
+            if not plain(q):
+                self.not_plain = q
+                return False
+        D = self.D
+        bs = self.bs
+        phase = self.phase
+        fin = []
+        ctx = 0
+        for q in running:
+            T = q.T
+            q.d0 = D
+            ph = q.ph = (D + q.held * bs - T + 1) % bs
+            phase[ph] += 1
+            phase[ph + bs] += 1
+            fin.append((D + q.M - 1 - q.no, q.rseq, q))
+            ctx += T
+        heapq.heapify(fin)
+        self.fin = fin
+        self.ctx = ctx
+        self.grouped = True
+        self.members_view = None
+        return True
+
+    def _join(self, q: _Req) -> None:
+        """Add a plain running request to the group (its fields hold at ``D``)."""
+        bs = self.bs
+        D = self.D
+        T = q.T
+        q.d0 = D
+        ph = q.ph = (D + q.held * bs - T + 1) % bs
+        self.phase[ph] += 1
+        self.phase[ph + bs] += 1
+        heapq.heappush(self.fin, (D + q.M - 1 - q.no, q.rseq, q))
+        self.ctx += T
+
+    def _sync(self, q: _Req) -> None:
+        """Bring member ``q``'s fields to the decode clock: its tokens, the blocks
+        it took on the way (dealt from ``pending``), its logical cache mark."""
+        D = self.D
+        k = D - q.d0
+        if k:
+            bs = self.bs
+            T = q.T
+            x0 = q.d0 + q.held * bs - T + 1  # the step it took its next block in
+            if D > x0:
+                g = (D - 1 - x0) // bs + 1
+                q.held += g
+                # the KV mean counted these blocks from the end of their record on
+                # (see _group_span); from the step that took each, it should
+                self.kv_weighted -= g * x0 + bs * g * (g - 1) // 2
+                if self.caching:
+                    pending = self.pending
+                    q.blocks += pending[-g:]
+                    del pending[-g:]
+            q.T = T + k
+            q.no += k
+            nc = q.nc = q.nc + k
+            if self.caching and nc // bs > q.cmark:
+                q.cmark = nc // bs
+            q.d0 = D
+
+    def _group_leave(self) -> None:
+        """Bring every member up to date and dissolve the group."""
+        if not self.grouped:
+            return
+        for q in self.running:
+            self._sync(q)
+        if self.pending:  # pragma: no cover - every popped block belongs to a member
+            raise PluginError(f"vllm-v1: {len(self.pending)} blocks taken by the decode group were not dealt out")
+        self.phase = [0] * (2 * self.bs)
+        self.fin = []
+        self.ctx = 0
+        self.grouped = False
+
+    def _members(self) -> tuple[tuple[str, ...], list[Any], list[str]]:
+        """The members' ids, sched entries and their JSON, in running order (kept
+        until the running queue changes)."""
+        view = self.members_view
+        if view is None:
+            running = self.running
+            view = self.members_view = (tuple([q.id for q in running]), [q.dentry for q in running],
+                                        [q.djson for q in running])
+        return view
+
+    def _group_allocs(self, n: int) -> int:
+        """Blocks the members take in the next ``n`` steps."""
+        bs = self.bs
+        rounds, rest = divmod(n, bs)
+        total = len(self.running) * rounds
+        if rest:
+            start = self.D % bs
+            total += sum(self.phase[start:start + rest])
+        return total
+
+    def _take(self, n: int) -> None:
+        """Pop ``n`` blocks from the pool for the members."""
+        if self.caching:
+            self.pool.allocate(n, self.pending)
+        else:
+            self.pool.take(n)
+
+    def _group_span(self, horizon: Horizon) -> TickRecord | None:
+        """:meth:`_fresh_span` / :meth:`_steady_span` for the group: the identical
+        decode-only steps up to the first last token, the horizon, or the first
+        step whose blocks do not fit; ``None`` when there are none."""
+        fin = self.fin
+        if not fin:
+            return None
+        r = len(self.running)
+        if r > self.cfg.max_num_batched_tokens:
+            return None
+        D = self.D
+        last = fin[0][0] - D  # the step sampling somebody's last token is not steady
+        limit = horizon.max_ticks if horizon.max_ticks is not None else 1 << 62
+        if self.max_span is not None and self.max_span < limit:
+            limit = self.max_span
+        if last < limit:
+            limit = last
+        if limit <= 0:
+            return None
+        pool = self.pool
+        free = pool.free
+        allocs = self._group_allocs
+        if allocs(limit) > free:
+            lo, hi = 0, limit  # allocs(lo) <= free < allocs(hi)
+            while hi - lo > 1:
+                mid = (lo + hi) // 2
+                if allocs(mid) <= free:
+                    lo = mid
+                else:
+                    hi = mid
+            limit = lo
+            if limit <= 0:
+                return None
+        duration: float | None = None
+        if self.timing is not None:
+            limit, duration = self._timed_limit(limit, horizon.until_ms, r, self.ctx)
+            if limit <= 0:
+                return None
+        n = limit
+        a0 = self.phase[D % self.bs]  # taken by the first step (its record samples the KV after them)
+        taken = allocs(n)
+        used = pool.usable - free
+        if taken:
+            self._take(taken)
+        # each step's KV after scheduling: used before the span plus the blocks
+        # taken so far; counted here as if taken at the start of the step after
+        # the span, corrected per block by _sync
+        self.kv_weighted += used * n + taken * (D + n)
+        self.D = D + n
+        self.ctx += r * n
+        self.t_steps += n
+        self.t_sched_tokens += r * n
+        self.tok_hist[r] = self.tok_hist.get(r, 0) + n
+        if used + taken > self.kv_peak:
+            self.kv_peak = used + taken
+        self._span_duration = duration
+        self.finish_next = n == last
+        if self.steady:
+            return span_record(self, n)
+        self.steady = True
+        decoded_t, sched_json, sj = self._members()
+        free0 = free - a0
+        body = ((), 0, decoded_t, r, 0, r, 0, (), (), (), sched_json)
+        if body != self.last_body:
+            self.kv_sample = (pool.usable - free0, free0)
+            self.last_body = body
+        record = tick_record(
+            # tick, admitted, prefill_tokens, decoded, decode_tokens, queued, active,
+            self.clock.tick, (), 0, decoded_t, r, 0, r,
+            # kv_pages_used, kv_pages_reserved, completed, preempted, rejected, span, duration_ms, detail
+            self.kv_sample[0], 0, (), (), (), n, duration,
+            self._detail(sched_json, sj, self.kv_sample[1]),
+        )
+        self.last_record = record
+        return record
+
+    def _group_step(self) -> TickRecord | None:
+        """:meth:`_full_step_fcfs` when every running request is a member: they
+        all decode one token (their blocks fit: nobody is preempted), the ones
+        at their last token finish, and the waiting queue is served as usual.
+        ``None`` when this step's blocks do not fit."""
+        running = self.running
+        r = len(running)
+        cfg = self.cfg
+        budget = cfg.max_num_batched_tokens
+        if r > budget:
+            return None
+        pool = self.pool
+        D = self.D
+        a0 = self.phase[D % self.bs]
+        if a0 > pool.free:
+            return None
+        tick = self.clock.tick
+        waiting = self.waiting_fifo
+        thr = cfg.long_prefill_token_threshold if r + len(waiting) > 1 else 0
+        if a0:
+            self._take(a0)
+        self.D = D + 1
+        context = self.ctx
+        self.ctx = context + r
+        fin = self.fin
+        finished: list[_Req] = []
+        while fin and fin[0][0] == D:  # in rseq order: running order
+            finished.append(heapq.heappop(fin)[2])
+        decoded_t, sched_json, sj = self._members()
+        admitted: list[str] = []
+        newly: list[_Req] = []  # admitted and finished in this step
+        firsts: list[_Req] = []
+        total = nsched = decode_tokens = r
+        prefill_tokens = admitted_blocks = 0
+        if waiting:
+            sched_json = list(sched_json)
+            sj = list(sj)
+            decoded = list(decoded_t)
+            budget, total, context, nsched, prefill_tokens, decode_tokens, admitted_blocks = self._admit_fcfs(
+                tick, budget - r, thr, total, context, nsched, prefill_tokens, decode_tokens,
+                sched_json, sj, decoded, admitted, firsts, newly, [])
+            if admitted:
+                decoded_t = tuple(decoded)
+        free_after_sched = pool.free
+        kv_after_sched = pool.usable - free_after_sched
+        duration = (self.timing.step_ms(prefill_tokens, decode_tokens, context)
+                    if self.timing is not None else None)
+        end_ms = self.clock.now_ms + duration if duration is not None else None
+        for q in firsts:
+            q.first_tick = tick
+            q.first_ms = end_ms
+        leave = False
+        if admitted:
+            self.members_view = None
+            D1 = self.D
+            for q in running[r:]:
+                q.d0 = D1  # its fields are current
+                if q in newly:
+                    continue
+                if self._plain(q):
+                    self._join(q)
+                else:
+                    leave = True
+        completed: list[str] = []
+        if finished or newly:
+            self.members_view = None
+            gone = set(finished)
+            gone.update(newly)
+            self.running = [q for q in running if q not in gone]
+            bs = self.bs
+            phase = self.phase
+            for q in finished:
+                self._sync(q)
+                phase[q.ph] -= 1
+                phase[q.ph + bs] -= 1
+                self.ctx -= q.T
+            for q in chain(finished, newly):
+                completed.append(q.id)
+                self._release(q, finished=True)
+                self.outcomes.append(self._outcome(q, tick, end_ms))
+        rejected = tuple(self.rejected_now)
+        if rejected:
+            self.rejected_now = []
+        self.steady = not (admitted or completed or rejected)
+        self.t_sched_tokens += total
+        self.t_steps += 1
+        hist = self.tok_hist
+        hist[total] = hist.get(total, 0) + 1
+        if kv_after_sched > self.kv_peak:
+            self.kv_peak = kv_after_sched
+        # the members' blocks of this step are counted from the next step on
+        # here, and from this one once _sync corrects them
+        self.kv_weighted += kv_after_sched - a0 + a0 * (D + 1)
+        n_waiting = len(waiting)
+        completed_t = tuple(completed)
+        admitted_t = tuple(admitted)
+        body = (admitted_t, prefill_tokens, decoded_t, decode_tokens, n_waiting, r + len(admitted),
+                admitted_blocks, completed_t, (), rejected, sched_json)
+        if body != self.last_body:
+            self.kv_sample = (kv_after_sched, free_after_sched)
+            self.last_body = body
+        record = tick_record(
+            # tick, admitted, prefill_tokens, decoded, decode_tokens, queued, active,
+            tick, admitted_t, prefill_tokens, decoded_t, decode_tokens, n_waiting, r + len(admitted),
+            # kv_pages_used, kv_pages_reserved, completed, preempted, rejected, span, duration_ms, detail
+            self.kv_sample[0], admitted_blocks, completed_t, (), rejected, 1, duration,
+            self._detail(sched_json, sj, self.kv_sample[1]),
+        )
+        self.last_record = record
+        if leave:
+            self._group_leave()
+        return record
 
     # -- steady decode spans ----------------------------------------------------
     def _steady_span(self, horizon: Horizon) -> int:
@@ -1262,6 +1643,8 @@ class VllmV1Scheduler(Scheduler):
 
     def extra_summary(self) -> Mapping[str, Any]:
         from .v1_summary import summary
+
+        self._group_leave()
 
         return summary(self)
 

@@ -273,3 +273,32 @@ def test_fast_forward_never_changes_a_decision_on_random_traffic(
     assert fast["scheduler"] == slow["scheduler"]
     assert fast["requests"] == slow["requests"]
     assert fast["outcomes"] == slow["outcomes"]
+
+
+@pytest.mark.parametrize("maxlen", [None, 120])
+def test_the_decode_group_takes_every_step_of_steady_fcfs_traffic(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, maxlen: int | None) -> None:
+    """With prompts that fit one step, no preemption and nothing resumed, every
+    step after the first is the group's: arrivals, completions and spans alike
+    (the per-request paths would give the same report, only slower)."""
+    from tickgate_vllm.v1_scheduler import VllmV1Scheduler
+
+    per_request = ("_full_step_fcfs", "_fresh_span", "_finishing_decode_step", "_steady_span")
+    calls = {name: 0 for name in per_request + ("_group_step", "_group_span")}
+    for name in calls:
+        original = getattr(VllmV1Scheduler, name)
+
+        def counted(self: Any, *args: Any, _original: Any = original, _name: str = name) -> Any:
+            calls[_name] += 1
+            return _original(self, *args)
+
+        monkeypatch.setattr(VllmV1Scheduler, name, counted)
+    reqs = [req(f"r{i}", 10 + (7 * i) % 50, 3 + (5 * i) % 70, tick=3 * i, prefix_blocks=(i % 3, 10 + i))
+            for i in range(40)]
+    opts = base(num_gpu_blocks=400, enable_prefix_caching=True)
+    if maxlen is not None:
+        opts["max_model_len"] = maxlen
+    rep = replay(reqs, policy(tmp_path, opts), inputs={"block_size": 4})
+    assert rep["summary"]["completed_requests"] == 40
+    assert calls["_group_step"] > 40 and calls["_group_span"] > 40
+    assert {name: calls[name] for name in per_request} == {name: 0 for name in per_request}

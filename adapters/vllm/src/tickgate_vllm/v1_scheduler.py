@@ -244,7 +244,7 @@ class VllmV1Scheduler(Scheduler):
         # the decode group (see _group_enter): every running request, decoding,
         # with its fields as of the decode clock ``D`` when it joined
         self.grouped = False
-        self.group_ok = not self.priority and self.maxlen is None and self.max_span != 1
+        self.group_ok = not self.priority and self.max_span != 1
         self.D = 0
         self.phase = [0] * (2 * self.bs)  # members by allocation phase, twice over (window sums)
         self.fin: list[tuple[int, int, _Req]] = []  # (step of its last token, rseq, member), a heap
@@ -1041,8 +1041,8 @@ class VllmV1Scheduler(Scheduler):
     # so which member gets which one changes nothing. So a record costs its
     # events (arrivals, completions, allocations as counts), not its running
     # requests. Anything else (a request in prefill, a resumed request, which
-    # registers its own blocks as it goes, a preemption, priority, an observer,
-    # max_model_len) brings every member up to date and runs the step in full.
+    # registers its own blocks as it goes, a preemption, priority, an observer)
+    # brings every member up to date and runs the step in full.
 
     def _plain(self, q: _Req) -> bool:
         """``q`` decodes one token per step in blocks allocated on demand, and
@@ -1050,6 +1050,14 @@ class VllmV1Scheduler(Scheduler):
         T = q.T
         return (q.nc + 1 == T and q.no > 0 and 0 <= q.held * self.bs - T + 1 < self.bs
                 and not (self.caching and (q.npre or q.ncached < q.npk)))
+
+    def _left(self, q: _Req) -> int:
+        """Steps before the one in which ``q`` samples its last token (``max_tokens``
+        or ``max_model_len``)."""
+        left = q.M - 1 - q.no
+        if self.maxlen is not None and self.maxlen - 1 - q.T < left:
+            left = self.maxlen - 1 - q.T
+        return left
 
     def _group_enter(self) -> bool:
         """Form the decode group from the running queue, if every request is plain."""
@@ -1075,7 +1083,7 @@ class VllmV1Scheduler(Scheduler):
             ph = q.ph = (D + q.held * bs - T + 1) % bs
             phase[ph] += 1
             phase[ph + bs] += 1
-            fin.append((D + q.M - 1 - q.no, q.rseq, q))
+            fin.append((D + self._left(q), q.rseq, q))
             ctx += T
         heapq.heapify(fin)
         self.fin = fin
@@ -1093,7 +1101,7 @@ class VllmV1Scheduler(Scheduler):
         ph = q.ph = (D + q.held * bs - T + 1) % bs
         self.phase[ph] += 1
         self.phase[ph + bs] += 1
-        heapq.heappush(self.fin, (D + q.M - 1 - q.no, q.rseq, q))
+        heapq.heappush(self.fin, (D + self._left(q), q.rseq, q))
         self.ctx += T
 
     def _sync(self, q: _Req) -> None:

@@ -36,6 +36,15 @@ steps are identical; the KV figures in it are sampled when the decisions
 change (docs/vllm.md, "Trace records"), exact per-step figures are in the
 scheduler summary.
 
+Under fcfs, while every running request is such a plain decoder, the requests
+form a *decode group* (:meth:`_group_enter`): a step or a span moves one decode
+clock instead of visiting each request, what a span needs of them is kept as
+aggregates, and a request's fields are brought up to date only when they are
+needed (:meth:`_sync`). Steps and spans then cost their events (an arrival, a
+completion, the count of blocks taken), not their running requests. The
+per-request paths above remain for what the group does not cover (a prompt in
+chunked prefill, a resumed request, a preemption, priority, an observer).
+
 The full step under fcfs is one pass per queue (:meth:`_full_step_fcfs`:
 nothing scheduled is ever un-scheduled, so each request is settled when
 visited); priority keeps the reference two-pass :meth:`_full_step`. Block

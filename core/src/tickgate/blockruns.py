@@ -21,17 +21,27 @@ from typing import Sequence
 Runs = list[list[int]]
 
 
+#: the last tuple asked about and its run starts: a reader that checks a request's
+#: ids as runs and the writer that spells them as runs ask about the same tuple
+#: one after the other (held here, so its identity cannot be reused)
+_last: tuple[object, list[int]] = ((), [])
+
+
 def run_starts(ids: Sequence[int]) -> list[int]:
     """Indexes in ``ids`` where a run starts (0 first), a run being consecutive
-    integers ascending by one. ``ids`` must hold integers and be non-empty."""
+    integers ascending by one. ``ids`` must hold integers and be non-empty.
+    The list returned is shared: do not change it."""
+    global _last
+    if ids is _last[0]:
+        return _last[1]
     n = len(ids)
     first = ids[0]
-    if ids[n - 1] - first == n - 1:
-        span = range(first, first + n)
-        if (tuple(span) if type(ids) is tuple else list(span)) == ids:
-            return [0]  # the common case: one run, one C-level comparison
-    starts = [0]
-    starts.extend(compress(range(1, n), map(ne, ids[1:], map(add, ids, repeat(1)))))
+    starts = [0]  # the common case: one run, one C-level comparison
+    if ids[n - 1] - first != n - 1 or (tuple(range(first, first + n)) if type(ids) is tuple
+                                        else list(range(first, first + n))) != ids:
+        starts.extend(compress(range(1, n), map(ne, ids[1:], map(add, ids, repeat(1)))))
+    if type(ids) is tuple:
+        _last = (ids, starts)
     return starts
 
 

@@ -21,6 +21,7 @@ import json
 from pathlib import Path
 from typing import Any, Iterator, Mapping
 
+from ..blockruns import run_starts
 from ..errors import InputError
 from ..locations import MAX_INT
 from ..model import Request
@@ -88,8 +89,18 @@ class MooncakeReader(TraceReader):
                 if type(ids) is not list:
                     what = "missing" if ids is None else f"found {type(ids).__name__}"
                     raise _reject(path, line, f"hash_ids: expected a list of block ids, {what}")
-                if ids and (set(map(type, ids)) != {int} or min(ids) < 0 or max(ids) > MAX_INT):
-                    raise _reject(path, line, "hash_ids: expected non-negative integer block ids")
+                blocks = tuple(ids)
+                if blocks:
+                    if [*map(type, blocks)].count(int) != len(blocks):
+                        raise _reject(path, line, "hash_ids: expected non-negative integer block ids")
+                    # one run (a synthetic trace's every row): its ends are its extremes;
+                    # the writer asks for the same runs next (blockruns keeps them)
+                    if run_starts(blocks) == [0]:
+                        low, high = blocks[0], blocks[-1]
+                    else:
+                        low, high = min(blocks), max(blocks)
+                    if low < 0 or high > MAX_INT:
+                        raise _reject(path, line, "hash_ids: expected non-negative integer block ids")
                 need = -(-prompt // block)
                 if len(ids) != need:
                     raise _reject(path, line, (
@@ -110,7 +121,7 @@ class MooncakeReader(TraceReader):
                     max_output_tokens=output,
                     priority=priority,
                     arrival_ms=float(ts - order.origin),  # type: ignore[operator]
-                    prefix_blocks=tuple(ids),
+                    prefix_blocks=blocks,
                 )
         if rows == 0:  # like the CSV readers' missing header: a truncated download, not a trace
             raise InputError(path, "empty file: expected one JSON object per line", line=1)

@@ -583,59 +583,21 @@ class VllmV1Scheduler(Scheduler):
                     q = self.waiting_fifo[0]
                 if len(running) >= cfg.max_num_seqs:
                     break
-                T = q.T
-                hits = pool.lookup(q.pkeys, (T - 1) // bs, q.key) if caching else []
-                h = len(hits)
-                hit = h * bs
-                n = T - hit
-                if 0 < thr < n:
-                    n = thr
-                if not cfg.enable_chunked_prefill and n > budget:
+                plan = self._admission(q, budget, thr)
+                if plan is None:
                     break
-                if n > budget:
-                    n = budget
-                wm = self.wm_blocks if running else 0
-                evictable = pool.evictable(hits) if h else 0
-                if cfg.scheduler_reserve_full_isl:
-                    full = T if maxlen is None else min(T, maxlen)
-                    if max(-(-full // bs) - h, 0) + evictable + wm > pool.free:
-                        break
-                slot = hit + n
-                if maxlen is not None and slot > maxlen:
-                    slot = maxlen
-                new_blocks = max(-(-slot // bs) - h, 0)
-                if new_blocks + evictable + wm > pool.free:
-                    break
+                hits, n, new_blocks = plan
                 if self.priority:
                     heapq.heappop(self.waiting_heap)
                 else:
                     self.waiting_fifo.popleft()
-                if caching:
-                    pool.touch(hits)
-                    q.blocks = hits
-                    q.ncached = q.cmark = h
-                q.held = h
-                if new_blocks:
-                    self._grow(q, new_blocks)
+                hit = len(hits) * bs  # before _admit: the list becomes its blocks
+                self._admit(q, hits, n, new_blocks, tick)
                 admitted_blocks += new_blocks
-                if caching:
-                    self._cache(q, min(hit + n, T) // bs)
-                running.append(q)
-                self.rseq += 1
-                q.rseq = self.rseq
                 kind = "resumed" if q.npre > 0 else "new"
-                q.status = RUNNING
                 q.nc = hit
                 sched[q] = [n, kind, hit]
                 budget -= n
-                self.t_admissions += 1
-                self.t_hit_tokens += hit
-                self.t_query_tokens += T
-                if q.admitted_tick is None:
-                    q.admitted_tick = tick
-                    q.hit_first = hit
-                    self.t_first_hit_tokens += hit
-                    self.t_first_query_tokens += T
 
         free_after_sched = pool.free
         kv_after_sched = pool.usable - free_after_sched
@@ -929,6 +891,70 @@ class VllmV1Scheduler(Scheduler):
         self.last_record = record
         return record
 
+    def _admission(self, q: _Req, budget: int, thr: int) -> tuple[list[int], int, int] | None:
+        """vLLM's checks for admitting waiting request ``q`` now: its cached
+        blocks, the tokens it gets and the blocks it needs, or ``None`` if it
+        has to wait (and with it everything behind it)."""
+        cfg = self.cfg
+        bs = self.bs
+        pool = self.pool
+        maxlen = self.maxlen
+        T = q.T
+        hits = pool.lookup(q.pkeys, (T - 1) // bs, q.key) if self.caching else []
+        h = len(hits)
+        hit = h * bs
+        n = T - hit
+        if 0 < thr < n:
+            n = thr
+        if not cfg.enable_chunked_prefill and n > budget:
+            return None
+        if n > budget:
+            n = budget
+        wm = self.wm_blocks if self.running else 0
+        evictable = pool.evictable(hits) if h else 0
+        if cfg.scheduler_reserve_full_isl:
+            full = T if maxlen is None else min(T, maxlen)
+            if max(-(-full // bs) - h, 0) + evictable + wm > pool.free:
+                return None
+        slot = hit + n
+        if maxlen is not None and slot > maxlen:
+            slot = maxlen
+        new_blocks = max(-(-slot // bs) - h, 0)
+        if new_blocks + evictable + wm > pool.free:
+            return None
+        return hits, n, new_blocks
+
+    def _admit(self, q: _Req, hits: list[int], n: int, new_blocks: int, tick: int) -> None:
+        """Admit ``q``, taken off its queue by the caller, for ``n`` tokens: its
+        cached blocks and new ones (``hits`` becomes its block list), the blocks
+        it completes registered, into the running queue, counted. Its computed
+        tokens are the caller's."""
+        bs = self.bs
+        h = len(hits)
+        hit = h * bs
+        T = q.T
+        if self.caching:
+            self.pool.touch(hits)
+            q.blocks = hits
+            q.ncached = q.cmark = h
+        q.held = h
+        if new_blocks:
+            self._grow(q, new_blocks)
+        if self.caching:
+            self._cache(q, min(hit + n, T) // bs)
+        self.running.append(q)
+        self.rseq += 1
+        q.rseq = self.rseq
+        q.status = RUNNING
+        self.t_admissions += 1
+        self.t_hit_tokens += hit
+        self.t_query_tokens += T
+        if q.admitted_tick is None:
+            q.admitted_tick = tick
+            q.hit_first = hit
+            self.t_first_hit_tokens += hit
+            self.t_first_query_tokens += T
+
     def _admit_fcfs(self, tick: int, budget: int, thr: int, total: int, context: int, nsched: int,
                     prefill_tokens: int, decode_tokens: int, sched_json: list[list[Any]], sj: list[str],
                     decoded: list[str], admitted: list[str], firsts: list[_Req], finished: list[_Req],
@@ -942,8 +968,6 @@ class VllmV1Scheduler(Scheduler):
         """
         cfg = self.cfg
         bs = self.bs
-        pool = self.pool
-        caching = self.caching
         maxlen = self.maxlen
         running = self.running
         waiting = self.waiting_fifo
@@ -953,45 +977,16 @@ class VllmV1Scheduler(Scheduler):
             q = waiting[0]
             if len(running) >= cfg.max_num_seqs:
                 break
-            T = q.T
-            hits = pool.lookup(q.pkeys, (T - 1) // bs, q.key) if caching else []
-            h = len(hits)
-            hit = h * bs
-            n = T - hit
-            if 0 < thr < n:
-                n = thr
-            if not cfg.enable_chunked_prefill and n > budget:
+            plan = self._admission(q, budget, thr)
+            if plan is None:
                 break
-            if n > budget:
-                n = budget
-            wm = self.wm_blocks if running else 0
-            evictable = pool.evictable(hits) if h else 0
-            if cfg.scheduler_reserve_full_isl:
-                full = T if maxlen is None else min(T, maxlen)
-                if max(-(-full // bs) - h, 0) + evictable + wm > pool.free:
-                    break
-            slot = hit + n
-            if maxlen is not None and slot > maxlen:
-                slot = maxlen
-            new_blocks = max(-(-slot // bs) - h, 0)
-            if new_blocks + evictable + wm > pool.free:
-                break
+            hits, n, new_blocks = plan
             waiting.popleft()
-            if caching:
-                pool.touch(hits)
-                q.blocks = hits
-                q.ncached = q.cmark = h
-            q.held = h
-            if new_blocks:
-                self._grow(q, new_blocks)
+            hit = len(hits) * bs  # before _admit: the list becomes its blocks
+            self._admit(q, hits, n, new_blocks, tick)
             admitted_blocks += new_blocks
-            if caching:
-                self._cache(q, min(hit + n, T) // bs)
-            running.append(q)
-            self.rseq += 1
-            q.rseq = self.rseq
+            T = q.T
             kind = "resumed" if q.npre > 0 else "new"
-            q.status = RUNNING
             nc = q.nc = hit + n
             sched_json.append([q.id, n, kind, hit])
             sj.append(f'[{q.eid},{n},"{kind}",{hit}]')
@@ -1002,14 +997,6 @@ class VllmV1Scheduler(Scheduler):
             total += n
             context += nc
             nsched += 1
-            self.t_admissions += 1
-            self.t_hit_tokens += hit
-            self.t_query_tokens += T
-            if q.admitted_tick is None:
-                q.admitted_tick = tick
-                q.hit_first = hit
-                self.t_first_hit_tokens += hit
-                self.t_first_query_tokens += T
             if nc >= T:
                 no = q.no
                 if no > 0:

@@ -799,23 +799,11 @@ class VllmV1Scheduler(Scheduler):
             if observer is not None:
                 obs.append([q.id, n, "running", nc - n])
             if nc >= T:
-                # As the reference harness counts: a chunk ending at the newest
-                # sampled token decodes its last position; the rest is prefill.
-                no = q.no
-                if no > 0:
-                    decode_tokens += 1
-                    if n != 1:
-                        prefill_tokens += n - 1
-                        pure_decode = False
-                else:
-                    prefill_tokens += n
+                decoding, prefill = self._sample(q, n, decoded, firsts, finished)
+                decode_tokens += decoding
+                if prefill:
+                    prefill_tokens += prefill
                     pure_decode = False
-                    firsts.append(q)
-                decoded.append(q.id)
-                q.no = no = no + 1
-                q.T = T = T + 1
-                if no >= q.M or (maxlen is not None and T >= maxlen):
-                    finished.append(q)
             else:
                 prefill_tokens += n
                 pure_decode = False
@@ -968,7 +956,6 @@ class VllmV1Scheduler(Scheduler):
         """
         cfg = self.cfg
         bs = self.bs
-        maxlen = self.maxlen
         running = self.running
         waiting = self.waiting_fifo
         observer = self.observer
@@ -998,22 +985,32 @@ class VllmV1Scheduler(Scheduler):
             context += nc
             nsched += 1
             if nc >= T:
-                no = q.no
-                if no > 0:
-                    decode_tokens += 1
-                    if n != 1:
-                        prefill_tokens += n - 1
-                else:
-                    prefill_tokens += n
-                    firsts.append(q)
-                decoded.append(q.id)
-                q.no = no = no + 1
-                q.T = T = T + 1
-                if no >= q.M or (maxlen is not None and T >= maxlen):
-                    finished.append(q)
+                decoding, prefill = self._sample(q, n, decoded, firsts, finished)
+                decode_tokens += decoding
+                prefill_tokens += prefill
             else:
                 prefill_tokens += n
         return budget, total, context, nsched, prefill_tokens, decode_tokens, admitted_blocks
+
+    def _sample(self, q: _Req, n: int, decoded: list[str], firsts: list[_Req],
+                finished: list[_Req]) -> tuple[int, int]:
+        """``q``'s ``n`` tokens this step reach its newest token: it samples one
+        (its first, or it finishes, go on those lists). Returns the step's decode
+        and prefill tokens for it, as the reference harness counts them: a chunk
+        ending at the newest sampled token decodes its last position, the rest
+        is prefill."""
+        no = q.no
+        if no > 0:
+            decoding, prefill = 1, n - 1
+        else:
+            decoding, prefill = 0, n
+            firsts.append(q)
+        decoded.append(q.id)
+        q.no = no = no + 1
+        q.T = T = q.T + 1
+        if no >= q.M or (self.maxlen is not None and T >= self.maxlen):
+            finished.append(q)
+        return decoding, prefill
 
     def _detail(self, sched_json: list[list[Any]], sj: list[str], free_blocks: int) -> Any:
         """The record's ``detail``, with its canonical JSON when every id is a str."""

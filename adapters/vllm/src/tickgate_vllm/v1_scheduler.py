@@ -60,7 +60,7 @@ import heapq
 import json
 from collections import deque
 from itertools import chain, repeat
-from typing import Any, Callable, Hashable, Mapping
+from typing import Any, Callable, Hashable, Iterable, Mapping
 
 from tickgate.blockruns import run_starts
 from tickgate.errors import PluginError
@@ -581,8 +581,6 @@ class VllmV1Scheduler(Scheduler):
                     if not self.waiting_fifo:
                         break
                     q = self.waiting_fifo[0]
-                if len(running) >= cfg.max_num_seqs:
-                    break
                 plan = self._admission(q, budget, thr)
                 if plan is None:
                     break
@@ -635,9 +633,7 @@ class VllmV1Scheduler(Scheduler):
                 decoded.append(q.r.id)
         if len(sched) != len(running):
             pure_decode = False
-        duration = (self.timing.step_ms(prefill_tokens, decode_tokens, context)
-                    if self.timing is not None else None)
-        end_ms = self.clock.now_ms + duration if duration is not None else None
+        duration, end_ms = self._step_time(prefill_tokens, decode_tokens, context, (), tick)
         completed: list[str] = []
         finished: list[_Req] = []
         for q in sampled:
@@ -822,12 +818,7 @@ class VllmV1Scheduler(Scheduler):
         kv_after_sched = pool.usable - free_after_sched
         if preempted or nsched != len(running):
             pure_decode = False
-        duration = (self.timing.step_ms(prefill_tokens, decode_tokens, context)
-                    if self.timing is not None else None)
-        end_ms = self.clock.now_ms + duration if duration is not None else None
-        for q in firsts:
-            q.first_tick = tick
-            q.first_ms = end_ms
+        duration, end_ms = self._step_time(prefill_tokens, decode_tokens, context, firsts, tick)
         completed: list[str] = []
         if finished:
             pure_decode = False
@@ -884,6 +875,8 @@ class VllmV1Scheduler(Scheduler):
         blocks, the tokens it gets and the blocks it needs, or ``None`` if it
         has to wait (and with it everything behind it)."""
         cfg = self.cfg
+        if len(self.running) >= cfg.max_num_seqs:
+            return None
         bs = self.bs
         pool = self.pool
         maxlen = self.maxlen
@@ -954,16 +947,12 @@ class VllmV1Scheduler(Scheduler):
         (budget left, tokens, context, scheduled, prefill and decode tokens) and
         the blocks admission allocated.
         """
-        cfg = self.cfg
         bs = self.bs
-        running = self.running
         waiting = self.waiting_fifo
         observer = self.observer
         admitted_blocks = 0
         while budget > 0 and waiting:
             q = waiting[0]
-            if len(running) >= cfg.max_num_seqs:
-                break
             plan = self._admission(q, budget, thr)
             if plan is None:
                 break
@@ -1011,6 +1000,18 @@ class VllmV1Scheduler(Scheduler):
         if no >= q.M or (self.maxlen is not None and T >= self.maxlen):
             finished.append(q)
         return decoding, prefill
+
+    def _step_time(self, prefill_tokens: int, decode_tokens: int, context: int, firsts: Iterable[_Req],
+                   tick: int) -> tuple[float | None, float | None]:
+        """The step's duration and end (timed replays; ``None`` otherwise); the
+        requests in ``firsts`` sampled their first token in it."""
+        duration = (self.timing.step_ms(prefill_tokens, decode_tokens, context)
+                    if self.timing is not None else None)
+        end_ms = self.clock.now_ms + duration if duration is not None else None
+        for q in firsts:
+            q.first_tick = tick
+            q.first_ms = end_ms
+        return duration, end_ms
 
     def _detail(self, sched_json: list[list[Any]], sj: list[str], free_blocks: int) -> Any:
         """The record's ``detail``, with its canonical JSON when every id is a str."""
@@ -1186,14 +1187,7 @@ class VllmV1Scheduler(Scheduler):
         free = pool.free
         allocs = self._group_allocs
         if allocs(limit) > free:
-            lo, hi = 0, limit  # allocs(lo) <= free < allocs(hi)
-            while hi - lo > 1:
-                mid = (lo + hi) // 2
-                if allocs(mid) <= free:
-                    lo = mid
-                else:
-                    hi = mid
-            limit = lo
+            limit = longest_fitting(limit, allocs, free)
             if limit <= 0:
                 return None
         duration: float | None = None
@@ -1284,12 +1278,7 @@ class VllmV1Scheduler(Scheduler):
                 decoded_t = tuple(decoded)
         free_after_sched = pool.free
         kv_after_sched = pool.usable - free_after_sched
-        duration = (self.timing.step_ms(prefill_tokens, decode_tokens, context)
-                    if self.timing is not None else None)
-        end_ms = self.clock.now_ms + duration if duration is not None else None
-        for q in firsts:
-            q.first_tick = tick
-            q.first_ms = end_ms
+        duration, end_ms = self._step_time(prefill_tokens, decode_tokens, context, firsts, tick)
         leave = False
         if admitted:
             self.members_view = None
@@ -1422,16 +1411,7 @@ class VllmV1Scheduler(Scheduler):
                     total += (n - 1 - k0) // bs + 1
             return total
 
-        if allocs(limit) <= free:
-            return limit
-        lo, hi = 0, limit  # allocs(lo) <= free < allocs(hi)
-        while hi - lo > 1:
-            mid = (lo + hi) // 2
-            if allocs(mid) <= free:
-                lo = mid
-            else:
-                hi = mid
-        return lo
+        return longest_fitting(limit, allocs, free)
 
     def _timed_limit(self, limit: int, until_ms: float | None, r: int, ctx0: int) -> tuple[int, float]:
         """Cut the span so every step starts before the next arrival; also the
@@ -1665,6 +1645,21 @@ def span_record(s: VllmV1Scheduler, span: int) -> TickRecord:
         # kv_pages_used, kv_pages_reserved, completed, preempted, rejected, span, duration_ms, detail
         last.kv_pages_used, 0, (), (), (), span, s._span_duration, last.detail,
     )
+
+
+def longest_fitting(limit: int, allocs: Callable[[int], int], free: int) -> int:
+    """The most steps, up to ``limit``, whose block allocations ``allocs(steps)``
+    (non-decreasing, 0 for 0 steps) fit in ``free`` blocks."""
+    if allocs(limit) <= free:
+        return limit
+    lo, hi = 0, limit  # allocs(lo) <= free < allocs(hi)
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        if allocs(mid) <= free:
+            lo = mid
+        else:
+            hi = mid
+    return lo
 
 
 def _next_up(x: float) -> float:

@@ -427,33 +427,11 @@ class VllmV1Scheduler(Scheduler):
         if finished:
             gone = set(finished)
             self.running = [q for q in running if q not in gone]
-            for q in finished:
-                completed.append(q.id)
-                self._release(q, finished=True)
-                self.outcomes.append(self._outcome(q, tick, end_ms))
+            completed = self._finish(finished, tick, end_ms)
         self.steady = not finished
-        self.t_sched_tokens += r
-        self.t_steps += 1
-        hist = self.tok_hist
-        hist[r] = hist.get(r, 0) + 1
-        if kv_after_sched > self.kv_peak:
-            self.kv_peak = kv_after_sched
-        self.kv_weighted += kv_after_sched
-        decoded_t = tuple(decoded)
-        completed_t = tuple(completed)
-        body = ((), 0, decoded_t, r, 0, r, 0, completed_t, (), (), sched_json)
-        if body != self.last_body:
-            self.kv_sample = (kv_after_sched, free_after_sched)
-            self.last_body = body
-        record = tick_record(
-            # tick, admitted, prefill_tokens, decoded, decode_tokens, queued, active,
-            tick, (), 0, decoded_t, r, 0, r,
-            # kv_pages_used, kv_pages_reserved, completed, preempted, rejected, span, duration_ms, detail
-            self.kv_sample[0], 0, completed_t, (), (), 1, duration,
-            self._detail(sched_json, sj, self.kv_sample[1]),
-        )
-        self.last_record = record
-        return record
+        self._count_step(r, kv_after_sched)
+        body = ((), 0, tuple(decoded), r, 0, r, 0, tuple(completed), (), (), sched_json)
+        return self._record(tick, body, kv_after_sched, free_after_sched, 1, duration, sj)
 
     def _fresh_span(self, horizon: Horizon) -> TickRecord | None:
         """A span of decode-only steps starting now, after a step that was not one
@@ -491,21 +469,9 @@ class VllmV1Scheduler(Scheduler):
         if span <= 0:
             return None
         r = len(running)
-        decoded_t = tuple(decoded)
-        body = ((), 0, decoded_t, r, 0, r, 0, (), (), (), sched_json)
-        if body != self.last_body:
-            self.kv_sample = (kv0, free0)
-            self.last_body = body
         self.steady = True
-        record = tick_record(
-            # tick, admitted, prefill_tokens, decoded, decode_tokens, queued, active,
-            self.clock.tick, (), 0, decoded_t, r, 0, r,
-            # kv_pages_used, kv_pages_reserved, completed, preempted, rejected, span, duration_ms, detail
-            self.kv_sample[0], 0, (), (), (), span, self._span_duration,
-            self._detail(sched_json, sj, self.kv_sample[1]),
-        )
-        self.last_record = record
-        return record
+        body = ((), 0, tuple(decoded), r, 0, r, 0, (), (), (), sched_json)
+        return self._record(self.clock.tick, body, kv0, free0, span, self._span_duration, sj)
 
     def _full_step(self) -> TickRecord:
         """One step, any policy (the reference implementation; priority uses it)."""
@@ -656,12 +622,7 @@ class VllmV1Scheduler(Scheduler):
         self.rejected_now = []
         self.steady = pure_decode and not rejected
         self.t_preemptions += len(preempted)
-        self.t_sched_tokens += total
-        self.t_steps += 1
-        self.tok_hist[total] = self.tok_hist.get(total, 0) + 1
-        if kv_after_sched > self.kv_peak:
-            self.kv_peak = kv_after_sched
-        self.kv_weighted += kv_after_sched
+        self._count_step(total, kv_after_sched)
         if self.observer is not None:
             self.observer({
                 "step": tick,
@@ -824,22 +785,13 @@ class VllmV1Scheduler(Scheduler):
             pure_decode = False
             gone = set(finished)
             self.running = running = [q for q in running if q not in gone]
-            for q in finished:
-                completed.append(q.id)
-                self._release(q, finished=True)
-                self.outcomes.append(self._outcome(q, tick, end_ms))
+            completed = self._finish(finished, tick, end_ms)
         rejected = tuple(self.rejected_now)
         if rejected:
             self.rejected_now = []
         self.steady = pure_decode and not rejected
         self.t_preemptions += len(preempted)
-        self.t_sched_tokens += total
-        self.t_steps += 1
-        hist = self.tok_hist
-        hist[total] = hist.get(total, 0) + 1
-        if kv_after_sched > self.kv_peak:
-            self.kv_peak = kv_after_sched
-        self.kv_weighted += kv_after_sched
+        self._count_step(total, kv_after_sched)
         n_waiting = len(waiting)
         if observer is not None:
             observer({
@@ -857,18 +809,7 @@ class VllmV1Scheduler(Scheduler):
         body = (tuple(admitted), prefill_tokens, tuple(decoded), decode_tokens, n_waiting,
                 len(running) + len(finished), admitted_blocks, tuple(completed),
                 tuple([q.id for q in preempted]) if preempted else (), rejected, sched_json)
-        if body != self.last_body:
-            self.kv_sample = (kv_after_sched, free_after_sched)
-            self.last_body = body
-        record = tick_record(
-            # tick, admitted, prefill_tokens, decoded, decode_tokens, queued, active,
-            tick, body[0], prefill_tokens, body[2], decode_tokens, n_waiting, body[5],
-            # kv_pages_used, kv_pages_reserved, completed, preempted, rejected, span, duration_ms, detail
-            self.kv_sample[0], admitted_blocks, body[7], body[8], rejected, 1, duration,
-            self._detail(sched_json, sj, self.kv_sample[1]),
-        )
-        self.last_record = record
-        return record
+        return self._record(tick, body, kv_after_sched, free_after_sched, 1, duration, sj)
 
     def _admission(self, q: _Req, budget: int, thr: int) -> tuple[list[int], int, int] | None:
         """vLLM's checks for admitting waiting request ``q`` now: its cached
@@ -1012,6 +953,46 @@ class VllmV1Scheduler(Scheduler):
             q.first_tick = tick
             q.first_ms = end_ms
         return duration, end_ms
+
+    def _finish(self, finished: Iterable[_Req], tick: int, end_ms: float | None) -> list[str]:
+        """Release the requests that sampled their last token in this step, in
+        order, with their outcomes; their ids."""
+        completed = []
+        for q in finished:
+            completed.append(q.id)
+            self._release(q, finished=True)
+            self.outcomes.append(self._outcome(q, tick, end_ms))
+        return completed
+
+    def _count_step(self, tokens: int, kv_after_sched: int) -> None:
+        """The summary's per-step figures: tokens scheduled, KV blocks after scheduling."""
+        self.t_sched_tokens += tokens
+        self.t_steps += 1
+        hist = self.tok_hist
+        hist[tokens] = hist.get(tokens, 0) + 1
+        if kv_after_sched > self.kv_peak:
+            self.kv_peak = kv_after_sched
+        self.kv_weighted += kv_after_sched
+
+    def _record(self, tick: int, body: tuple[Any, ...], kv_after_sched: int, free_after_sched: int,
+                span: int, duration: float | None, sj: list[str]) -> TickRecord:
+        """The record of a step (or span) whose decisions are ``body``: admitted,
+        prefill tokens, decoded, decode tokens, queued, active, blocks reserved,
+        completed, preempted, rejected, sched entries. Its KV figures are sampled
+        when the decisions change and carried over while they repeat (docs/vllm.md,
+        "Trace records"); ``sj`` is the sched entries as JSON."""
+        if body != self.last_body:
+            self.kv_sample = (kv_after_sched, free_after_sched)
+            self.last_body = body
+        kv_used, free_blocks = self.kv_sample
+        record = tick_record(
+            # tick, admitted, prefill_tokens, decoded, decode_tokens, queued, active,
+            tick, body[0], body[1], body[2], body[3], body[4], body[5],
+            # kv_pages_used, kv_pages_reserved, completed, preempted, rejected, span, duration_ms, detail
+            kv_used, body[6], body[7], body[8], body[9], span, duration, self._detail(body[10], sj, free_blocks),
+        )
+        self.last_record = record
+        return record
 
     def _detail(self, sched_json: list[list[Any]], sj: list[str], free_blocks: int) -> Any:
         """The record's ``detail``, with its canonical JSON when every id is a str."""
@@ -1220,18 +1201,7 @@ class VllmV1Scheduler(Scheduler):
         decoded_t, sched_json, sj = self._members()
         free0 = free - a0
         body = ((), 0, decoded_t, r, 0, r, 0, (), (), (), sched_json)
-        if body != self.last_body:
-            self.kv_sample = (pool.usable - free0, free0)
-            self.last_body = body
-        record = tick_record(
-            # tick, admitted, prefill_tokens, decoded, decode_tokens, queued, active,
-            self.clock.tick, (), 0, decoded_t, r, 0, r,
-            # kv_pages_used, kv_pages_reserved, completed, preempted, rejected, span, duration_ms, detail
-            self.kv_sample[0], 0, (), (), (), n, duration,
-            self._detail(sched_json, sj, self.kv_sample[1]),
-        )
-        self.last_record = record
-        return record
+        return self._record(self.clock.tick, body, pool.usable - free0, free0, n, duration, sj)
 
     def _group_step(self) -> TickRecord | None:
         """:meth:`_full_step_fcfs` when every running request is a member: they
@@ -1304,39 +1274,18 @@ class VllmV1Scheduler(Scheduler):
                 phase[q.ph] -= 1
                 phase[q.ph + bs] -= 1
                 self.ctx -= q.T
-            for q in chain(finished, newly):
-                completed.append(q.id)
-                self._release(q, finished=True)
-                self.outcomes.append(self._outcome(q, tick, end_ms))
+            completed = self._finish(chain(finished, newly), tick, end_ms)
         rejected = tuple(self.rejected_now)
         if rejected:
             self.rejected_now = []
         self.steady = not (admitted or completed or rejected)
-        self.t_sched_tokens += total
-        self.t_steps += 1
-        hist = self.tok_hist
-        hist[total] = hist.get(total, 0) + 1
-        if kv_after_sched > self.kv_peak:
-            self.kv_peak = kv_after_sched
-        # the members' blocks of this step are counted from the next step on
-        # here, and from this one once _sync corrects them
-        self.kv_weighted += kv_after_sched - a0 + a0 * (D + 1)
-        n_waiting = len(waiting)
-        completed_t = tuple(completed)
-        admitted_t = tuple(admitted)
-        body = (admitted_t, prefill_tokens, decoded_t, decode_tokens, n_waiting, r + len(admitted),
-                admitted_blocks, completed_t, (), rejected, sched_json)
-        if body != self.last_body:
-            self.kv_sample = (kv_after_sched, free_after_sched)
-            self.last_body = body
-        record = tick_record(
-            # tick, admitted, prefill_tokens, decoded, decode_tokens, queued, active,
-            tick, admitted_t, prefill_tokens, decoded_t, decode_tokens, n_waiting, r + len(admitted),
-            # kv_pages_used, kv_pages_reserved, completed, preempted, rejected, span, duration_ms, detail
-            self.kv_sample[0], admitted_blocks, completed_t, (), rejected, 1, duration,
-            self._detail(sched_json, sj, self.kv_sample[1]),
-        )
-        self.last_record = record
+        self._count_step(total, kv_after_sched)
+        # _sync takes each member block's step (D) off the KV sum, counting it
+        # from that step on; its share of this step was counted just above
+        self.kv_weighted += a0 * D
+        body = (tuple(admitted), prefill_tokens, decoded_t, decode_tokens, len(waiting), r + len(admitted),
+                admitted_blocks, tuple(completed), (), rejected, sched_json)
+        record = self._record(tick, body, kv_after_sched, free_after_sched, 1, duration, sj)
         if leave:
             self._group_leave()
         return record

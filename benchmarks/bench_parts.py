@@ -2,6 +2,7 @@
 
     python benchmarks/bench_parts.py W.json                         # vllm-v1-bench policy
     python benchmarks/bench_parts.py W.json --policy policies/default.yaml
+    python benchmarks/bench_parts.py W.json --pipeline              # + the replay command's floor
 
 ``bench_replay.py`` times what a user runs; this splits one replay into its
 parts, in one process, each timed on its own:
@@ -17,6 +18,14 @@ parts, in one process, each timed on its own:
 So "schedule" minus "engine floor" is the scheduler's own cost, per record and
 per request: the part no helper process can take off the replaying process.
 The fingerprints of (4) and of a normal replay must agree; the script checks it.
+
+``--pipeline`` adds what a user runs, ``tickgate replay --input W.json --policy P
+--output R.json`` (in this process, with the helper processes a large replay
+forks: docs/workload.md, "Large replays"), twice: with the policy's scheduler,
+and with the stand-in handing back the kept records. The second is the floor of
+the whole replay command: reading, the engine loop, handing records to the
+sidecar, fingerprint, summary and report, with scheduling free. Both reports
+must be byte-identical; the script checks it.
 It keeps every record in memory: use it on workloads up to ~100k requests.
 A script, not a test: wall-clock figures depend on the machine and its load.
 """
@@ -58,10 +67,54 @@ class _Replayer:
         return out
 
 
+class _Replaying(_Replayer):
+    """:class:`_Replayer` answering the report's questions as the real scheduler did."""
+
+    def __init__(self, records: list[Any], outcomes: list[list[Any]], real: Any) -> None:
+        super().__init__(records, outcomes)
+        self.answers = (real.kv_capacity_pages(), real.decode_slots_per_tick(), real.kv_used_pages(),
+                        real.extra_summary())
+
+    def kv_capacity_pages(self) -> int:
+        return self.answers[0]  # type: ignore[no-any-return]
+
+    def decode_slots_per_tick(self) -> int:
+        return self.answers[1]  # type: ignore[no-any-return]
+
+    def kv_used_pages(self) -> int:
+        return self.answers[2]  # type: ignore[no-any-return]
+
+    def extra_summary(self) -> Any:
+        return self.answers[3]
+
+
+def _replay_command(workload: Path, policy: Path, output: Path, scheduler: Any) -> float:
+    """Wall seconds of ``tickgate replay`` run in this process; ``scheduler``, if
+    given, stands in for the policy's (``tickgate.replay.build_scheduler``)."""
+    import tickgate.replay
+    from tickgate.cli import main as cli
+
+    build = tickgate.replay.build_scheduler
+    if scheduler is not None:
+        tickgate.replay.build_scheduler = lambda *a, **k: (scheduler, build(*a, **k)[1])
+    try:
+        start = time.perf_counter()
+        code = cli(["replay", "--input", str(workload), "--policy", str(policy), "--output", str(output),
+                    "--quiet"])
+        seconds = time.perf_counter() - start
+    finally:
+        tickgate.replay.build_scheduler = build
+    if code:
+        raise SystemExit(f"tickgate replay exited {code}")
+    return seconds
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("workload", type=Path)
     ap.add_argument("--policy", type=Path, default=REPO / "policies" / "vllm-v1-bench.yaml")
+    ap.add_argument("--pipeline", action="store_true",
+                    help="also time the replay command with its helpers, with the scheduler and scheduling free")
     args = ap.parse_args()
 
     from tickgate.engine import build_scheduler, run
@@ -116,16 +169,33 @@ def main() -> int:
     if fingerprint.hexdigest() != expected:
         print(f"fingerprints disagree: {fingerprint.hexdigest()} vs {expected}", file=sys.stderr)
         return 1
+    pipeline: list[tuple[str, float]] = []
+    if args.pipeline:
+        import gc
+        import tempfile
+
+        gc.collect()
+        gc.freeze()  # the kept records are a large heap: no collection should walk it
+        with tempfile.TemporaryDirectory() as tmp:
+            real, free = Path(tmp) / "real.json", Path(tmp) / "free.json"
+            real_s = _replay_command(args.workload, args.policy, real, None)
+            free_s = _replay_command(args.workload, args.policy, free,
+                                     _Replaying(records, outcomes, scheduler))
+            if real.read_bytes() != free.read_bytes():
+                print("the replay command's reports disagree with scheduling free", file=sys.stderr)
+                return 1
+        pipeline = [("replay command (helpers as a user gets them)", real_s),
+                    ("  its floor: scheduling free", free_s)]
     n_req, n_rec = len(requests), len(records)
     steps = engine_clock.tick
     print(f"{args.workload.name}: {n_req:,} requests, {n_rec:,} records, {steps:,} steps, "
           f"fingerprint {expected}, load average {os.getloadavg()[0]:.2f}")
     rows = [("read", read_s), ("schedule (scheduler + engine loop)", schedule_s),
             ("  scheduler alone", schedule_s - floor_s), ("  engine loop floor", floor_s),
-            ("sinks (fingerprint + summary)", sinks_s)]
-    print(f"{'part':36s} {'s':>8s} {'us/record':>10s} {'us/request':>11s}")
+            ("sinks (fingerprint + summary)", sinks_s), *pipeline]
+    print(f"{'part':46s} {'s':>8s} {'us/record':>10s} {'us/request':>11s}")
     for name, seconds in rows:
-        print(f"{name:36s} {seconds:8.2f} {seconds / max(n_rec, 1) * 1e6:10.1f} "
+        print(f"{name:46s} {seconds:8.2f} {seconds / max(n_rec, 1) * 1e6:10.1f} "
               f"{seconds / max(n_req, 1) * 1e6:11.1f}")
     return 0
 

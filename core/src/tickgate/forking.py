@@ -1,9 +1,10 @@
-"""When a replay may use helper processes on a second core.
+"""When a replay or an import may use helper processes on a second core.
 
 Two parts of a large replay do not depend on the scheduler's decisions: reading
 the workload (:mod:`tickgate.prefetch`) and rolling records up into the
 fingerprint and summary (:mod:`tickgate.sidecar`). Each can run in a forked
-child while the parent schedules. That pays for big inputs on a machine where
+child while the parent schedules; an import reads the second half of a large
+trace in a child (:mod:`tickgate.import_parts`). That pays for big inputs on a machine where
 this process may use two cores, and needs ``fork`` (the child inherits the
 loaded plugins and the open stream). ``TICKGATE_PARALLEL=0`` turns helpers
 off, ``TICKGATE_PARALLEL=1`` forces them (tests use it on small files); results
@@ -38,7 +39,7 @@ def can_fork() -> bool:
 
 
 def helpers_wanted(input_path: Path | None) -> bool:
-    """Whether a replay of ``input_path`` should use helper processes."""
+    """Whether a replay or an import of ``input_path`` should use helper processes."""
     setting = os.environ.get(ENV, "").strip().lower()
     if setting in _OFF or not can_fork():
         return False

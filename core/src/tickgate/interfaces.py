@@ -266,6 +266,21 @@ class AdmissionContext:
     decode_slots: int | None = None
 
 
+@attrs.frozen
+class FilePart:
+    """The lines of a trace file one process reads when ``tickgate import``
+    splits a large file between two (:mod:`tickgate.import_parts`).
+
+    ``start`` is the byte offset of line ``first_line`` (a line start); the part
+    ends before line ``stop_line`` (``None``: at the end of the file). Lines are
+    counted as Python's text files count them (``\n``, ``\r\n`` or ``\r``).
+    """
+
+    start: int
+    first_line: int
+    stop_line: int | None
+
+
 class WorkloadReader(Plugin):
     """Streams :class:`Request` values out of a trace file.
 
@@ -273,9 +288,37 @@ class WorkloadReader(Plugin):
     raises :class:`tickgate.errors.InputError` naming the file and line for a
     bad row. ``options`` holds command-line options such as ``block_size`` and
     ``limit``.
+
+    A format whose rows are independent lines may also set ``reads_parts`` and
+    implement the three methods below; ``tickgate import`` then reads a large
+    file in two processes, each a :class:`FilePart`, and writes exactly what
+    ``read`` would have (tests/test_import_parts.py shows the contract).
     """
 
+    #: ``read_part``, ``part_state`` and ``join_parts`` are implemented
+    reads_parts: ClassVar[bool] = False
+
     def read(self, path: Path, options: Mapping[str, Any]) -> Iterator[Request]:
+        raise NotImplementedError
+
+    def read_part(self, path: Path, options: Mapping[str, Any], part: FilePart) -> Iterator[Request]:
+        """The requests ``read`` yields for the rows on ``part``'s lines, with the
+        same ids and values (a row may depend on the file's first row, such as a
+        time origin, but not on the rows just before the part). Raises what
+        ``read`` raises for those rows, except for a check that spans rows across
+        the part's start: that one is :meth:`join_parts`'s."""
+        raise NotImplementedError
+
+    def part_state(self) -> Any:
+        """After (or while an error stops) ``read_part``: plain values (marshal-able)
+        that :meth:`join_parts` needs, such as counts and the part's first row."""
+        raise NotImplementedError
+
+    def join_parts(self, path: Path, first: Any, second: Any, second_failed: bool) -> None:
+        """Check the rows across the boundary of two consecutive parts (states from
+        :meth:`part_state`) and make ``source`` describe both. Raises the error
+        ``read`` would have raised at the boundary; ``second_failed``: the second
+        part stopped on an error, raised after this unless this raises first."""
         raise NotImplementedError
 
 

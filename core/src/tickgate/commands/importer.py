@@ -44,8 +44,10 @@ def _skipped_message(source: dict[str, Any]) -> str | None:
 def import_command(fmt: str, input_path: Path, output_path: Path, limit: int | None, block_size: int | None,
                    description: str | None, quiet: bool) -> None:
     """Import a trace (mooncake, azure, burstgpt, splitwise, or a plugin's format) as a workload."""
+    import contextlib
     import itertools
 
+    from .. import import_parts
     from ..atomic import atomic_writer
     from ..errors import InputError, PluginError
     from ..plugins import get_registry
@@ -61,14 +63,24 @@ def import_command(fmt: str, input_path: Path, output_path: Path, limit: int | N
     options: dict[str, Any] = {}
     if block_size is not None:
         options["block_size"] = block_size
-    stream = reader.read(input_path, options)
+    stream = reader.read(input_path, options)  # a generator: reads nothing unless iterated
     if limit is not None:
         stream = itertools.islice(stream, limit)
 
     output_path.parent.mkdir(parents=True, exist_ok=True)
-    with tempfile.TemporaryFile("w+", encoding="utf-8", newline="\n", dir=output_path.parent,
-                                prefix=f".{output_path.name}.", suffix=".spool") as spool:
-        count = write_requests(spool, stream)
+
+    def spool_file() -> Any:
+        return tempfile.TemporaryFile("w+", encoding="utf-8", newline="\n", dir=output_path.parent,
+                                      prefix=f".{output_path.name}.", suffix=".spool")
+
+    parts = import_parts.split(input_path) if import_parts.wanted(reader, input_path, limit) else None
+    with spool_file() as spool, (spool_file() if parts else contextlib.nullcontext()) as second:
+        if parts:  # two processes, half the file each (tickgate.import_parts)
+            first_count, second_count = import_parts.read_in_parts(reader, input_path, options, parts, spool,
+                                                                   second)
+            count = first_count + second_count
+        else:
+            count = write_requests(spool, stream)
         source = dict(getattr(reader, "source", None) or {"format": fmt, "file": str(input_path)})
         source["requests"] = count
         if limit is not None:
@@ -83,6 +95,11 @@ def import_command(fmt: str, input_path: Path, output_path: Path, limit: int | N
             fh.write(workload_head(header))
             spool.seek(0)
             shutil.copyfileobj(spool, fh, 1 << 20)
+            if parts:
+                if first_count and second_count:
+                    fh.write(",\n")  # what write_requests puts between two requests
+                second.seek(0)
+                shutil.copyfileobj(second, fh, 1 << 20)
             fh.write(WORKLOAD_TAIL)
     skipped = _skipped_message(source)
     if skipped:

@@ -100,6 +100,44 @@ class TraceReader(WorkloadReader):
     def request_id(self, line: int) -> str:
         return f"{self.id_prefix}-{line:08d}"
 
+    # -- reading a file in two parts (tickgate.import_parts) -------------------
+    # A reader that sets ``reads_parts`` keeps its ArrivalOrder in ``order`` while
+    # it reads a part; the rest is common to every format.
+    order: ArrivalOrder | None = None
+
+    def part_state(self) -> dict[str, Any]:
+        order = self.order
+        return {
+            "source": dict(self.source),
+            "first": list(order.first) if order is not None and order.first is not None else None,
+            "last": [order.last, order.last_line] if order is not None and order.last is not None else None,
+        }
+
+    def join_parts(self, path: Path, first: Any, second: Any, second_failed: bool) -> None:
+        """The second part's first row must not be earlier than the first part's
+        last; ``source`` becomes both parts' counts and skipped rows."""
+        if first["last"] is not None and second["first"] is not None:
+            order = ArrivalOrder(path, self.order.column if self.order is not None else "timestamp")
+            order.first = tuple(second["first"])  # type: ignore[assignment]
+            order.follows(first["last"][0], first["last"][1])
+        if second_failed:
+            return
+        a, b = first["source"], second["source"]
+        source = dict(a)
+        source["rows"] = a["rows"] + b["rows"]
+        source["requests"] = a["requests"] + b["requests"]
+        skipped = SkipTally()
+        for part in (a, b):
+            for reason, entry in part.get("skipped", {}).items():
+                mine = skipped.by_reason.setdefault(reason, {"count": 0, "first_lines": []})
+                mine["count"] += entry["count"]
+                room = SKIPPED_LINES_KEPT - len(mine["first_lines"])
+                mine["first_lines"].extend(entry["first_lines"][:room])
+        source.pop("skipped", None)
+        if skipped.by_reason:
+            source["skipped"] = skipped.to_json()
+        self.source = source
+
 
 def parse_count(path: Path, line: int, column: str, text: str) -> int:
     """A token count: a non-negative integer (``"12"``; ``"12.0"`` is accepted too)."""
@@ -131,28 +169,46 @@ def parse_seconds(path: Path, line: int, column: str, text: str) -> float:
 
 
 class ArrivalOrder:
-    """Enforces non-decreasing timestamps and makes them relative to the first row."""
+    """Enforces non-decreasing timestamps and makes them relative to the first row.
 
-    def __init__(self, path: Path, column: str) -> None:
+    Reading a part of a file (:meth:`TraceReader.read_part`), ``origin`` is the
+    file's first row's timestamp, given; the part's first row is kept in
+    ``first`` so :meth:`follows` can check it against the part before.
+    """
+
+    def __init__(self, path: Path, column: str, origin: float | None = None) -> None:
         self.path = path
         self.column = column
-        self.origin: float | None = None
+        self.origin = origin
+        self.first: tuple[float, int, str | None] | None = None  # value, line, text
         self.last: float | None = None
         self.last_line = 0
 
     def check(self, value: float, line: int, text: str | None = None) -> None:
-        if self.last is not None and value < self.last:
-            shown = text if text is not None else f"{value:g}"
-            raise InputError(
-                self.path,
-                f"{self.column} {shown} is earlier than the row on line {self.last_line}: "
-                "rows must be sorted by arrival time (sort the file first)",
-                line=line,
-            )
-        if self.origin is None:
-            self.origin = value
+        last = self.last
+        if last is None:
+            self.first = (value, line, text)
+            if self.origin is None:
+                self.origin = value
+        elif value < last:
+            raise self._unsorted(value, text, line, self.last_line)
         self.last = value
         self.last_line = line
+
+    def follows(self, last: float | None, last_line: int) -> None:
+        """Check this part's first row against the previous part's last row."""
+        if self.first is not None and last is not None and self.first[0] < last:
+            value, line, text = self.first
+            raise self._unsorted(value, text, line, last_line)
+
+    def _unsorted(self, value: float, text: str | None, line: int, last_line: int) -> InputError:
+        shown = text if text is not None else f"{value:g}"
+        return InputError(
+            self.path,
+            f"{self.column} {shown} is earlier than the row on line {last_line}: "
+            "rows must be sorted by arrival time (sort the file first)",
+            line=line,
+        )
 
 
 def check_header(path: Path, found: list[str], required: tuple[str, ...], fmt: str) -> dict[str, int]:

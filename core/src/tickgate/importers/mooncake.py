@@ -27,6 +27,7 @@ from ..locations import MAX_INT
 from ..model import Request
 from ..workload import MAX_TOKENS
 from ..locations import open_text
+from ..interfaces import FilePart
 from ._common import ArrivalOrder, TraceReader
 
 _DECODER = json.JSONDecoder()
@@ -34,6 +35,20 @@ _DECODER = json.JSONDecoder()
 
 def _reject(path: Path, line: int, message: str) -> InputError:
     return InputError(path, message, line=line)
+
+
+def _first_timestamp(path: Path) -> float | None:
+    """The first row's timestamp, or ``None`` if it has none (then the part
+    holding that row fails on it, and that error is the one reported)."""
+    with open_text(path, "a trace file") as fh:
+        for raw in fh:
+            if raw.strip():
+                try:
+                    ts = _DECODER.decode(raw.rstrip("\r\n")).get("timestamp")
+                except (ValueError, RecursionError, AttributeError):
+                    return None
+                return ts if type(ts) in (int, float) else None  # type: ignore[no-any-return]
+    return None
 
 
 def _count(path: Path, line: int, obj: Mapping[str, Any], key: str) -> int:
@@ -55,74 +70,98 @@ class MooncakeReader(TraceReader):
     id_prefix = "mc"
     default_block_size = 512
 
+    reads_parts = True
+
     def read(self, path: Path, options: Mapping[str, Any]) -> Iterator[Request]:
         self.start(path, options)
+        self.order = ArrivalOrder(path, "timestamp")
+        with open_text(path, "a trace file") as fh:
+            yield from self._rows(path, fh, 1, None)
+        if self.source["rows"] == 0:  # like the CSV readers' missing header: a truncated download, not a trace
+            raise InputError(path, "empty file: expected one JSON object per line", line=1)
+
+    def read_part(self, path: Path, options: Mapping[str, Any], part: FilePart) -> Iterator[Request]:
+        self.start(path, options)
+        # arrival_ms counts from the file's first row, wherever the part starts
+        self.order = ArrivalOrder(path, "timestamp", origin=None if part.start == 0 else _first_timestamp(path))
+        with open_text(path, "a trace file") as fh:
+            fh.seek(part.start)  # a line start: a clean point for the UTF-8 decoder
+            yield from self._rows(path, fh, part.first_line, part.stop_line)
+
+    def join_parts(self, path: Path, first: Any, second: Any, second_failed: bool) -> None:
+        super().join_parts(path, first, second, second_failed)
+        if not second_failed and self.source["rows"] == 0:
+            raise InputError(path, "empty file: expected one JSON object per line", line=1)
+
+    def _rows(self, path: Path, fh: Any, first_line: int, stop_line: int | None) -> Iterator[Request]:
+        """The requests of the rows from line ``first_line`` (``fh`` is there) to
+        ``stop_line`` (excluded; ``None``: the end of the file)."""
         block = self.source["block_size"]
-        order = ArrivalOrder(path, "timestamp")
+        order = self.order
+        assert order is not None
         decode = _DECODER.decode
         rows = requests = 0
-        with open_text(path, "a trace file") as fh:
-            for line, raw in enumerate(fh, start=1):
-                if not raw.strip():
-                    continue
-                rows += 1
-                try:
-                    # without its line break, so an error at the end of a cut row
-                    # points at the end of that row, not at column 1
-                    obj = decode(raw.rstrip("\r\n"))
-                except RecursionError:  # a line of 100k '[': not a row, and not a crash
-                    raise InputError(path, "invalid JSON: nested too deeply", line=line) from None
-                except ValueError as exc:
-                    col = getattr(exc, "colno", None)
-                    msg = getattr(exc, "msg", str(exc))
-                    raise InputError(path, f"invalid JSON: {msg}", line=line, column=col) from None
-                if type(obj) is not dict:
-                    raise _reject(path, line, f"expected a JSON object per line, found {type(obj).__name__}")
-                ts = obj.get("timestamp")
-                if type(ts) not in (int, float) or not (0 <= ts <= MAX_INT):
-                    what = "missing" if ts is None else f"found {json.dumps(ts)[:40]}"
-                    raise _reject(path, line, f"timestamp: expected milliseconds >= 0, {what}")
-                order.check(ts, line)
-                prompt = _count(path, line, obj, "input_length")
-                output = _count(path, line, obj, "output_length")
-                ids = obj.get("hash_ids")
-                if type(ids) is not list:
-                    what = "missing" if ids is None else f"found {type(ids).__name__}"
-                    raise _reject(path, line, f"hash_ids: expected a list of block ids, {what}")
-                blocks = tuple(ids)
-                if blocks:
-                    if [*map(type, blocks)].count(int) != len(blocks):
-                        raise _reject(path, line, "hash_ids: expected non-negative integer block ids")
-                    # one run (a synthetic trace's every row): its ends are its extremes;
-                    # the writer asks for the same runs next (blockruns keeps them)
-                    if run_starts(blocks) == [0]:
-                        low, high = blocks[0], blocks[-1]
-                    else:
-                        low, high = min(blocks), max(blocks)
-                    if low < 0 or high > MAX_INT:
-                        raise _reject(path, line, "hash_ids: expected non-negative integer block ids")
-                need = -(-prompt // block)
-                if len(ids) != need:
-                    raise _reject(path, line, (
-                        f"hash_ids has {len(ids)} ids but input_length {prompt} needs {need} at block size "
-                        f"{block}; is --block-size right? (the Mooncake release uses 512)"))
-                priority = obj.get("priority", 0)
-                if type(priority) is not int or not -MAX_INT <= priority <= MAX_INT:
-                    raise _reject(path, line, f"priority: expected an integer, found {json.dumps(priority)[:40]}")
-                if prompt == 0 or output == 0:
-                    self.skipped.add("zero input_length" if prompt == 0 else "zero output_length", line)
-                    self.progress(rows, requests)
-                    continue
-                requests += 1
+        for line, raw in enumerate(fh, start=first_line):
+            if line == stop_line:
+                break
+            if not raw.strip():
+                continue
+            rows += 1
+            try:
+                # without its line break, so an error at the end of a cut row
+                # points at the end of that row, not at column 1
+                obj = decode(raw.rstrip("\r\n"))
+            except RecursionError:  # a line of 100k '[': not a row, and not a crash
+                raise InputError(path, "invalid JSON: nested too deeply", line=line) from None
+            except ValueError as exc:
+                col = getattr(exc, "colno", None)
+                msg = getattr(exc, "msg", str(exc))
+                raise InputError(path, f"invalid JSON: {msg}", line=line, column=col) from None
+            if type(obj) is not dict:
+                raise _reject(path, line, f"expected a JSON object per line, found {type(obj).__name__}")
+            ts = obj.get("timestamp")
+            if type(ts) not in (int, float) or not (0 <= ts <= MAX_INT):
+                what = "missing" if ts is None else f"found {json.dumps(ts)[:40]}"
+                raise _reject(path, line, f"timestamp: expected milliseconds >= 0, {what}")
+            order.check(ts, line)
+            prompt = _count(path, line, obj, "input_length")
+            output = _count(path, line, obj, "output_length")
+            ids = obj.get("hash_ids")
+            if type(ids) is not list:
+                what = "missing" if ids is None else f"found {type(ids).__name__}"
+                raise _reject(path, line, f"hash_ids: expected a list of block ids, {what}")
+            blocks = tuple(ids)
+            if blocks:
+                if [*map(type, blocks)].count(int) != len(blocks):
+                    raise _reject(path, line, "hash_ids: expected non-negative integer block ids")
+                # one run (a synthetic trace's every row): its ends are its extremes;
+                # the writer asks for the same runs next (blockruns keeps them)
+                if run_starts(blocks) == [0]:
+                    low, high = blocks[0], blocks[-1]
+                else:
+                    low, high = min(blocks), max(blocks)
+                if low < 0 or high > MAX_INT:
+                    raise _reject(path, line, "hash_ids: expected non-negative integer block ids")
+            need = -(-prompt // block)
+            if len(ids) != need:
+                raise _reject(path, line, (
+                    f"hash_ids has {len(ids)} ids but input_length {prompt} needs {need} at block size "
+                    f"{block}; is --block-size right? (the Mooncake release uses 512)"))
+            priority = obj.get("priority", 0)
+            if type(priority) is not int or not -MAX_INT <= priority <= MAX_INT:
+                raise _reject(path, line, f"priority: expected an integer, found {json.dumps(priority)[:40]}")
+            if prompt == 0 or output == 0:
+                self.skipped.add("zero input_length" if prompt == 0 else "zero output_length", line)
                 self.progress(rows, requests)
-                yield Request(
-                    id=self.request_id(line),
-                    prompt_tokens=prompt,
-                    max_output_tokens=output,
-                    priority=priority,
-                    arrival_ms=float(ts - order.origin),  # type: ignore[operator]
-                    prefix_blocks=blocks,
-                )
-        if rows == 0:  # like the CSV readers' missing header: a truncated download, not a trace
-            raise InputError(path, "empty file: expected one JSON object per line", line=1)
+                continue
+            requests += 1
+            self.progress(rows, requests)
+            yield Request(
+                id=self.request_id(line),
+                prompt_tokens=prompt,
+                max_output_tokens=output,
+                priority=priority,
+                arrival_ms=float(ts - order.origin),  # type: ignore[operator]
+                prefix_blocks=blocks,
+            )
         self.progress(rows, requests)

@@ -171,6 +171,29 @@ class WorkloadReaderContract(_FileReaderContract):
         for out in across_hash_seeds("reader", self.plugin_name, str(sample)):
             assert out.strip() == expected
 
+    def test_reading_in_parts_gives_what_read_gives(self, tmp_path: Path) -> None:
+        """A reader that declares ``reads_parts`` (``tickgate import`` may split a
+        large file between two processes): the two halves of the sample, joined,
+        are the requests and the ``source`` of one ``read``."""
+        from ..import_parts import split
+        from ..plugins import get_registry
+
+        cls = get_registry().get(self.kind, self.plugin_name).obj
+        if not getattr(cls, "reads_parts", False):
+            pytest.skip("the reader reads whole files only")
+        sample = self.sample_path(tmp_path)
+        parts = split(sample)
+        assert parts is not None, "the sample must have a line break past its middle to be cut"
+        whole = cls()
+        expected = list(whole.read(sample, {}))
+        first, second = cls(), cls()
+        requests = list(first.read_part(sample, {}, parts[0]))
+        state = first.part_state()
+        requests += second.read_part(sample, {}, parts[1])
+        first.join_parts(sample, state, second.part_state(), False)
+        assert requests == expected
+        assert getattr(first, "source", None) == getattr(whole, "source", None)
+
 
 def synthetic_run(label: str, ids: list[str], seed: int = 7) -> dict[str, Any]:
     """A neutral observations document with every per-request field a signal

@@ -1,0 +1,115 @@
+"""Import a large trace in two processes: each reads and encodes half the file.
+
+Reading a trace row by row (decoding, checking, building requests) and
+encoding the workload lines is all ``tickgate import`` does, and no row depends
+on the rows just before it, except for the arrival-order check. So for a large
+file, with a second core and a reader that can read part of a file
+(:attr:`tickgate.interfaces.WorkloadReader.reads_parts`), a forked child reads
+and encodes the second half into its own spool file while this process does the
+first half; the output is the two spools in order, byte for byte what one
+process writes (tests/test_import_parts.py).
+
+The file is cut at a line start near its middle; the child is told the
+line number there (lines counted as Python's text files count them). Errors
+come out as in one process: the first half's first (the child is stopped),
+then the check across the cut (the reader's ``join_parts``), then the second
+half's, exactly as the child raised it. An earlier attempt sent the child's
+requests through a pipe instead of its encoded lines and was slower than one
+process: every block id crossed the pipe.
+"""
+
+from __future__ import annotations
+
+import marshal
+import os
+import signal
+from pathlib import Path
+from typing import IO, Any, Mapping
+
+from .errors import TickgateError, error_as_data, error_from_data
+from .forking import fork_helper, helpers_wanted, how_it_ended, write_all
+from .interfaces import FilePart, WorkloadReader
+from .workload import write_requests
+
+#: bytes read at a time while counting the lines before the cut
+_CHUNK = 1 << 20
+
+
+def wanted(reader: WorkloadReader, path: Path, limit: int | None) -> bool:
+    """Whether to import ``path`` in two processes: a big file (or
+    ``TICKGATE_PARALLEL=1``), two cores, a reader that reads parts, no ``--limit``
+    (which stops early: the second half would be wasted)."""
+    return limit is None and bool(getattr(reader, "reads_parts", False)) and helpers_wanted(path)
+
+
+def split(path: Path) -> tuple[FilePart, FilePart] | None:
+    """Two parts of ``path`` cut at the first line start past its middle, or
+    ``None`` if there is none (a one-line file, a file without ``\\n``)."""
+    size = path.stat().st_size
+    with open(path, "rb") as fh:
+        fh.seek(size // 2)
+        fh.readline()  # to the end of the line the middle falls in: ends with b"\n"
+        start = fh.tell()
+        if start >= size or size // 2 == 0:
+            return None
+        fh.seek(0)
+        # lines before the cut, as text files count them: "\n", "\r\n" or a lone "\r"
+        lines = 0
+        left = start
+        prev_cr = False
+        while left:
+            chunk = fh.read(min(_CHUNK, left))
+            left -= len(chunk)
+            lines += chunk.count(b"\n") + chunk.count(b"\r") - chunk.count(b"\r\n")
+            if prev_cr and chunk[:1] == b"\n":
+                lines -= 1  # a "\r\n" split between two chunks
+            prev_cr = chunk[-1:] == b"\r"
+    return FilePart(0, 1, lines + 1), FilePart(start, lines + 1, None)
+
+
+def read_in_parts(reader: WorkloadReader, path: Path, options: Mapping[str, Any], parts: tuple[FilePart, FilePart],
+                  first_spool: IO[str], second_spool: IO[str]) -> tuple[int, int]:
+    """Write the requests of ``parts[0]`` to ``first_spool`` here and those of
+    ``parts[1]`` to ``second_spool`` in a child; the number of each. The
+    reader's ``source`` describes the whole file afterwards."""
+    read_fd, write_fd = os.pipe()
+
+    def child() -> None:  # pragma: no cover - runs in the child; tested through the parent
+        count = 0
+        try:
+            count = write_requests(second_spool, reader.read_part(path, options, parts[1]))
+            second_spool.flush()
+            result: tuple[Any, ...] = ("ok", count, reader.part_state())
+        except Exception as exc:
+            result = ("failed", error_as_data(exc), reader.part_state())
+        write_all(write_fd, marshal.dumps(result))
+        os.close(write_fd)
+
+    pid = fork_helper(child, child_closes=(read_fd,), parent_closes=(write_fd,))
+    reaped = False
+    try:
+        first = write_requests(first_spool, reader.read_part(path, options, parts[0]))
+        first_state = reader.part_state()
+        with os.fdopen(read_fd, "rb") as pipe:
+            read_fd = -1
+            data = pipe.read()
+        if not data:
+            reaped = True
+            raise TickgateError(f"the process reading the second half of {path} (pid {pid}) {how_it_ended(pid)}; "
+                                "TICKGATE_PARALLEL=0 reads it in this process instead")
+        os.waitpid(pid, 0)
+        reaped = True
+    finally:
+        if read_fd >= 0:
+            os.close(read_fd)
+        if not reaped:  # the first half failed: the second does not matter
+            try:
+                os.kill(pid, signal.SIGTERM)
+            except ProcessLookupError:  # pragma: no cover - already gone
+                pass
+            os.waitpid(pid, 0)
+    kind, outcome, second_state = marshal.loads(data)
+    reader.join_parts(path, first_state, second_state, kind != "ok")
+    if kind != "ok":
+        raise error_from_data(outcome[0], outcome[1], "reading a trace")
+    return first, outcome

@@ -51,6 +51,15 @@ def _expect_error(tmp_path: Path, args: list[str], expected: str) -> str:
         ('{"version": 1, "requests": [{"id": "a", "prompt_tokens": NaN, "max_output_tokens": 1}]}',
          "NaN is not valid JSON"),
         ('', "invalid JSON: Expecting value"),
+        # JSON Schema counts 32.0 as an integer; tickgate does not (it would print as 32.0 in records)
+        ('{"version": 1, "requests": [\n{"id": "a", "prompt_tokens": 32.0, "max_output_tokens": 1}\n]}',
+         "w.json:2:1: $.requests[0].prompt_tokens: 32.0 is not of type 'integer'"),
+        ('{"version": 1, "requests": [\n{"id": "a", "prompt_tokens": 5, "max_output_tokens": 1, "arrival_tick": 0.0}]}',
+         "w.json:2:1: $.requests[0].arrival_tick: 0.0 is not of type 'integer'"),
+        ('{"version": 1, "requests": [\n{"id": "a", "prompt_tokens": 5, "max_output_tokens": 1, "tenant": "ab',
+         "w.json:2:67: invalid JSON: unterminated string (is the file cut short?)"),
+        ('\ufeff{"version": 1, "requests": []}',
+         "w.json:1:1: invalid JSON: the file starts with a byte order mark (save it as UTF-8 without BOM)"),
     ],
 )
 def test_bad_workloads(tmp_path: Path, content: str, expected: str) -> None:
@@ -75,6 +84,9 @@ def test_missing_workload_file(tmp_path: Path) -> None:
         ("version: 1", "version: 1\nsurprise: true", "$: unknown key 'surprise'"),
         ("page_size: 16 ", "page_size: !!python/object:os.system 16 ", "p.yaml:7:5: $.scheduler.options.page_size: YAML tag tag:yaml.org,2002:python/object:os.system is not allowed"),
         ("  options:\n    page_size", "  options:\n   page_size", "p.yaml:8:5: invalid YAML: expected <block end>"),
+        # a whole-number float would change every record (16.0 pages) or fail deep in the scheduler
+        ("page_size: 16 ", "page_size: 16.0 ", "p.yaml:7:5: $.scheduler.options.page_size: 16.0 is not of type 'integer'"),
+        ("    kv_pages: 20", "    kv_pages: 2e1", "p.yaml:8:5: $.scheduler.options.kv_pages: 20.0 is not of type 'integer'"),
     ],
 )
 def test_bad_policies(tmp_path: Path, old: str, new: str, expected: str) -> None:
@@ -119,6 +131,9 @@ def test_requires_names_missing_distribution(tmp_path: Path) -> None:
                   "p.yaml:5:5: $.requires[1]: this policy requires tickgate-nonexistent>=1.0, which is not installed")
     p.write_text(GOOD_POLICY.replace("version: 1", "version: 1\nrequires: ['tickgate>=99']"))
     _expect_error(tmp_path, ["validate", str(p)], "requires tickgate>=99, but tickgate 0.1.0 is installed")
+    p.write_text(GOOD_POLICY.replace("version: 1", "version: 1\nrequires: ['not a req!!']"))
+    line = _expect_error(tmp_path, ["validate", str(p)], "$.requires[0]: not a valid requirement 'not a req!!': ")
+    assert "\\n" not in line and "^" not in line  # the parser's caret diagram is not one line
 
 
 def test_output_directory_is_created_and_write_is_atomic(tmp_path: Path) -> None:
@@ -188,3 +203,40 @@ def test_validate_checks_gate_sections(tmp_path: Path) -> None:
     p.write_text(text[:first] + "name: latency-p96" + text[text.index("\n", first):])
     line = _expect_error(tmp_path, ["validate", str(p)], 'unknown gate_signal "latency-p96"; available: ')
     assert "p.yaml:" in line and "$.gate.signals[0].name" in line
+
+
+def test_an_option_on_a_plugin_without_options_says_so(tmp_path: Path) -> None:
+    p = tmp_path / "p.yaml"
+    p.write_text(GOOD_POLICY.replace("name: priority-fcfs", "name: priority-fcfs\n  options: {foo: 1}"))
+    _expect_error(tmp_path, ["validate", str(p)], "$.admission.options: unknown key 'foo'; none are allowed here")
+
+
+def test_a_directory_given_as_the_policy(tmp_path: Path) -> None:
+    _expect_error(tmp_path, ["replay", "--input", str(FIXTURES / "workload.json"), "--policy", str(tmp_path)],
+                  f"{tmp_path}: is a directory, expected a file")
+
+
+@pytest.mark.parametrize(("args", "expected"), [
+    (["replay", "--input", "w.json", "--output", "r.json", "--limit", "abc"],
+     "error: Invalid value for '--limit': 'abc' is not a valid integer range. (see 'tickgate replay --help')"),
+    (["replay", "--bogus"], "error: No such option '--bogus'. (see 'tickgate replay --help')"),
+    (["validate"], "error: Missing argument 'POLICIES...'. (see 'tickgate validate --help')"),
+    (["nosuch"], "error: No such command 'nosuch'. (see 'tickgate --help')"),
+])
+def test_command_line_mistakes_are_one_line_too(args: list[str], expected: str) -> None:
+    res = run_cli(*args)
+    assert res.returncode == 2 and res.stdout == ""
+    assert res.stderr.strip().splitlines() == [expected]
+
+
+def test_validate_checks_every_file_and_reports_each(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(GOOD_POLICY.replace("name: seed", "name: sead"))
+    worse = tmp_path / "worse.yaml"
+    worse.write_text(GOOD_POLICY.replace("version: 1", "version: 2"))
+    good = POLICIES / "default.yaml"
+    res = run_cli("validate", str(bad), str(good), str(worse))
+    assert res.returncode == 2
+    errors = res.stderr.strip().splitlines()
+    assert len(errors) == 2 and "bad.yaml:5:3: $.scheduler.name" in errors[0] and "worse.yaml:2:1" in errors[1]
+    assert res.stdout.strip() == f"{good}: ok (scheduler=seed; admission=priority-fcfs; kv_allocator=paged)"

@@ -76,3 +76,17 @@ def test_a_changed_decision_is_found_and_described(tmp_path: Path) -> None:
     assert result["first_divergence"]["field"] == "preempted"
     assert result["steps_identical"] == len(lines) - 1
     assert "preempted differs" in result["first_divergence"]["description"]
+
+
+def test_a_missing_request_field_is_named_as_missing(tmp_path: Path) -> None:
+    from tickgate.errors import InputError
+
+    path = tmp_path / "w.json"
+    path.write_text(json.dumps({"requests": [{"id": "a", "max_output_len": 3}]}))
+    with pytest.raises(InputError, match=r"\$\.requests\[0\]\.prompt_len: expected a non-negative integer, "
+                                         r"it is missing"):
+        load_reference_workload(path, None)
+    path.write_text(json.dumps({"requests": [{"id": "a", "prompt_len": -4, "max_output_len": 3}]}))
+    with pytest.raises(InputError, match=r"\$\.requests\[0\]\.prompt_len: expected a non-negative integer, "
+                                         r"found -4"):
+        load_reference_workload(path, None)

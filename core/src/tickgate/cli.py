@@ -80,8 +80,16 @@ def main(argv: list[str] | None = None) -> int:
     except click.exceptions.Abort:
         click.echo("aborted", err=True)
         return 130
+    except click.UsageError as exc:  # a bad option or argument: one line too, pointing at --help
+        from .errors import one_line
+
+        where = exc.ctx.command_path if exc.ctx is not None else "tickgate"
+        click.echo(f"error: {one_line(exc.format_message())} (see '{where} --help')", err=True)
+        return 2
     except click.ClickException as exc:
-        exc.show()
+        from .errors import one_line
+
+        click.echo(f"error: {one_line(exc.format_message())}", err=True)
         return 2
     except click.exceptions.Exit as exc:
         return exc.exit_code

@@ -45,6 +45,16 @@ class InputError(TickgateError):
         return one_line(": ".join(parts))
 
 
+def json_problem(msg: str) -> str:
+    """The json module's message for a decoding failure, as a user reads it
+    (``exc.msg``: without the position, which the caller locates)."""
+    if msg.startswith("Unterminated string"):  # "... starting at": the position went to the location
+        return "unterminated string (is the file cut short?)"
+    if msg.startswith("Unexpected UTF-8 BOM"):
+        return "the file starts with a byte order mark (save it as UTF-8 without BOM)"
+    return msg
+
+
 def one_line(text: str) -> str:
     """Errors are one line: a line break quoted from hostile input (a header,
     an event name) is shown escaped instead of splitting the message."""

@@ -15,7 +15,7 @@ import json
 import re
 from typing import Any, TextIO
 
-from .errors import InputError
+from .errors import InputError, json_problem
 from .locations import _reject_constant
 
 _WS = re.compile(r"[ \t\n\r]*")
@@ -56,6 +56,8 @@ class JsonStream:
         if not chunk:
             self.eof = True
             return False
+        if not self.off and not self.buf and chunk[0] == "\ufeff":  # JSON text must not start with one (RFC 8259)
+            raise self.error("invalid JSON: " + json_problem("Unexpected UTF-8 BOM"), 0)
         if self.pos >= CHUNK:  # drop the consumed text (after counting its lines)
             self.where(self.pos)
             self.buf = self.buf[self.pos:]
@@ -95,7 +97,7 @@ class JsonStream:
                 cut = exc.pos >= len(self.buf) - 6 or exc.msg.startswith("Unterminated string")
                 if cut and len(self.buf) - self.pos < MAX_VALUE and self._fill(len(self.buf) - self.pos):
                     continue
-                raise self.error(f"invalid JSON: {exc.msg}", exc.pos) from None
+                raise self.error(f"invalid JSON: {json_problem(exc.msg)}", exc.pos) from None
             except RecursionError:
                 raise self.error("invalid JSON: nested too deeply", self.pos) from None
             except ValueError as exc:  # NaN / Infinity

@@ -14,7 +14,7 @@ import math
 from pathlib import Path
 from typing import IO, Any, Iterator
 
-from .errors import InputError
+from .errors import InputError, json_problem
 
 MAX_DOCUMENT_BYTES = 16 * 1024 * 1024
 MAX_DEPTH = 64
@@ -66,6 +66,8 @@ def read_text(path: Path, *, limit: int = MAX_DOCUMENT_BYTES) -> str:
         return path.read_text(encoding="utf-8")
     except UnicodeDecodeError as exc:
         raise InputError(path, f"not UTF-8 text (byte {exc.start})") from None
+    except IsADirectoryError:
+        raise InputError(path, "is a directory, expected a file") from None
     except OSError as exc:
         raise InputError(path, f"cannot read: {exc.strerror}") from None
 
@@ -187,7 +189,7 @@ def parse_json(text: str, path: Any, *, line_offset: int = 0) -> Any:
     try:
         return json.loads(text, parse_constant=_reject_constant)
     except json.JSONDecodeError as exc:
-        raise InputError(path, f"invalid JSON: {exc.msg}", line=exc.lineno + line_offset,
+        raise InputError(path, f"invalid JSON: {json_problem(exc.msg)}", line=exc.lineno + line_offset,
                          column=exc.colno) from None
     except ValueError as exc:
         raise InputError(path, f"invalid JSON: {exc}", line=(line_offset + 1) if line_offset else None) from None

@@ -111,7 +111,8 @@ def check_requires(requirements: Any, path: Path, locs: Locations) -> None:
         try:
             req = Requirement(text)
         except InvalidRequirement as exc:
-            raise InputError(path, f"not a valid requirement: {exc}", **where) from None
+            first = str(exc).splitlines()[0] if str(exc) else "unparsable"  # packaging adds a caret diagram
+            raise InputError(path, f"not a valid requirement {text!r}: {first}", **where) from None
         try:
             version = md.version(req.name)
         except md.PackageNotFoundError:

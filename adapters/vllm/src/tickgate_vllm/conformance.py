@@ -82,8 +82,8 @@ def _int(item: Any, key: str, path: Path, i: int, default: int | None = None) ->
         raise InputError(path, "expected a request object", json_path=f"$.requests[{i}]")
     value = item.get(key, default)
     if type(value) is not int or value < 0:
-        raise InputError(path, f"expected a non-negative integer, found {value!r}",
-                         json_path=f"$.requests[{i}].{key}")
+        found = "it is missing" if key not in item else f"found {value!r}"
+        raise InputError(path, f"expected a non-negative integer, {found}", json_path=f"$.requests[{i}].{key}")
     return value
 
 

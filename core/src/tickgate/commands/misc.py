@@ -12,22 +12,35 @@ import click
 @click.argument("policies", nargs=-1, required=True, type=click.Path(path_type=Path))
 def validate_command(policies: tuple[Path, ...]) -> None:
     """Check policy files: schema, plugin names, each plugin's options, and that
-    the plugins build together (what replay would refuse, validate refuses)."""
+    the plugins build together (what replay would refuse, validate refuses).
+    Every file is checked: one line each, exit status 2 if any is refused."""
+    from ..cli import exit_with
     from ..engine import build_scheduler
+    from ..errors import TickgateError, one_line
     from ..interfaces import Clock
     from ..policy import load_policy
 
+    refused = 0
     for path in policies:
-        policy = load_policy(path)
-        if policy.selection("scheduler") is not None:
-            build_scheduler(policy, Clock())
-        chosen = [f"{k}={v.plugin.name}" for k, v in policy.selections.items()]
-        if "gate" in policy.data:
-            from ..gate.config import load_gate_config
+        try:
+            policy = load_policy(path)
+            if policy.selection("scheduler") is not None:
+                build_scheduler(policy, Clock())
+            chosen = [f"{k}={v.plugin.name}" for k, v in policy.selections.items()]
+            if "gate" in policy.data:
+                from ..gate.config import load_gate_config
 
-            gate = load_gate_config(policy)
-            chosen.append(f"gate signals={','.join(s.info.name for s in gate.signals)}")
+                gate = load_gate_config(policy)
+                chosen.append(f"gate signals={','.join(s.info.name for s in gate.signals)}")
+        except TickgateError as exc:
+            if len(policies) == 1:
+                raise  # the CLI prints it, exit status 2
+            refused += 1
+            click.echo(f"error: {one_line(str(exc).strip())}", err=True)
+            continue
         click.echo(f"{path}: ok ({'; '.join(chosen) or 'no plugins'})")
+    if refused:
+        exit_with(2)
 
 
 @click.command("plugins")

@@ -13,7 +13,7 @@ import json
 import re
 from typing import Any, Callable
 
-from ..errors import InputError
+from ..errors import InputError, json_problem
 
 _WS = re.compile(r"[ \t\n\r]*")
 #: a place where one array element of objects may end and the next begin
@@ -52,7 +52,7 @@ class Scanner:
         except StopIteration:
             raise self.fail(pos, "invalid JSON: expected a value", json_path) from None
         except json.JSONDecodeError as exc:
-            raise self.fail(exc.pos, f"invalid JSON: {exc.msg}", json_path) from None
+            raise self.fail(exc.pos, f"invalid JSON: {json_problem(exc.msg)}", json_path) from None
         except ValueError as exc:
             raise self.fail(pos, f"invalid JSON: {exc}", json_path) from None
         except RecursionError:

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any, Iterator, Mapping
 
 from ..blockruns import run_starts
-from ..errors import InputError
+from ..errors import InputError, json_problem
 from ..locations import MAX_INT
 from ..model import Request
 from ..workload import MAX_TOKENS
@@ -116,7 +116,7 @@ class MooncakeReader(TraceReader):
             except ValueError as exc:
                 col = getattr(exc, "colno", None)
                 msg = getattr(exc, "msg", str(exc))
-                raise InputError(path, f"invalid JSON: {msg}", line=line, column=col) from None
+                raise InputError(path, f"invalid JSON: {json_problem(msg)}", line=line, column=col) from None
             if type(obj) is not dict:
                 raise _reject(path, line, f"expected a JSON object per line, found {type(obj).__name__}")
             ts = obj.get("timestamp")

@@ -16,7 +16,7 @@ import math
 from pathlib import Path
 from typing import Any, Callable, Iterable, Iterator, Mapping
 
-from ..errors import InputError
+from ..errors import InputError, json_problem
 from ..locations import MAX_DOCUMENT_BYTES
 
 HEAD_BYTES = 64 * 1024
@@ -68,8 +68,8 @@ def parse_engine_json(text: str, path: Path | str, *, line: int | None = None) -
         return json.loads(text)
     except json.JSONDecodeError as exc:
         if line is None:
-            raise InputError(path, f"invalid JSON: {exc.msg}", line=exc.lineno, column=exc.colno) from None
-        raise InputError(path, f"invalid JSON: {exc.msg}", line=line, column=exc.colno) from None
+            raise InputError(path, f"invalid JSON: {json_problem(exc.msg)}", line=exc.lineno, column=exc.colno) from None
+        raise InputError(path, f"invalid JSON: {json_problem(exc.msg)}", line=line, column=exc.colno) from None
     except RecursionError:
         raise InputError(path, "invalid JSON: nested too deeply", line=line) from None
 

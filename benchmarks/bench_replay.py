@@ -15,7 +15,7 @@ what a user runs, each phase in its own process so peak RSS is per phase::
 
 and prints wall time, peak RSS (``resource.getrusage``: the process plus, for
 a large replay, its two helper processes, each counted at the largest one's
-peak), CPU seconds of the replay (all processes), requests/s and
+peak; for a large import its one helper), CPU seconds of the replay (all processes), requests/s and
 steps/s (engine steps, i.e. ``summary.total_ticks``, per second of replay).
 ``--azure`` adds the real Azure code trace from fixtures/realdata.
 It is a script, not a test: wall-clock figures depend on the machine and its
@@ -60,11 +60,12 @@ def _phase(argv: list[str]) -> int:
         code = main(argv)
         wall = time.perf_counter() - start
     me = resource.getrusage(resource.RUSAGE_SELF)
-    # a replay's helpers (the workload reader, the sidecar: docs/workload.md) have
-    # their own peaks; getrusage gives the largest child's, counted once per
-    # helper as if all peaked at once (an upper bound of the total)
+    # a replay's helpers (the workload reader, the sidecar: docs/workload.md) and an
+    # import's (the second half's reader: docs/importers.md) have their own peaks;
+    # getrusage gives the largest child's, counted once per helper as if all
+    # peaked at once (an upper bound of the total)
     kids = resource.getrusage(resource.RUSAGE_CHILDREN)
-    helpers = 2 if kids.ru_maxrss else 0
+    helpers = (1 if argv[0] == "import" else 2) if kids.ru_maxrss else 0
     print(json.dumps({"code": code, "wall_s": wall, "rss_mb": (me.ru_maxrss + helpers * kids.ru_maxrss) / 1024.0,
                       "child_rss_mb": kids.ru_maxrss / 1024.0,
                       "cpu_s": me.ru_utime + me.ru_stime + kids.ru_utime + kids.ru_stime}))

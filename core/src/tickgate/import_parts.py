@@ -75,7 +75,6 @@ def read_in_parts(reader: WorkloadReader, path: Path, options: Mapping[str, Any]
     read_fd, write_fd = os.pipe()
 
     def child() -> None:  # pragma: no cover - runs in the child; tested through the parent
-        count = 0
         try:
             count = write_requests(second_spool, reader.read_part(path, options, parts[1]))
             second_spool.flush()

@@ -268,7 +268,7 @@ class AdmissionContext:
 
 @attrs.frozen
 class FilePart:
-    """The lines of a trace file one process reads when ``tickgate import``
+    r"""The lines of a trace file one process reads when ``tickgate import``
     splits a large file between two (:mod:`tickgate.import_parts`).
 
     ``start`` is the byte offset of line ``first_line`` (a line start); the part

@@ -117,7 +117,8 @@ class TraceReader(WorkloadReader):
         """The second part's first row must not be earlier than the first part's
         last; ``source`` becomes both parts' counts and skipped rows."""
         if first["last"] is not None and second["first"] is not None:
-            order = ArrivalOrder(path, self.order.column if self.order is not None else "timestamp")
+            assert self.order is not None  # read_part set it
+            order = ArrivalOrder(path, self.order.column)
             order.first = tuple(second["first"])  # type: ignore[assignment]
             order.follows(first["last"][0], first["last"][1])
         if second_failed:

@@ -23,11 +23,10 @@ from typing import Any, Iterator, Mapping
 
 from ..blockruns import run_starts
 from ..errors import InputError, json_problem
-from ..locations import MAX_INT
+from ..interfaces import FilePart
+from ..locations import MAX_INT, open_text
 from ..model import Request
 from ..workload import MAX_TOKENS
-from ..locations import open_text
-from ..interfaces import FilePart
 from ._common import ArrivalOrder, TraceReader
 
 _DECODER = json.JSONDecoder()

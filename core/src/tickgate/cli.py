@@ -15,7 +15,7 @@ from typing import Any
 
 import click
 
-from .errors import TickgateError
+from .errors import TickgateError, one_line
 
 #: command name -> "module:attribute" of a click command
 LAZY_COMMANDS: dict[str, str] = {
@@ -73,22 +73,16 @@ def main(argv: list[str] | None = None) -> int:
     except TickgateError as exc:
         if debug:
             traceback.print_exc()
-        from .errors import one_line
-
         click.echo(f"error: {one_line(str(exc).strip())}", err=True)
         return exc.exit_code
     except click.exceptions.Abort:
         click.echo("aborted", err=True)
         return 130
     except click.UsageError as exc:  # a bad option or argument: one line too, pointing at --help
-        from .errors import one_line
-
         where = exc.ctx.command_path if exc.ctx is not None else "tickgate"
         click.echo(f"error: {one_line(exc.format_message())} (see '{where} --help')", err=True)
         return 2
     except click.ClickException as exc:
-        from .errors import one_line
-
         click.echo(f"error: {one_line(exc.format_message())}", err=True)
         return 2
     except click.exceptions.Exit as exc:

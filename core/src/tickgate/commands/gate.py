@@ -46,4 +46,7 @@ def gate_command(bundle: Path | None, baseline: Path | None, candidate: Path | N
             flag = " [dry-run]" if item["dry_run"] else ""
             click.echo(f"  {item['status']}{flag} {item['signal']}: {item['message']}")
             click.echo(f"    next: {item['next_action']}")
+        for item in report.get("not_evaluated", ()):
+            flag = " [dry-run]" if item["dry_run"] else ""
+            click.echo(f"  not evaluated{flag} {item['signal']}: {item['message']}")
     exit_with(report["exit_code"])

@@ -22,6 +22,8 @@ class ConfiguredSignal:
     signal: Any
     dry_run: bool
     options: dict[str, Any]
+    #: a result of ``not_evaluated`` (no side has the evidence) holds instead of standing aside
+    required: bool = False
 
 
 @attrs.frozen
@@ -69,5 +71,6 @@ def load_gate_config(policy: Policy, registry: Registry | None = None) -> GateCo
             raise
         except Exception as exc:
             raise PluginError(f"{plugin_label(info)} failed to build: {type(exc).__name__}: {exc}") from exc
-        signals.append(ConfiguredSignal(sid, info, signal, bool(entry.get("dry_run", False)), options))
+        signals.append(ConfiguredSignal(sid, info, signal, bool(entry.get("dry_run", False)), options,
+                                        bool(entry.get("required", False))))
     return GateConfig(policy.source or path, int(section.get("seed", 0)), section.get("segments"), signals)

@@ -35,9 +35,9 @@ _NUMBER = frozenset({int, float})
 _NUMERIC = {
     "latency_ms": (_NUMBER, 1e12), "ttft_ms": (_NUMBER, 1e12), "itl_p95_ms": (_NUMBER, 1e12),
     "tokens_in": (frozenset({int}), 1_000_000_000_000), "tokens_out": (frozenset({int}), 1_000_000_000_000),
-    "memory_pressure": (_NUMBER, 1.0),
+    "memory_pressure": (_NUMBER, 1.0), "start_ms": (_NUMBER, 1e12),
 }
-_ORDER = ("request_id", *CATEGORIES, "output_fingerprint", "error", *_NUMERIC)
+_ORDER = ("request_id", *CATEGORIES, "output_fingerprint", "prompt_identity", "error", *_NUMERIC)
 #: category code -1 (absent) as stored in an array('i')
 _ABSENT_CODE = struct.pack("i", -1)
 _NAN_DOUBLE = struct.pack("d", NAN)
@@ -132,9 +132,13 @@ def _valid(columns: Columns, nullable: bool) -> bool:
     ids = columns["request_id"]
     if ids is None or not _strings(ids) or "" in ids:
         return False
-    fingerprints = columns["output_fingerprint"]
-    if fingerprints is not None and not (set(map(type, fingerprints)) <= {str, _NONE} if nullable
-                                         else _strings(fingerprints)):
+    for key in ("output_fingerprint", "prompt_identity"):
+        strings = columns[key]
+        if strings is not None and not (set(map(type, strings)) <= {str, _NONE} if nullable
+                                        else _strings(strings)):
+            return False
+    prompts = columns["prompt_identity"]
+    if prompts is not None and "" in prompts:
         return False
     errors = columns["error"]
     if errors is not None and errors.count(None) != len(errors):
@@ -211,6 +215,8 @@ def _append(side: Side, columns: Columns, codes: dict[str, _Codes], numbers: dic
         cat.codes.frombytes(data)
     fingerprints = columns["output_fingerprint"]
     side.fingerprints.extend(repeat(None, n) if fingerprints is None else fingerprints)
+    prompts = columns["prompt_identity"]
+    side.prompts.extend(repeat(None, n) if prompts is None else prompts)
     side.values.extend(repeat(None, n))
     errors = columns["error"]
     if errors is None or errors.count(None) == n:
@@ -223,3 +229,4 @@ def _append(side: Side, columns: Columns, codes: dict[str, _Codes], numbers: dic
     side.streaming.frombytes(b"\xff" * n)  # NO_STREAM (-1) for every request
     for key, packed in numbers.items():
         side.num[key].frombytes(packed)
+    side.num["itl_mean_ms"].frombytes(_NAN_DOUBLE * n)  # derived from itl_ms gaps, which take the exact path

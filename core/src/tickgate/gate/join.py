@@ -3,6 +3,14 @@
 Pairs are ordered by request_id, not by file order, so the same traffic
 written in another order gives the same report (the bootstrap resamples pair
 positions). The join is one dict lookup per candidate request: linear.
+
+An id says where a request sits in a client's dataset (its position, or a
+conversation and turn); it does not prove both runs sent the same prompt.
+Where both sides carry a ``prompt_identity`` (a hash of the prompt, or the
+client's prompt token count) and the two differ, the requests are not the
+same: the pair is dropped from the comparison and listed in
+``prompt_mismatches``, which the ``matched-traffic`` signal holds on. Unrelated
+requests are never compared silently.
 """
 
 from __future__ import annotations
@@ -46,6 +54,8 @@ class Comparison:
     baseline_only: list[str]
     candidate_only: list[str]
     seed: int = 0
+    #: (request_id, baseline identity, candidate identity) of same-id pairs whose prompts differ, by id
+    prompt_mismatches: list[tuple[str, str, str]] = attrs.field(factory=list)
     _segment_cache: dict[str, list[str | None]] = attrs.field(factory=dict)
     _ok_cache: list[int] | None = None
     _group_cache: dict[str, dict[str, list[int]]] = attrs.field(factory=dict)
@@ -183,6 +193,22 @@ class Comparison:
         return (list(compress(pairs, keep)), array("d", compress(bv, keep)), array("d", compress(cv, keep)),
                 missing)
 
+    def recorded_by_neither(self, column: str, pairs: list[int]) -> bool:
+        """True when no pair in ``pairs`` has ``column`` on either side (NaN or
+        None everywhere): evidence nobody recorded, as opposed to evidence one
+        side lacks."""
+        if not pairs:
+            return False
+        for which in ("baseline", "candidate"):
+            col = self.aligned(which, column)
+            values = col if len(pairs) == len(col) else gather(col, pairs)
+            if isinstance(values, array):
+                if not all(v != v for v in values):  # NaN is the only value unequal to itself
+                    return False
+            elif values.count(None) != len(values):
+                return False
+        return True
+
     def groups(self, key: str) -> dict[str, list[int]]:
         """Pair indices per value of a segment key (pairs without a value left
         out), values in order of first appearance. The lists are shared: do not
@@ -291,7 +317,8 @@ def join(baseline: Side, candidate: Side, seed: int = 0) -> Comparison:
     """
     cids = candidate.ids
     if ascending(cids):  # sorting by id would change nothing
-        if baseline.ids == cids:  # same ids in the same (sorted) order: pair i is row i on both sides
+        if baseline.ids == cids and baseline.prompts == candidate.prompts:
+            # same ids in the same (sorted) order, same prompts: pair i is row i on both sides
             identity = array("q", range(len(cids)))
             comparison = Comparison(baseline, candidate, identity, array("q", identity), [], [], seed)
             comparison._identity.update(baseline=True, candidate=True)  # known: no need to compare
@@ -307,4 +334,16 @@ def join(baseline: Side, candidate: Side, seed: int = 0) -> Comparison:
     candidate_only = [cids[row] for row, f in zip(order, found) if not f] if len(pairs_b) < len(order) else []
     cindex = candidate.index
     baseline_only = sorted(rid for rid in baseline.ids if rid not in cindex) if len(pairs_b) < len(baseline) else []
-    return Comparison(baseline, candidate, pairs_b, pairs_c, baseline_only, candidate_only, seed)
+    pairs_b, pairs_c, mismatches = _same_prompts(baseline, candidate, pairs_b, pairs_c)
+    return Comparison(baseline, candidate, pairs_b, pairs_c, baseline_only, candidate_only, seed, mismatches)
+
+
+def _same_prompts(baseline: Side, candidate: Side, pairs_b: array, pairs_c: array,  # type: ignore[type-arg]
+                  ) -> tuple[array, array, list[tuple[str, str, str]]]:  # type: ignore[type-arg]
+    """Drop the pairs whose two prompt identities are both known and differ."""
+    bp, cp = gather(baseline.prompts, pairs_b), gather(candidate.prompts, pairs_c)
+    if bp == cp:
+        return pairs_b, pairs_c, []
+    keep = [b is None or c is None or b == c for b, c in zip(bp, cp)]
+    mismatches = [(candidate.ids[row], b, c) for row, b, c, k in zip(pairs_c, bp, cp, keep) if not k]
+    return array("q", compress(pairs_b, keep)), array("q", compress(pairs_c, keep)), mismatches

@@ -25,15 +25,17 @@ NAN = math.nan
 #: categorical request fields that default to the run-level value
 RUN_DEFAULTED = ("backend", "model", "accelerator", "scheduler")
 CATEGORIES = ("backend", "model", "accelerator", "route", "scheduler")
-#: numeric columns: latency, time to first token, per-request p95 of the
-#: inter-token gaps, token counts and peak memory pressure
-NUMERIC = ("latency_ms", "ttft_ms", "itl_p95_ms", "tokens_in", "tokens_out", "memory_pressure")
+#: numeric columns: latency, time to first token, per-request p95 and mean of
+#: the inter-token gaps, token counts, peak memory pressure and the send time
+#: (``itl_mean_ms`` is derived from ``itl_ms`` gaps, never given)
+NUMERIC = ("latency_ms", "ttft_ms", "itl_p95_ms", "itl_mean_ms", "tokens_in", "tokens_out", "memory_pressure",
+           "start_ms")
 _MS_MAX = 1e12
 _COUNT_MAX = 1_000_000_000_000
 REQUEST_KEYS = frozenset({
     "request_id", "backend", "model", "accelerator", "route", "scheduler", "output_fingerprint",
     "output_values", "error", "latency_ms", "ttft_ms", "itl_ms", "itl_p95_ms", "tokens_in",
-    "tokens_out", "memory_pressure", "streaming", "segments",
+    "tokens_out", "memory_pressure", "streaming", "segments", "prompt_identity", "start_ms",
 })
 STREAMING_KEYS = frozenset({"timestamps", "first_token_ms", "gaps_ms", "token_count", "chunk_count",
                             "finish_reason", "usage", "complete"})
@@ -140,6 +142,8 @@ class Side:
         self.cats: dict[str, Category] = {key: Category() for key in CATEGORIES}
         self.custom_keys: list[str] = []
         self.fingerprints: list[str | None] = []
+        #: what identifies each request's prompt across runs (``prompt_identity``)
+        self.prompts: list[str | None] = []
         self.values: list[tuple[float, ...] | None] = []
         self.errors = array("b")
         self.error_messages: dict[int, str] = {}
@@ -158,10 +162,11 @@ class Side:
         state["_index"] = None
         state["ids"] = _JoinedStrings.of(self.ids)
         state["fingerprints"] = _JoinedStrings.of(self.fingerprints)
+        state["prompts"] = _JoinedStrings.of(self.prompts)
         return state
 
     def __setstate__(self, state: dict[str, Any]) -> None:
-        for key in ("ids", "fingerprints"):
+        for key in ("ids", "fingerprints", "prompts"):
             if isinstance(state[key], _JoinedStrings):
                 state[key] = state[key].split()
         self.__dict__.update(state)
@@ -223,6 +228,10 @@ class Side:
         if fp is not None or "output_fingerprint" in d:
             _string(fp, "output_fingerprint", fail)
         self.fingerprints.append(fp)
+        pi = d.get("prompt_identity")
+        if (pi is not None or "prompt_identity" in d) and not _string(pi, "prompt_identity", fail):
+            raise fail("prompt_identity", "expected a non-empty string")
+        self.prompts.append(pi)
         ov = d.get("output_values")
         if ov is not None or "output_values" in d:
             if type(ov) is not list or not all(_number(x) for x in ov):
@@ -239,6 +248,8 @@ class Side:
         for key in ("tokens_in", "tokens_out"):
             v = d.get(key)
             num[key].append(NAN if v is None and key not in d else _count(v, key, fail))
+        v = d.get("start_ms")
+        num["start_ms"].append(NAN if v is None and "start_ms" not in d else _ms(v, "start_ms", fail))
         v = d.get("memory_pressure")
         num["memory_pressure"].append(
             NAN if v is None and "memory_pressure" not in d else _fraction(v, "memory_pressure", fail))
@@ -256,6 +267,7 @@ class Side:
         else:
             itl = quantile(sorted(gaps), 0.95) if gaps else NAN
         num["itl_p95_ms"].append(itl)
+        num["itl_mean_ms"].append(sum(gaps) / len(gaps) if gaps else NAN)
         if "segments" in d:
             self._add_segments(d["segments"], row, fail)
         self.ids.append(rid)

@@ -14,7 +14,11 @@ A signal is a class registered through ``register_gate_signals``::
 
 ``evaluate`` must be deterministic (seed from ``comparison.seed_for(id)``) and
 must fail closed: evidence it cannot read is a ``hold`` (reason
-``missing_evidence`` or ``insufficient_data``), never a ``pass``. Returning
+``missing_evidence`` or ``insufficient_data``), never a ``pass``. The one
+exception is evidence that *neither* side has for any pair (no benchmark
+client records KV pressure, say): then the signal returns ``not_evaluated``
+with the reason, which is reported but does not decide, unless the policy
+marks the signal ``required: true`` (then it holds). Returning
 anything but a valid :class:`SignalResult`, or raising, is reported as an error
 naming the plugin and its distribution.
 """
@@ -28,9 +32,10 @@ import attrs
 
 from ..interfaces import GateSignal as _GateSignalBase
 
-STATUSES = ("pass", "hold", "rollback")
-#: decision rank: the worst status decides (rollback > hold > pass)
-RANK = {"pass": 0, "hold": 1, "rollback": 2}
+STATUSES = ("pass", "hold", "rollback", "not_evaluated")
+#: decision rank: the worst status decides (rollback > hold > pass); a signal
+#: that was not evaluated does not take part (see ``runner.decide``)
+RANK = {"not_evaluated": -1, "pass": 0, "hold": 1, "rollback": 2}
 
 
 def _finite_or_none(_: Any, attribute: attrs.Attribute, value: Any) -> None:  # type: ignore[type-arg]
@@ -44,9 +49,11 @@ def _finite_or_none(_: Any, attribute: attrs.Attribute, value: Any) -> None:  # 
 class SignalResult:
     """What one signal concluded.
 
-    ``status``: pass, hold or rollback. ``reason``: a short code
+    ``status``: pass, hold, rollback or not_evaluated (the evidence is absent
+    on both sides: nothing to judge). ``reason``: a short code
     (``within_policy``, ``regression``, ``inconclusive``, ``insufficient_data``,
-    ``missing_evidence``, ``mismatch``, ``drift``, ``error_increase``).
+    ``missing_evidence``, ``mismatch``, ``drift``, ``error_increase``,
+    ``not_recorded``).
     ``baseline``/``candidate``/``delta``/``threshold``: the compared figures in
     ``unit``. ``ci``: (low, high) of ``delta`` at ``confidence`` for
     statistical signals. ``evidence``: counts (pairs used, missing, ...).

@@ -63,8 +63,10 @@ def build_report(config: GateConfig, comparison: Comparison, outcomes: list[Outc
                  segments: dict[str, Any]) -> dict[str, Any]:
     decision = decide(outcomes)
     triage = []
+    not_evaluated = [{"signal": o.configured.id, "dry_run": o.configured.dry_run, "message": o.result.message}
+                     for o in outcomes if o.result.status == "not_evaluated"]
     for o in outcomes:
-        if o.result.status == "pass":
+        if o.result.status in ("pass", "not_evaluated"):
             continue
         r = o.result
         triage.append({"signal": o.configured.id, "status": r.status, "dry_run": o.configured.dry_run,
@@ -78,11 +80,17 @@ def build_report(config: GateConfig, comparison: Comparison, outcomes: list[Outc
                      "signals compared run-level figures without confidence intervals")
     if not any(not o.configured.dry_run for o in outcomes):
         notes.append("every signal is dry-run: nothing decided, so the gate holds")
+    elif not any(not o.configured.dry_run and o.result.status != "not_evaluated" for o in outcomes):
+        notes.append("no deciding signal could be evaluated (neither side has their evidence), so the gate holds")
     deciding = [t for t in triage if not t["dry_run"]]
     if decision == "promote":
-        summary = "promote: complete evidence within policy"
+        summary = ("promote: complete evidence within policy" if not not_evaluated else
+                   "promote: every evaluated signal within policy (not evaluated: "
+                   + ", ".join(n["signal"] for n in not_evaluated) + ")")
     elif deciding:
         summary = f"{decision}: " + "; ".join(f"{t['signal']} {t['status']}" for t in deciding)
+    elif not_evaluated and any(not o.configured.dry_run for o in outcomes):
+        summary = "hold: no deciding signal could be evaluated"
     else:
         summary = "hold: no signal may decide (all are dry-run)"
     bo, co = comparison.baseline_only, comparison.candidate_only
@@ -93,6 +101,7 @@ def build_report(config: GateConfig, comparison: Comparison, outcomes: list[Outc
         "exit_code": EXIT_CODES[decision],
         "summary": summary,
         "triage": triage,
+        **({"not_evaluated": not_evaluated} if not_evaluated else {}),
         "notes": notes,
         "signals": [_signal(o) for o in outcomes],
         "join": {
@@ -100,6 +109,11 @@ def build_report(config: GateConfig, comparison: Comparison, outcomes: list[Outc
             "matched": comparison.matched,
             "baseline_only": {"count": len(bo), "ids": bo[:UNMATCHED_LIMIT]},
             "candidate_only": {"count": len(co), "ids": co[:UNMATCHED_LIMIT]},
+            **({"prompt_mismatches": {
+                "count": len(comparison.prompt_mismatches),
+                "pairs": [{"request_id": r, "baseline": b, "candidate": c}
+                          for r, b, c in comparison.prompt_mismatches[:UNMATCHED_LIMIT]]}}
+               if comparison.prompt_mismatches else {}),
         },
         "segments": segments,
         "inputs": {"policy": config.policy_path, "seed": config.seed,

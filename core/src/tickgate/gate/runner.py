@@ -1,7 +1,9 @@
 """Run the configured signals and combine them into one decision.
 
 The worst status decides: rollback outranks hold outranks pass (promote).
-Dry-run signals are evaluated and reported but never decide. A signal that
+Dry-run signals are evaluated and reported but never decide. A signal whose
+evidence neither side has is ``not_evaluated``: reported with its reason,
+never deciding, unless the policy marks it ``required`` (then it holds). A signal that
 raises or returns something other than a valid :class:`SignalResult` is an
 error naming the plugin and its distribution: the gate never guesses.
 """
@@ -56,14 +58,20 @@ def evaluate(config: GateConfig, comparison: Comparison) -> list[Outcome]:
             raise
         except Exception as exc:
             raise PluginError(f"{plugin_label(configured.info)} failed: {type(exc).__name__}: {exc}") from exc
-        outcomes.append(Outcome(configured, _check(configured, result)))
+        result = _check(configured, result)
+        if result.status == "not_evaluated" and configured.required:
+            result = attrs.evolve(result, status="hold", reason="missing_evidence",
+                                  message=f"required, but {result.message}",
+                                  next_action=result.next_action or "record the evidence this signal needs")
+        outcomes.append(Outcome(configured, result))
     return outcomes
 
 
 def decide(outcomes: list[Outcome]) -> str:
-    """Worst deciding status; with no deciding signal at all there is no
-    evidence, so the gate holds instead of promoting."""
-    deciding = [o for o in outcomes if not o.configured.dry_run]
+    """Worst deciding status; with no deciding signal at all (every one
+    dry-run or not evaluated) there is no evidence, so the gate holds instead
+    of promoting."""
+    deciding = [o for o in outcomes if not o.configured.dry_run and o.result.status != "not_evaluated"]
     if not deciding:
         return "hold"
     worst = max((o.result.status for o in deciding), key=RANK.__getitem__)

@@ -43,3 +43,15 @@ def no_join(reason: str) -> SignalResult:
         message=f"no per-request join was possible (aggregate-only observations): {reason}",
         next_action="capture per-request observations (request_id on both sides) so they can be joined",
         evidence={"matched": 0})
+
+
+def not_recorded(what: str, **figures: Any) -> SignalResult:
+    """Neither side recorded ``what`` for any request: nothing to judge.
+
+    Reported as not evaluated (it does not decide unless the policy marks the
+    signal ``required``). Evidence on one side only is a hold, never this."""
+    return SignalResult(
+        status="not_evaluated", reason="not_recorded",
+        message=f"neither side records {what}",
+        next_action=f"record {what} on both sides, or mark the signal required: true to hold without it",
+        **figures)

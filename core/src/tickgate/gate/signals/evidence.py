@@ -169,7 +169,8 @@ class MatchedTraffic(GateSignal):
         min_seg = int(o.get("min_per_segment", 30))
         n = comparison.matched
         bo, co = comparison.baseline_only, comparison.candidate_only
-        total = n + len(bo) + len(co)
+        different = comparison.prompt_mismatches
+        total = n + len(bo) + len(co) + len(different)
         unmatched = (len(bo) + len(co)) / total if total else 0.0
         short_segments = []
         for key in o.get("segment_keys", DEFAULT_SEGMENT_KEYS):
@@ -183,10 +184,20 @@ class MatchedTraffic(GateSignal):
                     short_segments.append({"key": key, "value": value, "matched": counts[value],
                                            "needed": min_seg - counts[value]})
         evidence = {"matched": n, "baseline_only": len(bo), "candidate_only": len(co), "min_matched": min_matched,
-                    "segments_short": len(short_segments)}
+                    "segments_short": len(short_segments), "prompt_mismatches": len(different)}
         common: dict[str, Any] = dict(candidate=float(n), threshold=float(min_matched), unit="requests",
                                       evidence=evidence)
         problems, actions = [], []
+        details: dict[str, Any] = {"short_segments": short_segments}
+        if different:
+            rid, b, c = different[0]
+            problems.append(f"{len(different)} request id{'s' if len(different) > 1 else ''} name different "
+                            f"prompts on the two sides (first: {rid}: baseline {b}, candidate {c}), so they "
+                            "are not the same requests and were not compared")
+            actions.append("run both sides on the same dataset with the same seed and request count "
+                           "(the join key is the client's dataset position or conversation/turn)")
+            details["prompt_mismatches"] = [{"request_id": r, "baseline": pb, "candidate": pc}
+                                            for r, pb, pc in different[:20]]
         if n < min_matched:
             problems.append(f"{n} matched requests, {min_matched} required")
             actions.append(f"gate again with at least {min_matched - n} more matched requests")
@@ -201,8 +212,8 @@ class MatchedTraffic(GateSignal):
             actions.append("replay the same request ids on both sides; unmatched: "
                            + id_text(ids(bo + co, 10), len(bo) + len(co)))
         if problems:
-            return SignalResult(status="hold", reason="insufficient_data", message="; ".join(problems),
-                                next_action="; ".join(actions), details={"short_segments": short_segments},
+            return SignalResult(status="hold", reason="mismatched_requests" if different else "insufficient_data",
+                                message="; ".join(problems), next_action="; ".join(actions), details=details,
                                 **common)
         return SignalResult(status="pass", reason="within_policy",
                             message=f"{n} matched requests; every segment has at least {min_seg}", **common)

@@ -14,7 +14,7 @@ from typing import Any, Mapping
 from ..join import Comparison, gather
 from ..protocol import GateSignal, SignalResult
 from ..stats import min_pairs_for_rate
-from .common import FRACTION, id_text, ids, no_join, pct, schema
+from .common import FRACTION, id_text, ids, no_join, not_recorded, pct, schema
 
 SCOPE_KEYS = ("model", "backend", "accelerator")
 TOLERANCE = {"abs": {"type": "number", "minimum": 0}, "rel": {"type": "number", "minimum": 0}}
@@ -52,6 +52,9 @@ class OutputMismatch(GateSignal):
         compared = len(ok) - len(missing)
         evidence = {"matched": comparison.matched, "eligible": len(ok), "compared": compared,
                     "mismatched": len(mismatched), "missing": len(missing), "min_pairs": min_pairs}
+        if ok and not compared and comparison.recorded_by_neither("fingerprints", ok):
+            return not_recorded("output_fingerprint (the output text or its hash)", threshold=max_rate,
+                                evidence=evidence)
         rate = len(mismatched) / compared if compared else 0.0
         common: dict[str, Any] = dict(baseline=0.0, candidate=rate, delta=rate, threshold=max_rate,
                                       unit="fraction", evidence=evidence)
@@ -189,6 +192,8 @@ class NumericDrift(GateSignal):
                             "; if the drift is expected on this hardware, set a tolerance for that scope",
                 details={"scopes": scopes, "drifted": [{"request_id": i, "scope": s} for i, s in shown]},
                 **common)
+        if ok and not compared and comparison.recorded_by_neither("values", ok):
+            return not_recorded("output_values", threshold=max_rate, evidence=evidence)
         if not compared or len(missing) > max_missing * len(ok):
             shown = ids(missing)
             return SignalResult(

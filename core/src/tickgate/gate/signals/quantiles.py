@@ -24,7 +24,7 @@ from typing import Any, ClassVar
 from ..join import Comparison, gather
 from ..protocol import GateSignal, SignalResult
 from ..stats import Delta, min_pairs_for_quantile, paired_quantile_delta, point_delta, select_quantile
-from .common import DEFAULT_SEGMENT_KEYS, FRACTION, SEGMENT_KEYS, id_text, ids, pct, schema
+from .common import DEFAULT_SEGMENT_KEYS, FRACTION, SEGMENT_KEYS, id_text, ids, not_recorded, pct, schema
 
 BASE_OPTIONS = {
     "quantile": {"type": "number", "exclusiveMinimum": 0, "exclusiveMaximum": 1, "default": 0.95},
@@ -79,6 +79,8 @@ class QuantileRegression(GateSignal):
         evidence = {"matched": comparison.matched, "eligible": len(ok), "used": len(used),
                     "missing": len(missing), "min_pairs": min_pairs}
         what = f"{_qname(q)} {self.label}"
+        if missing and len(missing) == len(ok) and comparison.recorded_by_neither(self.column, ok):
+            return not_recorded(self.column, threshold=threshold, evidence=evidence)
         if missing and len(missing) > float(self.opt("max_missing_fraction")) * len(ok):
             shown = ids(comparison.pair_id(p) for p in missing)
             return SignalResult(
@@ -203,6 +205,9 @@ class QuantileRegression(GateSignal):
         evidence = {"matched": 0, "baseline_requests": counts[0], "candidate_requests": counts[1],
                     "min_pairs": min_pairs}
         field = f"aggregates.{self.aggregate}" + (f".{key}" if key and self.aggregate != "memory_pressure" else "")
+        if b is None and c is None:
+            return not_recorded(f"run.{field} and no per-request join was possible", threshold=threshold,
+                                evidence=evidence)
         if b is None or c is None:
             return SignalResult(
                 status="hold", reason="missing_evidence", threshold=threshold, evidence=evidence,

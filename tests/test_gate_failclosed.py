@@ -237,7 +237,8 @@ def test_policy_without_a_gate_section_is_an_input_error(tmp_path):
 def test_shipped_gate_policies_validate():
     registry = builtin_registry()
     names = sorted(p.name for p in POLICIES.glob("gate-*.yaml"))
-    assert names == ["gate-aggregate.yaml", "gate-default.yaml", "gate-numeric.yaml", "gate-streaming.yaml"]
+    assert names == ["gate-aggregate.yaml", "gate-default.yaml", "gate-numeric.yaml", "gate-small-sample.yaml",
+                     "gate-streaming.yaml"]
     for name in names:
         config = load_gate_config(load_policy(POLICIES / name, registry=registry), registry)
         assert config.signals and config.seed == 20250101

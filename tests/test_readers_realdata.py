@@ -185,10 +185,11 @@ def test_trtllm_serve_docs_example_is_elided_json():
 def test_aiperf_records_jsonl():
     doc = read(REAL / "aiperf_genaiperf_guidellm/aiperf_profile_export.jsonl")
     reqs = {r["request_id"]: r for r in doc["requests"]}
-    ok = reqs["7609a2e7-aa53-4ab1-98f4-f35ecafefd25"]
+    # keyed by dataset entry (conversation_id:turn_index), not by the per-run x_request_id
+    ok = reqs["77aa5b0e-b305-423f-88d5-c00da1892599:0"]
     assert ok["ttft_ms"] == pytest.approx(255.886568) and ok["latency_ms"] == pytest.approx(297.525228)
     assert ok["itl_ms"][0] == 4.898437 and len(ok["itl_ms"]) == 8 and ok["tokens_out"] == 9
-    bad = reqs["c35e4b1b-6775-4750-b875-94cd68e5ec15"]
+    bad = reqs["9526b41d-5dbc-41a5-a353-99ae06a53bc5:0"]
     assert bad["error"].startswith("RequestCancellationError (499)") and bad["tokens_in"] == 550
     assert doc["run"]["aggregates"]["error_rate"] == 0.5
 

@@ -36,9 +36,15 @@ _EXTRA_NUMBERS = ("total_token_throughput", "max_output_tokens_per_s", "max_conc
 
 
 def sniff_bench(head: bytes) -> bool:
+    """A result object naming its model/tokenizer (vLLM's keys; SGLang's
+    results carry ``total_output_tokens_retokenized`` instead). The summary
+    statistics (``*_ttft_ms``) are not required in the head: a
+    ``--save-detailed`` result writes its per-request arrays before them, so
+    in a 200-request file they start past the first 64 KiB."""
     text = head_text(head).lstrip()
-    return (text.startswith("{") and '_ttft_ms"' in text
+    return (text.startswith("{")
             and any(k in text for k in ('"model_id"', '"tokenizer_id"', '"request_goodput:"', '"best_of"'))
+            and any(k in text for k in ('_ttft_ms"', '"num_prompts"', '"ttfts"'))
             and '"total_output_tokens_retokenized"' not in text)
 
 

@@ -8,9 +8,11 @@ An id says where a request sits in a client's dataset (its position, or a
 conversation and turn); it does not prove both runs sent the same prompt.
 Where both sides carry a ``prompt_identity`` (a hash of the prompt, or the
 client's prompt token count) and the two differ, the requests are not the
-same: the pair is dropped from the comparison and listed in
-``prompt_mismatches``, which the ``matched-traffic`` signal holds on. Unrelated
-requests are never compared silently.
+same, and the runs did not send the same traffic under the same keys (another
+dataset, seed or order). Then no pair is trusted: a prompt length that happens
+to agree does not prove the prompt is the same, so nothing is compared, the
+differing pairs are listed in ``prompt_mismatches`` and the ``matched-traffic``
+signal holds naming them. Unrelated requests are never compared silently.
 """
 
 from __future__ import annotations
@@ -54,7 +56,8 @@ class Comparison:
     baseline_only: list[str]
     candidate_only: list[str]
     seed: int = 0
-    #: (request_id, baseline identity, candidate identity) of same-id pairs whose prompts differ, by id
+    #: (request_id, baseline identity, candidate identity) of same-id pairs whose prompts differ, by id;
+    #: when there are any, no pair is compared (see the module docstring)
     prompt_mismatches: list[tuple[str, str, str]] = attrs.field(factory=list)
     _segment_cache: dict[str, list[str | None]] = attrs.field(factory=dict)
     _ok_cache: list[int] | None = None
@@ -340,10 +343,13 @@ def join(baseline: Side, candidate: Side, seed: int = 0) -> Comparison:
 
 def _same_prompts(baseline: Side, candidate: Side, pairs_b: array, pairs_c: array,  # type: ignore[type-arg]
                   ) -> tuple[array, array, list[tuple[str, str, str]]]:  # type: ignore[type-arg]
-    """Drop the pairs whose two prompt identities are both known and differ."""
+    """The pairs, or none when any two known prompt identities differ (then
+    also the differing pairs, in id order)."""
     bp, cp = gather(baseline.prompts, pairs_b), gather(candidate.prompts, pairs_c)
     if bp == cp:
         return pairs_b, pairs_c, []
-    keep = [b is None or c is None or b == c for b, c in zip(bp, cp)]
-    mismatches = [(candidate.ids[row], b, c) for row, b, c, k in zip(pairs_c, bp, cp, keep) if not k]
-    return array("q", compress(pairs_b, keep)), array("q", compress(pairs_c, keep)), mismatches
+    mismatches = [(candidate.ids[row], b, c) for row, b, c in zip(pairs_c, bp, cp)
+                  if b is not None and c is not None and b != c]
+    if not mismatches:
+        return pairs_b, pairs_c, []
+    return array("q"), array("q"), mismatches

@@ -79,17 +79,48 @@ class AiperfMirror(BackendMirror):
                          "aggregates": clean_aggregates(agg)})
 
     def _records(self, path: Path, text: str, notes: list[str]) -> dict[str, Any]:
-        requests: list[dict[str, Any]] = []
-        seen: dict[str, int] = {}
+        """Per-request records, keyed by the dataset entry they sent.
+
+        AIPerf gives every request a fresh ``x_request_id`` (a UUID) in every
+        run, so that id never joins two runs. The dataset entry is
+        ``conversation_id`` + ``turn_index`` (``session_000017:0``): the same
+        in two runs of the same dataset. A conversation sent more than once
+        in a run (the dataset is smaller than the request count) gets
+        ``#2``, ``#3``... in the order the requests were issued, which the
+        same dataset, sampler and seed reproduce. Records of files without a
+        conversation id keep ``x_request_id``.
+        """
+        keyed: list[tuple[tuple[Any, ...], int, dict[str, Any]]] = []
+        starts: list[int] = []
         for lineno, record in iter_json_lines(path, text):
             f = Fields(record, path, line=lineno, notes=notes)
-            req = _request(f, lineno)
-            if req["request_id"] in seen:
-                raise InputError(path, f"request {req['request_id']!r} also on line {seen[req['request_id']]}",
-                                 line=lineno, json_path="$.metadata.x_request_id")
-            seen[req["request_id"]] = lineno
+            req, key, start = _request(f, lineno)
+            keyed.append((key, lineno, req))
+            if start is not None:
+                starts.append(start)
+        first = min(starts, default=0)
+        seen: dict[str, int] = {}
+        by_entry = any(key[0] == 0 for key, _, _ in keyed)
+        requests: list[dict[str, Any]] = []
+        for key, lineno, req in sorted(keyed, key=lambda k: (k[0], k[1])):
+            rid = req["request_id"]
+            if rid in seen:
+                if key[0] != 0:
+                    raise InputError(path, f"request {rid!r} also on line {seen[rid]}", line=lineno,
+                                     json_path="$.metadata.x_request_id")
+                n = 2
+                while f"{rid}#{n}" in seen:
+                    n += 1
+                rid = req["request_id"] = f"{rid}#{n}"
+            seen[rid] = lineno
+            start = req.pop("_start_ns", None)
+            if start is not None:
+                req["start_ms"] = round((start - first) / 1e6, 6)
             requests.append(req)
         requests.sort(key=lambda r: r["request_id"])
+        if by_entry:
+            notes.append("request ids are dataset entries (conversation_id:turn_index; '#N' for the N-th send "
+                         "of an entry): AIPerf's x_request_id is new in every run")
         notes.append("run aggregates computed by tickgate from the per-request records")
         return document({"provenance": provenance(path, self.name, "records-jsonl", notes),
                          "aggregates": clean_aggregates(from_requests(requests))}, requests)
@@ -114,12 +145,24 @@ def _metric_ms(metrics: Fields, name: str) -> float | list[float] | None:
     return None if num is None else round(num * _UNIT_TO_MS[unit], 6)
 
 
-def _request(f: Fields, lineno: int) -> dict[str, Any]:
+def _request(f: Fields, lineno: int) -> tuple[dict[str, Any], tuple[Any, ...], int | None]:
+    """One record -> (observation, sort key, send time in ns). The key sorts
+    by dataset entry, then by send time, so repeats are numbered in issue order."""
     meta = f.sub("metadata", required=True)
     metrics = f.sub("metrics") or Fields({}, f.path, line=lineno, prefix="$.metrics")
     assert meta is not None
-    rid = meta.string("x_request_id") or f"line-{lineno}"
+    conversation = meta.string("conversation_id")
+    turn = meta.count("turn_index")
+    start = meta.count("request_start_ns")
+    if conversation:
+        rid = f"{conversation}:{turn if turn is not None else 0}"
+        key: tuple[Any, ...] = (0, conversation, turn or 0, start if start is not None else 0)
+    else:
+        rid = meta.string("x_request_id") or f"line-{lineno}"
+        key = (1, rid)
     req: dict[str, Any] = {"request_id": rid}
+    if start is not None:
+        req["_start_ns"] = start
     err = f.sub("error")
     if err is not None:
         kind = err.string("type") or "error"
@@ -130,24 +173,27 @@ def _request(f: Fields, lineno: int) -> dict[str, Any]:
         req["error"] = "cancelled"
     else:
         req["error"] = None
-    for name, key in (("time_to_first_token", "ttft_ms"), ("request_latency", "latency_ms")):
+    for name, field in (("time_to_first_token", "ttft_ms"), ("request_latency", "latency_ms")):
         v = _metric_ms(metrics, name)
         if isinstance(v, list):
             raise metrics.fail(name, "expected a single value")
         if v is not None:
-            req[key] = v
+            req[field] = v
     gaps = _metric_ms(metrics, "inter_chunk_latency")
     if isinstance(gaps, list):
         req["itl_ms"] = gaps
         if gaps:
             req["itl_p95_ms"] = summarize(gaps)["p95"]
-    for names, key in ((("input_sequence_length", "error_isl"), "tokens_in"), (("output_sequence_length",), "tokens_out")):
+    for names, field in ((("input_sequence_length", "error_isl"), "tokens_in"),
+                         (("output_sequence_length",), "tokens_out")):
         for name in names:
             m = metrics.sub(name)
             if m is not None and m.count("value") is not None:
-                req[key] = m.count("value")
+                req[field] = m.count("value")
                 break
-    return req
+    if "tokens_in" in req:  # the client's own token count of the prompt it sent
+        req["prompt_identity"] = f"tokens:{req['tokens_in']}"
+    return req, key, start
 
 
 def looks_like_genai_perf(head: bytes) -> bool:

@@ -81,10 +81,15 @@ def requests_from_arrays(f: Fields, *, backend: str, model: str | None,
 
     Request ids are positions in the bench's prompt list: two runs with the
     same dataset, seed and prompt count send the same prompts in the same
-    order, so position is the join key. Failed requests (non-empty ``errors``
-    entry) carry the error and no times.
+    order, so position is the join key. The prompt's length in the client's
+    own tokens (``input_lens``) is its ``prompt_identity``, so the gate can
+    tell when the two runs did not send the same prompts (another seed or
+    dataset) instead of comparing unrelated requests. Failed requests
+    (non-empty ``errors`` entry) carry the error and no times.
+    ``start_times`` (vllm bench serve, seconds on the client's monotonic
+    clock) become ``start_ms``, counted from the run's first send.
     """
-    arrays = {k: f.array(k) for k in (*ARRAY_KEYS, "latencies")}
+    arrays = {k: f.array(k) for k in (*ARRAY_KEYS, "latencies", "start_times")}
     present = {k: v for k, v in arrays.items() if v is not None}
     n = len(present["ttfts"])
     for key, values in present.items():
@@ -95,6 +100,9 @@ def requests_from_arrays(f: Fields, *, backend: str, model: str | None,
     itls_all = present.get("itls") or [[]] * n
     requests = []
     derived_latency = False
+    starts = present.get("start_times")
+    # monotonic-clock seconds: only differences mean anything, so times count from the first send
+    first_start = min((v for v in starts if is_number(v)), default=0.0) if starts else 0.0
     for i in range(n):
         req: dict[str, Any] = {"request_id": f"{i:0{width}d}", "backend": backend}
         if model:
@@ -110,6 +118,11 @@ def requests_from_arrays(f: Fields, *, backend: str, model: str | None,
                     raise InputError(f.path, f"expected a token count, got {v!r}", line=f.line,
                                      json_path=f"{f.where(key)}[{i}]")
                 req[out_key] = v
+        if "tokens_in" in req:
+            req["prompt_identity"] = f"tokens:{req['tokens_in']}"
+        if "start_times" in present:
+            start = _seconds(f, "start_times", i, present["start_times"][i])
+            req["start_ms"] = round((start - first_start) * 1000, 6)
         if not req["error"]:
             ttft = _seconds(f, "ttfts", i, present["ttfts"][i])
             itls = itls_all[i]

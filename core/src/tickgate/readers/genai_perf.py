@@ -1,5 +1,6 @@
-"""The ``genai-perf`` backend mirror: Triton genai-perf
-``profile_export_genai_perf.json`` and ``.csv`` summaries.
+"""The ``genai-perf`` backend mirror: Triton genai-perf's per-request
+``profile_export.json`` (see :mod:`.genai_perf_requests`) and its
+``profile_export_genai_perf.json`` and ``.csv`` summaries (aggregate-only).
 
 Same metric objects as AIPerf's summary (``{unit, avg, p25..p99, min, max,
 std}``); recognised by genai-perf's ``input_config`` keys (``subcommand``,
@@ -16,16 +17,18 @@ from ..errors import InputError
 from ..interfaces import BackendMirror
 from .aiperf import looks_like_genai_perf
 from .common import Fields, clean_aggregates, document, head_text, load_engine_json, provenance, read_text
+from .genai_perf_requests import looks_like_profile_export, read_profile_export
 from .profile_export import aggregates_from_json, parse_csv, require_summary
 
 
 class GenaiPerfMirror(BackendMirror):
     name: ClassVar[str] = "genai-perf"
-    description: ClassVar[str] = "genai-perf profile_export_genai_perf.json / .csv summaries"
+    description: ClassVar[str] = ("genai-perf profile_export.json (per request), "
+                                  "profile_export_genai_perf.json / .csv summaries")
 
     def sniff(self, path: Path, head: bytes) -> bool:
         text = head_text(head).lstrip()
-        if text.startswith("Metric,avg,min,max,p99,"):
+        if text.startswith("Metric,avg,min,max,p99,") or looks_like_profile_export(text):
             return True
         return (text.startswith("{") and '"request_throughput"' in text and '"unit"' in text
                 and looks_like_genai_perf(head))
@@ -35,6 +38,8 @@ class GenaiPerfMirror(BackendMirror):
         if not text.strip():
             raise InputError(path, "empty file: expected a genai-perf export")
         notes: list[str] = []
+        if looks_like_profile_export(text[:65536].lstrip()):
+            return read_profile_export(path, self.name)
         if text.lstrip().startswith("Metric"):
             agg = parse_csv(text, path, notes)
             return document({"provenance": provenance(path, self.name, "csv", notes),

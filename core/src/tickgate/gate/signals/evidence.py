@@ -170,7 +170,7 @@ class MatchedTraffic(GateSignal):
         n = comparison.matched
         bo, co = comparison.baseline_only, comparison.candidate_only
         different = comparison.prompt_mismatches
-        total = n + len(bo) + len(co) + len(different)
+        total = n + len(bo) + len(co)
         unmatched = (len(bo) + len(co)) / total if total else 0.0
         short_segments = []
         for key in o.get("segment_keys", DEFAULT_SEGMENT_KEYS):
@@ -192,8 +192,9 @@ class MatchedTraffic(GateSignal):
         if different:
             rid, b, c = different[0]
             problems.append(f"{len(different)} request id{'s' if len(different) > 1 else ''} name different "
-                            f"prompts on the two sides (first: {rid}: baseline {b}, candidate {c}), so they "
-                            "are not the same requests and were not compared")
+                            f"prompts on the two sides (first: {rid}: baseline {b}, candidate {c}): the runs "
+                            "did not send the same traffic under the same keys, these are not the same "
+                            "requests, and no pair was compared")
             actions.append("run both sides on the same dataset with the same seed and request count "
                            "(the join key is the client's dataset position or conversation/turn)")
             details["prompt_mismatches"] = [{"request_id": r, "baseline": pb, "candidate": pc}

@@ -227,8 +227,8 @@ def test_neutral_documents_are_used_directly_without_asking_mirrors(tmp_path):
 
 def test_no_mirror_or_several_mirrors_is_an_error_listing_formats(tmp_path):
     path = _toy(tmp_path / "x.toy", [("a", 1.0, "x")])
-    with pytest.raises(InputError, match=r"matches no known format; known formats: aiperf, genai-perf, neutral "
-                                         r"\(force one with --format NAME\)"):
+    with pytest.raises(InputError, match=r"matches no known format; known formats: aiperf, genai-perf, neutral, "
+                                         r"tickgate-replay \(force one with --format NAME\)"):
         load_observations(path, registry=registry_with())
     with pytest.raises(InputError, match=r"matches several formats \(greedy, toybench\)"):
         load_observations(path, registry=registry_with(CsvMirror, GreedyMirror))

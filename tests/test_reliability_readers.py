@@ -47,6 +47,7 @@ MIRROR_SAMPLES: dict[str, Path] = {
     "vllm-kv-events": REAL / "kv_events/vllm_arraylike.msgpack",
     "vllm-metrics": REAL / "prometheus/vllm_v1_ttft_hist_scrape_excerpt_smollm2.prom",
     "vllm-sse": REAL / "sse/vllm_v0.5_chat_stream_issue6083.sse",
+    "tickgate-replay": FIXTURES / "replay-reports/report.json",
 }
 #: workload reader -> (sample, lines kept: the real traces are megabytes)
 TRACE_SAMPLES: dict[str, tuple[Path, int]] = {

@@ -35,7 +35,7 @@ _NUMBER = frozenset({int, float})
 _NUMERIC = {
     "latency_ms": (_NUMBER, 1e12), "ttft_ms": (_NUMBER, 1e12), "itl_p95_ms": (_NUMBER, 1e12),
     "tokens_in": (frozenset({int}), 1_000_000_000_000), "tokens_out": (frozenset({int}), 1_000_000_000_000),
-    "memory_pressure": (_NUMBER, 1.0), "start_ms": (_NUMBER, 1e12),
+    "memory_pressure": (_NUMBER, 1.0), "start_ms": (_NUMBER, 1e12), "tpot_ms": (_NUMBER, 1e12),
 }
 _ORDER = ("request_id", *CATEGORIES, "output_fingerprint", "prompt_identity", "error", *_NUMERIC)
 #: category code -1 (absent) as stored in an array('i')
@@ -229,4 +229,3 @@ def _append(side: Side, columns: Columns, codes: dict[str, _Codes], numbers: dic
     side.streaming.frombytes(b"\xff" * n)  # NO_STREAM (-1) for every request
     for key, packed in numbers.items():
         side.num[key].frombytes(packed)
-    side.num["itl_mean_ms"].frombytes(_NAN_DOUBLE * n)  # derived from itl_ms gaps, which take the exact path

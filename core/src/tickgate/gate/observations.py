@@ -25,17 +25,17 @@ NAN = math.nan
 #: categorical request fields that default to the run-level value
 RUN_DEFAULTED = ("backend", "model", "accelerator", "scheduler")
 CATEGORIES = ("backend", "model", "accelerator", "route", "scheduler")
-#: numeric columns: latency, time to first token, per-request p95 and mean of
-#: the inter-token gaps, token counts, peak memory pressure and the send time
-#: (``itl_mean_ms`` is derived from ``itl_ms`` gaps, never given)
-NUMERIC = ("latency_ms", "ttft_ms", "itl_p95_ms", "itl_mean_ms", "tokens_in", "tokens_out", "memory_pressure",
+#: numeric columns: latency, time to first token, per-request p95 and mean
+#: (``tpot_ms``: given, else the mean of the ``itl_ms`` gaps) of the
+#: inter-token gaps, token counts, peak memory pressure and the send time
+NUMERIC = ("latency_ms", "ttft_ms", "itl_p95_ms", "tpot_ms", "tokens_in", "tokens_out", "memory_pressure",
            "start_ms")
 _MS_MAX = 1e12
 _COUNT_MAX = 1_000_000_000_000
 REQUEST_KEYS = frozenset({
     "request_id", "backend", "model", "accelerator", "route", "scheduler", "output_fingerprint",
     "output_values", "error", "latency_ms", "ttft_ms", "itl_ms", "itl_p95_ms", "tokens_in",
-    "tokens_out", "memory_pressure", "streaming", "segments", "prompt_identity", "start_ms",
+    "tokens_out", "memory_pressure", "streaming", "segments", "prompt_identity", "start_ms", "tpot_ms",
 })
 STREAMING_KEYS = frozenset({"timestamps", "first_token_ms", "gaps_ms", "token_count", "chunk_count",
                             "finish_reason", "usage", "complete"})
@@ -267,7 +267,11 @@ class Side:
         else:
             itl = quantile(sorted(gaps), 0.95) if gaps else NAN
         num["itl_p95_ms"].append(itl)
-        num["itl_mean_ms"].append(sum(gaps) / len(gaps) if gaps else NAN)
+        v = d.get("tpot_ms")
+        if v is not None or "tpot_ms" in d:
+            num["tpot_ms"].append(_ms(v, "tpot_ms", fail))
+        else:
+            num["tpot_ms"].append(sum(gaps) / len(gaps) if gaps else NAN)
         if "segments" in d:
             self._add_segments(d["segments"], row, fail)
         self.ids.append(rid)

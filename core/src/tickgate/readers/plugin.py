@@ -1,5 +1,5 @@
 """Entry point ``readers = tickgate.readers.plugin``: the generic backend
-mirrors (neutral observations, aiperf, genai-perf), registered through the same
+mirrors (neutral observations, aiperf, genai-perf, tickgate replay reports), registered through the same
 hooks and entry-point group as a third party's."""
 
 from __future__ import annotations
@@ -14,7 +14,9 @@ def register_backend_mirrors(register: Any) -> None:
     from .aiperf import AiperfMirror
     from .genai_perf import GenaiPerfMirror
     from .neutral import NeutralMirror
+    from .replay_report import ReplayReportMirror
 
     register(NeutralMirror)
     register(AiperfMirror)
     register(GenaiPerfMirror)
+    register(ReplayReportMirror)

@@ -1,0 +1,152 @@
+"""The ``tickgate-replay`` backend mirror: a ``tickgate replay`` report as the
+observations of one deployment, so CI can gate a scheduling change (another
+policy, another version of a scheduler plugin) before it ships:
+``tickgate gate --baseline R1.json --candidate R2.json``.
+
+Both reports replay the same workload, so requests join by their workload id
+and ``prompt_identity`` is the prompt length the workload gave. What each
+outcome field becomes (docs/formats.md):
+
+* ``status`` other than ``completed`` (a rejection) -> ``error`` (with the reason);
+* ``prompt_tokens`` / ``output_tokens`` -> ``tokens_in`` / ``tokens_out``; the
+  output's identity is its token count (``output_fingerprint: tokens:N``): a
+  scheduler that ends a request early produces another output;
+* timed replays (a ``timing`` section): ``ttft_ms = first_token_ms - arrival_ms``,
+  ``latency_ms = finished_ms - arrival_ms``, ``tpot_ms`` = the mean gap after
+  the first token (the report's own TPOT), ``start_ms = arrival_ms``. A replay
+  records no per-token gaps, so ``itl_p95_ms`` is absent (decode-token-p95 is
+  not evaluated); untimed replays have no milliseconds at all;
+* ``tenant`` / ``lane`` -> segments;
+* run aggregates from the report: throughput, latency percentiles, peak KV
+  pressure (``memory_pressure``), preemptions, prefix-cache hit rate; the
+  trace fingerprint (every scheduling decision) is in the provenance.
+
+A report whose ``outcomes`` were cut by ``--detail-limit`` cannot be joined
+request by request; that is an error saying how to replay.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, ClassVar
+
+from ..errors import InputError
+from ..interfaces import BackendMirror
+from ..locations import load_json
+from .common import Fields, clean_aggregates, document, head_text, provenance
+
+#: a replay report opens with its summary, whose first field is the request count
+_HEAD = '"summary"'
+_PERCENTILES = {"mean": "mean", "p50": "p50", "p90": "p90", "p95": "p95", "p99": "p99", "max": "max"}
+_LATENCY = {"ttft_ms": "ttft_ms", "tpot_ms": "tpot_ms", "e2e_ms": "latency_ms"}
+
+
+def looks_like_replay_report(text: str) -> bool:
+    return text.startswith("{") and text[1:].lstrip().startswith(_HEAD) and '"trace_fingerprint"' in text
+
+
+class ReplayReportMirror(BackendMirror):
+    name: ClassVar[str] = "tickgate-replay"
+    description: ClassVar[str] = "tickgate replay reports (gate one policy or scheduler version against another)"
+
+    def sniff(self, path: Path, head: bytes) -> bool:
+        return looks_like_replay_report(head_text(head).lstrip())
+
+    def read(self, path: Path) -> dict[str, Any]:
+        report = load_json(path, limit=1024 * 1024 * 1024)
+        notes: list[str] = []
+        f = Fields(report, path, notes=notes)
+        summary = f.sub("summary", required=True)
+        assert summary is not None
+        fingerprint = summary.string("trace_fingerprint", required=True)
+        total = summary.count("request_count", required=True)
+        outcomes = f.array("outcomes")
+        if outcomes is None:
+            raise f.fail("outcomes", "expected the report's request outcomes")
+        omitted = f.count("outcomes_omitted") or 0
+        if omitted:
+            raise InputError(path, f"lists {len(outcomes)} of {total} request outcomes (the rest were cut by "
+                             f"--detail-limit), so requests cannot be joined; replay again with "
+                             f"--detail-limit {total}", json_path="$.outcomes_omitted")
+        requests = [_request(Fields(o, path, prefix=f"$.outcomes[{i}]", notes=notes))
+                    for i, o in enumerate(outcomes)]
+        timed = any("ttft_ms" in r for r in requests)
+        if not timed:
+            notes.append("untimed replay: no milliseconds (add a timing section to the policy to gate latency)")
+        notes.append("a replay records no per-token gaps: tpot_ms is each request's mean gap, itl_p95_ms is absent")
+        plugins = f.sub("plugins")
+        scheduler = None
+        if plugins is not None:
+            sched = plugins.sub("scheduler")
+            scheduler = sched.string("name") if sched is not None else None
+        inputs = f.sub("inputs")
+        policy = inputs.string("policy") if inputs is not None else None
+        run = {"label": policy, "scheduler": scheduler,
+               "provenance": provenance(path, self.name, f"report-{fingerprint}", notes,
+                                        trace_fingerprint=fingerprint,
+                                        workload=inputs.string("workload") if inputs is not None else None,
+                                        policy=policy),
+               "aggregates": clean_aggregates(_aggregates(f, summary, requests))}
+        return document(run, requests)
+
+
+def _request(o: Fields) -> dict[str, Any]:
+    rid = o.string("id", required=True)
+    status = o.string("status", required=True)
+    prompt = o.count("prompt_tokens") or 0
+    output = o.count("output_tokens") or 0
+    req: dict[str, Any] = {"request_id": rid, "tokens_in": prompt, "prompt_identity": f"tokens:{prompt}"}
+    if status != "completed":
+        req["error"] = f"{status}: {o.string('reason') or 'no reason given'}"
+        return req
+    req["error"] = None
+    req["tokens_out"] = output
+    req["output_fingerprint"] = f"tokens:{output}"
+    arrival, first, done = (o.number(k) for k in ("arrival_ms", "first_token_ms", "finished_ms"))
+    if arrival is not None:
+        req["start_ms"] = arrival
+        if first is not None:
+            req["ttft_ms"] = round(first - arrival, 6)
+        if done is not None:
+            req["latency_ms"] = round(done - arrival, 6)
+            if first is not None and output > 1:
+                req["tpot_ms"] = round((done - first) / (output - 1), 6)
+    segments = {k: o.string(k) for k in ("tenant", "lane") if o.string(k)}
+    if segments:
+        req["segments"] = segments
+    return req
+
+
+def _aggregates(f: Fields, summary: Fields, requests: list[dict[str, Any]]) -> dict[str, Any]:
+    failed = sum(1 for r in requests if r["error"])
+    agg: dict[str, Any] = {"request_count": len(requests), "completed": len(requests) - failed, "failed": failed,
+                           "total_input_tokens": summary.count("total_prompt_tokens"),
+                           "total_output_tokens": summary.count("total_decode_tokens")}
+    if requests:
+        agg["error_rate"] = round(failed / len(requests), 6)
+    pressure = summary.number("peak_kv_pressure_pct")
+    if pressure is not None:
+        agg["memory_pressure"] = round(min(pressure, 100.0) / 100, 6)
+    latency = f.sub("latency")
+    if latency is not None:
+        agg["output_throughput"] = latency.number("output_tokens_per_s")
+        agg["request_throughput"] = latency.number("requests_per_s")
+        busy = latency.number("busy_ms")
+        if busy is not None:
+            agg["extra"] = {"busy_ms": busy}
+        for key, target in _LATENCY.items():
+            dist = latency.sub(key)
+            if dist is not None:
+                agg[target] = {out: round(v, 6) for name, out in _PERCENTILES.items()
+                               if (v := dist.number(name)) is not None}
+    scheduler = f.sub("scheduler")
+    if scheduler is not None:
+        preemptions = scheduler.count("preemptions")
+        if preemptions is not None:
+            agg["preemptions"] = preemptions
+        cache = scheduler.sub("prefix_cache")
+        if cache is not None:  # a disabled cache served no prefix: its hit rate is 0
+            rate = 0.0 if cache.obj.get("enabled") is False else cache.number("hit_rate")
+            if rate is not None:
+                agg["prefix_cache_hit_rate"] = rate
+    return agg

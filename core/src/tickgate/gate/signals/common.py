@@ -36,6 +36,15 @@ def pct(x: float) -> str:
     return f"{x * 100:.2f}%"
 
 
+def aggregate_count(aggregates: Mapping[str, Any]) -> int:
+    """Requests a run's aggregates account for (completed, else request_count; 0 when neither)."""
+    for key in ("completed", "request_count"):
+        value = aggregates.get(key)
+        if isinstance(value, int) and not isinstance(value, bool):
+            return value
+    return 0
+
+
 def no_join(reason: str) -> SignalResult:
     """Aggregate-only runs: this signal needs per-request pairs."""
     return SignalResult(

@@ -11,7 +11,7 @@ from typing import Any
 from ..join import Comparison
 from ..observations import COMPLETE_STREAM, NO_STREAM, Side
 from ..protocol import GateSignal, SignalResult
-from .common import DEFAULT_SEGMENT_KEYS, FRACTION, SEGMENT_KEYS, id_text, ids, no_join, pct, schema
+from .common import DEFAULT_SEGMENT_KEYS, FRACTION, SEGMENT_KEYS, aggregate_count, id_text, ids, no_join, pct, schema
 
 NAMES = {"type": "array", "items": {"type": "string", "minLength": 1}, "minItems": 1, "uniqueItems": True}
 
@@ -220,9 +220,7 @@ class MatchedTraffic(GateSignal):
                             message=f"{n} matched requests; every segment has at least {min_seg}", **common)
 
     def _aggregate(self, comparison: Comparison, min_matched: int) -> SignalResult:
-        from .quantiles import _aggregate_count
-
-        counts = [_aggregate_count(s.aggregates) for s in (comparison.baseline, comparison.candidate)]
+        counts = [aggregate_count(s.aggregates) for s in (comparison.baseline, comparison.candidate)]
         evidence = {"matched": 0, "baseline_requests": counts[0], "candidate_requests": counts[1],
                     "min_matched": min_matched}
         if not self.options.get("allow_aggregate_only", False):

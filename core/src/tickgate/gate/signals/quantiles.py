@@ -24,7 +24,8 @@ from typing import Any, ClassVar
 from ..join import Comparison, gather
 from ..protocol import GateSignal, SignalResult
 from ..stats import Delta, min_pairs_for_quantile, paired_quantile_delta, point_delta, select_quantile
-from .common import DEFAULT_SEGMENT_KEYS, FRACTION, SEGMENT_KEYS, id_text, ids, not_recorded, pct, schema
+from .common import (DEFAULT_SEGMENT_KEYS, FRACTION, SEGMENT_KEYS, aggregate_count, id_text, ids, not_recorded, pct,
+                     schema)
 
 BASE_OPTIONS = {
     "quantile": {"type": "number", "exclusiveMinimum": 0, "exclusiveMaximum": 1, "default": 0.95},
@@ -200,7 +201,7 @@ class QuantileRegression(GateSignal):
         key = _qname(q)
         b = _aggregate_value(comparison.baseline.aggregates, self.aggregate, key)
         c = _aggregate_value(comparison.candidate.aggregates, self.aggregate, key)
-        counts = [_aggregate_count(s.aggregates) for s in (comparison.baseline, comparison.candidate)]
+        counts = [aggregate_count(s.aggregates) for s in (comparison.baseline, comparison.candidate)]
         n = min(counts)
         evidence = {"matched": 0, "baseline_requests": counts[0], "candidate_requests": counts[1],
                     "min_pairs": min_pairs}
@@ -240,13 +241,6 @@ def _aggregate_value(aggregates: dict[str, Any], name: str, key: str) -> float |
         return None
     return float(value)
 
-
-def _aggregate_count(aggregates: dict[str, Any]) -> int:
-    for key in ("completed", "request_count"):
-        value = aggregates.get(key)
-        if isinstance(value, int) and not isinstance(value, bool):
-            return value
-    return 0
 
 
 class LatencyP95(QuantileRegression):

@@ -30,7 +30,7 @@ from typing import Any
 
 from ..join import Comparison, gather
 from ..protocol import GateSignal, SignalResult
-from .common import DEFAULT_SEGMENT_KEYS, SEGMENT_KEYS, not_recorded, pct, schema
+from .common import DEFAULT_SEGMENT_KEYS, SEGMENT_KEYS, aggregate_count, not_recorded, pct, schema
 
 METRICS = (("output_tokens_per_s", "output tokens/s", "output_throughput"),
            ("requests_per_s", "requests/s", "request_throughput"))
@@ -59,7 +59,7 @@ class Throughput(GateSignal):
         else:
             base, cand = (self._aggregate(comparison.baseline.aggregates),
                           self._aggregate(comparison.candidate.aggregates))
-            n = min(_count(s.aggregates) for s in (comparison.baseline, comparison.candidate))
+            n = min(aggregate_count(s.aggregates) for s in (comparison.baseline, comparison.candidate))
             source = "the run aggregates"
         evidence = {"matched": comparison.matched, "used": n, "min_pairs": min_pairs}
         known = [k for k, _, _ in METRICS if base.get(k) is not None and cand.get(k) is not None]
@@ -152,11 +152,3 @@ class Throughput(GateSignal):
                                      regressed=drop > threshold)
                 out.append(entry)
         return out
-
-
-def _count(aggregates: dict[str, Any]) -> int:
-    for key in ("completed", "request_count"):
-        v = aggregates.get(key)
-        if isinstance(v, int) and not isinstance(v, bool):
-            return v
-    return 0

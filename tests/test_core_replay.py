@@ -108,7 +108,36 @@ def test_rejected_request_is_reported_with_reason(tmp_path: Path) -> None:
     assert rejected == [{"id": "huge", "status": "rejected",
                          "reason": "needs 251 KV pages; the cache has 20", "arrival_tick": 0,
                          "finished_tick": 0, "prompt_tokens": 4000}]
-    assert report["requests"]["rejections_by_reason"] == {"needs 251 KV pages; the cache has 20": 1}
+    assert report["requests"]["rejections_by_reason"] == {"needs more KV pages than the cache has": 1}
+
+
+def test_rejections_group_by_reason_and_keep_the_numbers_as_figures(tmp_path: Path) -> None:
+    """One key per reason, not per request (a Mooncake trace gave one key per request):
+    the numbers each request's reason quotes become ranges, the first text an example."""
+    sizes = [4000, 1000, 9000, 1000]
+    workload = {"version": 1, "requests": [
+        {"id": "ok", "prompt_tokens": 16, "max_output_tokens": 2, "tenant": "a"},
+        *({"id": f"huge{i}", "prompt_tokens": n, "max_output_tokens": 10, "tenant": "a"}
+          for i, n in enumerate(sizes)),
+    ]}
+    path = tmp_path / "w.json"
+    path.write_text(json.dumps(workload))
+    report = _replay(tmp_path, path)
+    key = "needs more KV pages than the cache has"
+    requests = report["requests"]
+    assert requests["rejections_by_reason"] == {key: 4}
+    assert requests["rejection_figures"] == {key: {
+        "example": "needs 251 KV pages; the cache has 20",
+        "cache_pages": {"min": 20, "max": 20}, "needed_pages": {"min": 64, "max": 564}}}
+    assert list(requests) == ["completed", "rejected", "rejections_by_reason", "rejection_figures",
+                              "preemptions", "queue_ticks"]
+    assert report["segments"]["tenant"]["a"]["rejections_by_reason"] == {key: 4}
+    # each outcome still says its own numbers
+    assert [o["reason"] for o in report["outcomes"] if o["status"] == "rejected"] == [
+        f"needs {-(-(n + 10) // 16)} KV pages; the cache has 20" for n in sizes]
+    # the same with the summary in the sidecar (the key and figures cross the pipe)
+    sidecar = _replay(tmp_path, path, env={"TICKGATE_PARALLEL": "1"})
+    assert sidecar == report
 
 
 def test_idle_gaps_are_skipped_but_counted(tmp_path: Path) -> None:

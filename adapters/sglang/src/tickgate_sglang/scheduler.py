@@ -213,7 +213,9 @@ class SglangScheduler(Scheduler):
         limit = self.max_req_len - request.prompt_tokens - 1
         if limit < 1:
             self._reject(request, f"prompt of {request.prompt_tokens} tokens leaves no room for output "
-                                  f"within the {self.max_req_len}-token request limit")
+                                  f"within the {self.max_req_len}-token request limit",
+                         key="prompt leaves no room for output within the request limit",
+                         figures={"prompt_tokens": request.prompt_tokens, "max_req_len": self.max_req_len})
             return
         key, weight = self._key(request)
         self.seq += 1
@@ -594,6 +596,6 @@ class SglangScheduler(Scheduler):
             prefix_hit_tokens=req.hit_tokens, flags=("max_new_tokens_clipped",) if req.clipped else (),
         ))
 
-    def _reject(self, request: Request, reason: str) -> None:
+    def _reject(self, request: Request, reason: str, *, key: str, figures: Mapping[str, int]) -> None:
         self.rejected_now.append(request.id)
-        self.outcomes.append(rejected_outcome(request, reason, tick=self.clock.tick))
+        self.outcomes.append(rejected_outcome(request, reason, tick=self.clock.tick, key=key, figures=figures))

@@ -12,7 +12,6 @@ import never leaves a half-written workload.
 from __future__ import annotations
 
 import shutil
-import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -48,7 +47,7 @@ def import_command(fmt: str, input_path: Path, output_path: Path, limit: int | N
     import itertools
 
     from .. import import_parts
-    from ..atomic import atomic_writer
+    from ..atomic import atomic_writer, check_writable, spool_file
     from ..errors import InputError, PluginError
     from ..plugins import get_registry
     from ..workload import WORKLOAD_TAIL, WorkloadHeader, workload_head, write_requests
@@ -67,14 +66,11 @@ def import_command(fmt: str, input_path: Path, output_path: Path, limit: int | N
     if limit is not None:
         stream = itertools.islice(stream, limit)
 
-    output_path.parent.mkdir(parents=True, exist_ok=True)
-
-    def spool_file() -> Any:
-        return tempfile.TemporaryFile("w+", encoding="utf-8", newline="\n", dir=output_path.parent,
-                                      prefix=f".{output_path.name}.", suffix=".spool")
-
+    check_writable(output_path)
     parts = import_parts.split(input_path) if import_parts.wanted(reader, input_path, limit) else None
-    with spool_file() as spool, (spool_file() if parts else contextlib.nullcontext()) as second:
+    # the spools are the output's parts: a full disk there names the output
+    second_spool = spool_file(output_path) if parts else contextlib.nullcontext()
+    with spool_file(output_path) as spool, second_spool as second:
         if parts:  # two processes, half the file each (tickgate.import_parts)
             first_count, second_count = import_parts.read_in_parts(reader, input_path, options, parts, spool,
                                                                    second)

@@ -227,3 +227,27 @@ def test_outcomes_read_back_into_values(tmp_path: Path) -> None:
         assert outcome.status == "completed" and outcome.output_tokens > 0
         assert outcome_to_json(outcome) == entry
         assert entry["finished_ms"] == round(entry["finished_ms"], 3)
+
+
+def test_a_timed_workload_under_an_untimed_preset_says_what_to_add(tmp_path: Path) -> None:
+    """The seed presets have no timing section; an imported trace (arrivals in ms) needs
+    one. The error gives a snippet that, added to a copy of the preset, makes it replay."""
+    from tickgate.replay import TIMING_EXAMPLE
+
+    workload = tmp_path / "w.json"
+    res = run_cli("import", "splitwise", str(FIXTURES / "realdata" / "traces" / "splitwise_sim_test_trace.csv"),
+                  "--output", str(workload), "--quiet")
+    assert res.returncode == 0, res.stderr
+    out = tmp_path / "r.json"
+    res = run_cli("replay", "--input", str(workload), "--output", str(out))
+    assert res.returncode == 2 and not out.exists()
+    [line] = res.stderr.splitlines()
+    assert line == (f"error: {POLICIES / 'default.yaml'}: $.timing: the workload gives arrivals in ms "
+                    "(arrival_ms); the policy needs a 'timing' section to map them onto steps: add one to a "
+                    "copy of this bundled policy, e.g. `timing: {fixed_ms: 4.0, per_prefill_token_ms: 0.02, "
+                    "per_decode_seq_ms: 0.15, per_context_token_ms: 0.0002}` (docs/timing.md)")
+    copy = tmp_path / "timed.yaml"
+    copy.write_text((POLICIES / "default.yaml").read_text() + TIMING_EXAMPLE + "\n")
+    res = run_cli("replay", "--input", str(workload), "--policy", str(copy), "--output", str(out))
+    assert res.returncode == 0, res.stderr
+    assert json.loads(out.read_text())["inputs"]["timing"]["per_decode_seq_ms"] == 0.15

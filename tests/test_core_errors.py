@@ -229,6 +229,17 @@ def test_command_line_mistakes_are_one_line_too(args: list[str], expected: str) 
     assert res.stderr.strip().splitlines() == [expected]
 
 
+@pytest.mark.parametrize("args", [[], ["conformance"]])
+def test_a_bare_command_group_shows_its_help(args: list[str]) -> None:
+    """Bare ``tickgate`` is a question, not a mistake: the help as ``--help`` shows it
+    (real line breaks, on stdout), exit 0."""
+    res = run_cli(*args)
+    assert (res.returncode, res.stderr) == (0, "")
+    assert res.stdout == run_cli(*args, "--help").stdout
+    assert res.stdout.startswith(" ".join(["Usage: tickgate", *args, "[OPTIONS]"]))
+    assert "\\n" not in res.stdout and "\nCommands:\n" in res.stdout
+
+
 def test_validate_checks_every_file_and_reports_each(tmp_path: Path) -> None:
     bad = tmp_path / "bad.yaml"
     bad.write_text(GOOD_POLICY.replace("name: seed", "name: sead"))

@@ -108,7 +108,36 @@ def test_rejected_request_is_reported_with_reason(tmp_path: Path) -> None:
     assert rejected == [{"id": "huge", "status": "rejected",
                          "reason": "needs 251 KV pages; the cache has 20", "arrival_tick": 0,
                          "finished_tick": 0, "prompt_tokens": 4000}]
-    assert report["requests"]["rejections_by_reason"] == {"needs 251 KV pages; the cache has 20": 1}
+    assert report["requests"]["rejections_by_reason"] == {"needs more KV pages than the cache has": 1}
+
+
+def test_rejections_group_by_reason_and_keep_the_numbers_as_figures(tmp_path: Path) -> None:
+    """One key per reason, not per request (a Mooncake trace gave one key per request):
+    the numbers each request's reason quotes become ranges, the first text an example."""
+    sizes = [4000, 1000, 9000, 1000]
+    workload = {"version": 1, "requests": [
+        {"id": "ok", "prompt_tokens": 16, "max_output_tokens": 2, "tenant": "a"},
+        *({"id": f"huge{i}", "prompt_tokens": n, "max_output_tokens": 10, "tenant": "a"}
+          for i, n in enumerate(sizes)),
+    ]}
+    path = tmp_path / "w.json"
+    path.write_text(json.dumps(workload))
+    report = _replay(tmp_path, path)
+    key = "needs more KV pages than the cache has"
+    requests = report["requests"]
+    assert requests["rejections_by_reason"] == {key: 4}
+    assert requests["rejection_figures"] == {key: {
+        "example": "needs 251 KV pages; the cache has 20",
+        "cache_pages": {"min": 20, "max": 20}, "needed_pages": {"min": 64, "max": 564}}}
+    assert list(requests) == ["completed", "rejected", "rejections_by_reason", "rejection_figures",
+                              "preemptions", "queue_ticks"]
+    assert report["segments"]["tenant"]["a"]["rejections_by_reason"] == {key: 4}
+    # each outcome still says its own numbers
+    assert [o["reason"] for o in report["outcomes"] if o["status"] == "rejected"] == [
+        f"needs {-(-(n + 10) // 16)} KV pages; the cache has 20" for n in sizes]
+    # the same with the summary in the sidecar (the key and figures cross the pipe)
+    sidecar = _replay(tmp_path, path, env={"TICKGATE_PARALLEL": "1"})
+    assert sidecar == report
 
 
 def test_idle_gaps_are_skipped_but_counted(tmp_path: Path) -> None:
@@ -198,3 +227,27 @@ def test_outcomes_read_back_into_values(tmp_path: Path) -> None:
         assert outcome.status == "completed" and outcome.output_tokens > 0
         assert outcome_to_json(outcome) == entry
         assert entry["finished_ms"] == round(entry["finished_ms"], 3)
+
+
+def test_a_timed_workload_under_an_untimed_preset_says_what_to_add(tmp_path: Path) -> None:
+    """The seed presets have no timing section; an imported trace (arrivals in ms) needs
+    one. The error gives a snippet that, added to a copy of the preset, makes it replay."""
+    from tickgate.replay import TIMING_EXAMPLE
+
+    workload = tmp_path / "w.json"
+    res = run_cli("import", "splitwise", str(FIXTURES / "realdata" / "traces" / "splitwise_sim_test_trace.csv"),
+                  "--output", str(workload), "--quiet")
+    assert res.returncode == 0, res.stderr
+    out = tmp_path / "r.json"
+    res = run_cli("replay", "--input", str(workload), "--output", str(out))
+    assert res.returncode == 2 and not out.exists()
+    [line] = res.stderr.splitlines()
+    assert line == (f"error: {POLICIES / 'default.yaml'}: $.timing: the workload gives arrivals in ms "
+                    "(arrival_ms); the policy needs a 'timing' section to map them onto steps: add one to a "
+                    "copy of this bundled policy, e.g. `timing: {fixed_ms: 4.0, per_prefill_token_ms: 0.02, "
+                    "per_decode_seq_ms: 0.15, per_context_token_ms: 0.0002}` (docs/timing.md)")
+    copy = tmp_path / "timed.yaml"
+    copy.write_text((POLICIES / "default.yaml").read_text() + TIMING_EXAMPLE + "\n")
+    res = run_cli("replay", "--input", str(workload), "--policy", str(copy), "--output", str(out))
+    assert res.returncode == 0, res.stderr
+    assert json.loads(out.read_text())["inputs"]["timing"]["per_decode_seq_ms"] == 0.15

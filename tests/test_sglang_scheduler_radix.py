@@ -80,3 +80,18 @@ def test_evict_removes_a_parent_once_its_last_child_is_gone() -> None:
     tree.insert((1, 2, 4), 1)
     assert tree.evict(10) == 4
     assert tree.total_size == 0 and tree.node_count() == 0
+
+
+def test_common_length_by_strides_is_the_unit_by_unit_one() -> None:
+    """_common_len compares a stride at a time (a 512-token block is 512 units at
+    page size 1): the same answer as comparing unit by unit, at every cut."""
+    from tickgate_sglang.radix_cache import _STRIDE, _common_len
+
+    base = tuple(range(3 * _STRIDE + 7))
+    for cut in [0, 1, _STRIDE - 1, _STRIDE, _STRIDE + 1, 2 * _STRIDE, len(base) - 1, len(base)]:
+        other = base[:cut] + (-1,) + base[cut + 1:]
+        for start in (0, 5):
+            key = (None,) * start + other
+            naive = next((i for i, (a, b) in enumerate(zip(base, other)) if a != b), min(len(base), len(other)))
+            assert _common_len(base, key, start) == naive
+            assert _common_len(base[:cut], key, start) == min(cut, naive)

@@ -234,7 +234,7 @@ def test_outcome_fields_land_where_they_belong() -> None:
         "first_token_tick": 4, "finished_tick": 9, "output_tokens": 50, "prompt_tokens": 100,
         "preemptions": 1, "prefix_hit_tokens": 16, "priority": 3, "tenant": "t", "lane": "l",
         "deadline_missed": True, "arrival_ms": 5.5, "first_token_ms": 7.25, "finished_ms": 9.75,
-        "flags": ("length_capped",),
+        "flags": ("length_capped",), "reason_key": None, "reason_figures": (),
     }
 
 

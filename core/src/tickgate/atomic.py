@@ -1,10 +1,16 @@
 """Atomic output files: written to a temporary file beside the target and
 renamed into place only when complete, so a failure never leaves a
-half-written report and never clobbers an existing one."""
+half-written report and never clobbers an existing one.
+
+A write the system refuses (a full disk, a quota, an I/O error) is an
+:class:`OutputError` naming the output and the reason, one line, exit 2: the
+files here write through :class:`_OutputIO`, where the disk answers.
+"""
 
 from __future__ import annotations
 
 import contextlib
+import io
 import json
 import os
 import stat
@@ -52,6 +58,52 @@ def _same_file_key(path: Path) -> Path:
     return Path(os.path.realpath(path))
 
 
+class OutputError(TickgateError):
+    """An output could not be written: it names the output (not the temporary file
+    the bytes were going to) and the system's reason."""
+
+    def __init__(self, output: Path, exc: OSError) -> None:
+        super().__init__(f"{output}: could not write: {exc.strerror or exc}")
+
+
+class _OutputIO(io.FileIO):
+    """The raw file under an output's buffers. Its ``write`` runs once per buffer
+    (never per line, so the hot loop does not pay for it) and is where a full disk
+    shows: there the OSError becomes an :class:`OutputError` for ``output``,
+    whoever was writing (a sink, ``shutil.copyfileobj``, a helper process)."""
+
+    output: Path
+
+    def write(self, b: Any) -> int | None:
+        try:
+            return super().write(b)
+        except OSError as exc:
+            raise OutputError(self.output, exc) from None
+
+
+def _text_file(fd: int, output: Path, *, readable: bool = False) -> TextIO:
+    """``fd`` as ``open()`` would wrap it (UTF-8, ``\\n`` line ends, its block size as
+    the buffer), writing through :class:`_OutputIO`."""
+    raw = _OutputIO(fd, "r+" if readable else "w")
+    raw.output = output
+    size = 0
+    with contextlib.suppress(OSError):
+        size = os.fstat(fd).st_blksize
+    buffer_size = size if size > 1 else io.DEFAULT_BUFFER_SIZE
+    buffered = io.BufferedRandom(raw, buffer_size) if readable else io.BufferedWriter(raw, buffer_size)
+    return io.TextIOWrapper(buffered, encoding="utf-8", newline="\n")
+
+
+def _temp_beside(path: Path, suffix: str) -> tuple[int, str]:
+    """A new temporary file in ``path``'s directory (created if missing): the
+    rename into place stays on one file system."""
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        return tempfile.mkstemp(prefix=f".{path.name}.", suffix=suffix, dir=path.parent)
+    except OSError as exc:
+        raise TickgateError(f"{path}: cannot write: {exc.strerror}") from None
+
+
 @contextlib.contextmanager
 def atomic_writer(path: Path | str) -> Iterator[TextIO]:
     """A text file written beside ``path`` and renamed over it when complete.
@@ -62,24 +114,32 @@ def atomic_writer(path: Path | str) -> Iterator[TextIO]:
     """
     path = Path(path)
     check_writable(path)
+    fd, tmp = _temp_beside(path, ".tmp")
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    except OSError as exc:
-        raise TickgateError(f"{path}: cannot write: {exc.strerror}") from None
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as fh:
+        with _text_file(fd, path) as fh:
             with contextlib.suppress(OSError):  # a file system without modes keeps its own
-                os.fchmod(fh.fileno(), _mode_for(path))
+                os.fchmod(fd, _mode_for(path))
             yield fh
         try:
             os.replace(tmp, path)
         except OSError as exc:
-            raise TickgateError(f"{path}: cannot write: {exc.strerror}") from None
+            raise OutputError(path, exc) from None
     except BaseException:
         with contextlib.suppress(OSError):
             os.unlink(tmp)
         raise
+
+
+def spool_file(output: Path | str) -> TextIO:
+    """An anonymous scratch file (text, read and write) for what is copied into
+    ``output`` later: beside it, on the same file system, so a full disk shows
+    while spooling and is reported as ``output``'s. Nothing is left behind: the
+    file has no name once opened."""
+    output = Path(output)
+    fd, tmp = _temp_beside(output, ".spool")
+    with contextlib.suppress(OSError):
+        os.unlink(tmp)
+    return _text_file(fd, output, readable=True)
 
 
 def _mode_for(path: Path) -> int:

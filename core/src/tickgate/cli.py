@@ -78,6 +78,12 @@ def main(argv: list[str] | None = None) -> int:
     except click.exceptions.Abort:
         click.echo("aborted", err=True)
         return 130
+    except _NO_ARGS_IS_HELP as exc:
+        # bare ``tickgate`` (or a bare command group): the user asked what there is, so the
+        # help goes to stdout as written, exit 0 -- what click < 8.2 did and ``--help`` does;
+        # click >= 8.2 raises it as a usage error, which would squeeze it into one error line
+        click.echo(exc.ctx.get_help() if exc.ctx is not None else exc.format_message())
+        return 0
     except click.UsageError as exc:  # a bad option or argument: one line too, pointing at --help
         where = exc.ctx.command_path if exc.ctx is not None else "tickgate"
         click.echo(f"error: {one_line(exc.format_message())} (see '{where} --help')", err=True)
@@ -97,6 +103,12 @@ def main(argv: list[str] | None = None) -> int:
                    err=True)
         return 3
     return code if isinstance(code, int) else 0
+
+
+#: click >= 8.2 raises this for a group called without a command; older clicks print the
+#: help and exit 0 themselves (the tuple then catches nothing)
+_NO_ARGS_IS_HELP: tuple[type[BaseException], ...] = tuple(
+    cls for cls in [getattr(click.exceptions, "NoArgsIsHelpError", None)] if cls is not None)
 
 
 def run() -> None:

@@ -24,11 +24,12 @@ import marshal
 import os
 import signal
 from pathlib import Path
-from typing import IO, Any, Mapping
+from typing import IO, Any, Callable, Iterable, Mapping
 
 from .errors import TickgateError, error_as_data, error_from_data
 from .forking import fork_helper, helpers_wanted, how_it_ended, write_all
 from .interfaces import FilePart, WorkloadReader
+from .model import Request
 from .workload import write_requests
 
 #: bytes read at a time while counting the lines before the cut
@@ -68,10 +69,12 @@ def split(path: Path) -> tuple[FilePart, FilePart] | None:
 
 
 def read_in_parts(reader: WorkloadReader, path: Path, options: Mapping[str, Any], parts: tuple[FilePart, FilePart],
-                  first_spool: IO[str], second_spool: IO[str]) -> tuple[int, int]:
+                  first_spool: IO[str], second_spool: IO[str], *,
+                  counted: Callable[[Iterable[Request]], Iterable[Request]] = iter) -> tuple[int, int]:
     """Write the requests of ``parts[0]`` to ``first_spool`` here and those of
     ``parts[1]`` to ``second_spool`` in a child; the number of each. The
-    reader's ``source`` describes the whole file afterwards."""
+    reader's ``source`` describes the whole file afterwards. ``counted`` wraps
+    this process's requests (progress: :meth:`tickgate.progress.Progress.counted`)."""
     read_fd, write_fd = os.pipe()
 
     def child() -> None:  # pragma: no cover - runs in the child; tested through the parent
@@ -87,7 +90,7 @@ def read_in_parts(reader: WorkloadReader, path: Path, options: Mapping[str, Any]
     pid = fork_helper(child, child_closes=(read_fd,), parent_closes=(write_fd,))
     reaped = False
     try:
-        first = write_requests(first_spool, reader.read_part(path, options, parts[0]))
+        first = write_requests(first_spool, counted(reader.read_part(path, options, parts[0])))
         first_state = reader.part_state()
         with os.fdopen(read_fd, "rb") as pipe:
             read_fd = -1

@@ -156,6 +156,12 @@ class RequestOutcome:
     first_token_ms: float | None = None
     finished_ms: float | None = None
     flags: tuple[str, ...] = ()
+    #: a rejection's reason without the request's own numbers: what a report counts
+    #: rejections by (``reason`` says "needs 2053 KV blocks ...", different for every
+    #: request of a long trace); None groups by ``reason`` itself
+    reason_key: str | None = None
+    #: the numbers taken out of ``reason`` for ``reason_key``, as (name, value) pairs
+    reason_figures: tuple[tuple[str, int], ...] = ()
 
     @property
     def queue_ticks(self) -> int | None:
@@ -201,11 +207,18 @@ def completed_outcome(
 
 
 def rejected_outcome(request: Request, reason: str, *, tick: int, arrival_tick: int | None = None,
-                     arrival_ms: float | None = None) -> RequestOutcome:
-    """The outcome of a request a scheduler or policy refused at ``tick``, with the reason."""
+                     arrival_ms: float | None = None, key: str | None = None,
+                     figures: Mapping[str, int] | None = None) -> RequestOutcome:
+    """The outcome of a request a scheduler or policy refused at ``tick``, with the reason.
+
+    A reason that quotes the request's own numbers gives ``key`` (the same text with
+    the numbers taken out) and the numbers as ``figures``, so that a report counts
+    one reason, not one per request (:class:`~tickgate.report.SummarySink`).
+    """
     return RequestOutcome(
         id=request.id, status="rejected", reason=reason,
         arrival_tick=arrival_tick if arrival_tick is not None else tick, finished_tick=tick,
         prompt_tokens=request.prompt_tokens, priority=request.priority, tenant=request.tenant,
         lane=request.lane, arrival_ms=request.arrival_ms if request.arrival_ms is not None else arrival_ms,
+        reason_key=key, reason_figures=tuple(figures.items()) if figures else (),
     )

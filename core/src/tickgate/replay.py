@@ -15,6 +15,11 @@ from .policy import Policy
 from .report import DETAIL_LIMIT, FingerprintSink, SummarySink, TraceSink
 from .sidecar import Sidecar
 
+#: what the error for a timed workload under an untimed policy suggests adding:
+#: docs/timing.md's example, as one line of YAML (tests parse it and replay with it)
+TIMING_EXAMPLE = ("timing: {fixed_ms: 4.0, per_prefill_token_ms: 0.02, per_decode_seq_ms: 0.15, "
+                  "per_context_token_ms: 0.0002}")
+
 
 def replay(
     requests: Iterable[Request],
@@ -55,9 +60,11 @@ def replay(
         if timed and policy.timing is None:
             from .errors import InputError
 
-            raise InputError(policy.path, "the workload gives arrivals in ms (arrival_ms); "
-                             "the policy needs a 'timing' section to map them onto steps",
-                             json_path="$.timing")
+            raise InputError(policy.path, "the workload gives arrivals in ms (arrival_ms); the policy needs a "
+                             "'timing' section to map them onto steps: add one to "
+                             + ("a copy of this bundled policy" if policy.source.startswith("bundled:")
+                                else "the policy")
+                             + f", e.g. `{TIMING_EXAMPLE}` (docs/timing.md)", json_path="$.timing")
         stream = _chain(first, it)
         try:
             run(stream, scheduler, clock, sinks, timed=timed, max_ticks=policy.max_ticks, label=label)

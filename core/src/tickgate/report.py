@@ -244,6 +244,8 @@ class SummarySink:
         self.completed = 0
         self.rejected = 0
         self.reasons: dict[str, int] = {}
+        #: reason key -> [first reason text, {figure: [min, max]}] (rejections with figures)
+        self.reason_figures: dict[str, list[Any]] = {}
         self.queue_ticks = array("d")
         self.ttft_ms = array("d")
         self.tpot_ms = array("d")
@@ -294,8 +296,10 @@ class SummarySink:
                 s.admitted_tokens += o.prompt_tokens + o.output_tokens
         else:
             self.rejected += 1
-            reason = o.reason or "unspecified"
+            reason = o.reason_key or o.reason or "unspecified"
             self.reasons[reason] = self.reasons.get(reason, 0) + 1
+            if o.reason_figures:
+                self._figures(reason, o)
             for s in segs:
                 s.rejected += 1
                 s.reasons[reason] = s.reasons.get(reason, 0) + 1
@@ -324,6 +328,27 @@ class SummarySink:
         else:
             self.outcomes_omitted += 1
 
+    def _figures(self, key: str, o: RequestOutcome) -> None:
+        """Fold one rejection's figures into its reason's ranges: the report keeps a
+        fixed size however many requests a reason rejects."""
+        entry = self.reason_figures.get(key)
+        if entry is None:
+            entry = self.reason_figures[key] = [o.reason, {}]
+        ranges = entry[1]
+        for name, value in o.reason_figures:
+            span = ranges.get(name)
+            if span is None:
+                ranges[name] = [value, value]
+            elif value < span[0]:
+                span[0] = value
+            elif value > span[1]:
+                span[1] = value
+
+    def _rejection_figures(self) -> dict[str, Any]:
+        return {key: {"example": example,
+                      **{name: {"min": lo, "max": hi} for name, (lo, hi) in sorted(ranges.items())}}
+                for key, (example, ranges) in sorted(self.reason_figures.items())}
+
     def _segment(self, key: str, value: str) -> _Segment:
         seg = self.segments.get((key, value))
         if seg is None:
@@ -350,6 +375,15 @@ class SummarySink:
             "trace_fingerprint": fingerprint,
         }
         mean = (lambda x: _round(x / busy)) if busy else (lambda x: 0.0)
+        requests: dict[str, Any] = {
+            "completed": self.completed,
+            "rejected": self.rejected,
+            "rejections_by_reason": dict(sorted(self.reasons.items())),
+        }
+        if self.reason_figures:  # only then: reports without such rejections keep their bytes
+            requests["rejection_figures"] = self._rejection_figures()
+        requests["preemptions"] = self.preemptions
+        requests["queue_ticks"] = distribution(self.queue_ticks)
         report: dict[str, Any] = {
             "summary": summary,
             "pressure": {
@@ -371,13 +405,7 @@ class SummarySink:
                 "kv_mean": _round(self.kv_weighted / (busy * kv_capacity)) if busy and kv_capacity else 0.0,
                 "prefill_tokens": self.total_prefill_tokens,
             },
-            "requests": {
-                "completed": self.completed,
-                "rejected": self.rejected,
-                "rejections_by_reason": dict(sorted(self.reasons.items())),
-                "preemptions": self.preemptions,
-                "queue_ticks": distribution(self.queue_ticks),
-            },
+            "requests": requests,
         }
         if timed or self.ttft_ms:
             if busy_ms is not None:

@@ -9,11 +9,12 @@ recently used first, and a parent whose last child went becomes a leaf.
 
 Differences from SGLang, on purpose:
 
-* Keys are tuples of *units*. A unit is either one workload prefix block id
-  (an ``int`` standing for ``weight`` tokens) or a page of token ids (a
-  ``tuple`` of ``page_size`` ids). A node's size in tokens is
-  ``len(key) * weight``. Units of different kinds never compare equal, so a
-  tree may hold both without mixing them in one node.
+* Keys are tuples of *units*, one per page of ``weight`` tokens: a page of
+  token ids (a ``tuple`` of ``page_size`` ids) or a page of a workload prefix
+  block (an ``int``: the block's id on its first page, the page's offset in
+  the block on the others; the scheduler's ``_block_pages``). A node's size in
+  tokens is ``len(key) * weight``. Units of different kinds never compare
+  equal, so a tree may hold both without mixing them in one node.
 * Access time is a logical counter, not the wall clock, so replays are
   deterministic; ties are broken by node creation order.
 * The tree holds no KV indices: the scheduler owns the token accounting.
@@ -215,9 +216,18 @@ class RadixCache:
         return count - 1
 
 
+#: units compared at once (C-level tuple equality) before one by one
+_STRIDE = 64
+
+
 def _common_len(edge: Key, key: Sequence[Hashable], start: int) -> int:
+    """Units ``edge`` and ``key[start:]`` share from their start. Compared a
+    stride at a time, then unit by unit in the stride that differs: a block of
+    512 tokens is 512 units at page size 1, and most edges match whole."""
     limit = min(len(edge), len(key) - start)
     i = 0
+    while i + _STRIDE <= limit and edge[i:i + _STRIDE] == tuple(key[start + i:start + i + _STRIDE]):
+        i += _STRIDE
     while i < limit and edge[i] == key[start + i]:
         i += 1
     return i

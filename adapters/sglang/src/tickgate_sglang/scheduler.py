@@ -33,9 +33,10 @@ them) and each request's own uncached tokens.
 
 from __future__ import annotations
 
+from itertools import chain
 from typing import Any, Hashable, Mapping
 
-from tickgate.errors import InputError, ReplayError
+from tickgate.errors import ConfigError, InputError, ReplayError
 from tickgate.interfaces import BuildContext, Horizon, Scheduler
 from tickgate.model import Request, RequestOutcome, TickRecord, completed_outcome, rejected_outcome
 
@@ -83,8 +84,9 @@ OPTIONS_SCHEMA: Mapping[str, Any] = {
         "clip_max_new_tokens_estimation": {**_INT, "description": "Cap on max_new_tokens in the admission "
                                                                   "estimate (default 4096)."},
         "disable_radix_cache": {"type": "boolean", "description": "No prefix caching (--disable-radix-cache)."},
-        "prefix_block_size": {**_INT, "description": "Tokens per workload prefix block id (prefix_blocks); "
-                                                     "must be a multiple of page_size (default 16)."},
+        "prefix_block_size": {**_INT, "description": "Tokens per workload prefix block id (prefix_blocks), for "
+                                                     "workloads without a block_size (theirs is used; "
+                                                     "default 16); a multiple of page_size."},
         "random_seed": {"type": "integer", "minimum": 0, "maximum": 2**63 - 1,
                         "description": "Seed of the 'random' policy's shuffle (default 0)."},
     },
@@ -132,6 +134,24 @@ class _Req:
         return self.request.prompt_tokens + self.decoded
 
 
+def _prefix_block_size(options: Mapping[str, Any], workload: int | None, page: int) -> int:
+    """Tokens per workload prefix block id: the workload's own ``block_size``
+    (what its ids were hashed over, as vllm-v1 uses it), else the option, else 16.
+    An option that contradicts the workload is refused, not obeyed: a Mooncake
+    id covers 512 tokens whatever a policy says."""
+    option = options.get("prefix_block_size")
+    if workload is not None and option is not None and option != workload:
+        raise ConfigError(f'scheduler "sglang": scheduler.options.prefix_block_size {option} contradicts the '
+                          f"workload, whose prefix blocks cover {workload} tokens (its block_size); remove "
+                          "the option (the workload's size is used)")
+    size = workload if workload is not None else option if option is not None else 16
+    if size % page:
+        origin = ("the workload's block_size" if workload is not None else "prefix_block_size")
+        raise ConfigError(f'scheduler "sglang": {origin} {size} is not a multiple of page_size {page} '
+                          "(a prefix block must be whole pages)")
+    return size
+
+
 class SglangScheduler(Scheduler):
     name = "sglang"
     description = ("SGLang mirror: radix prefix cache (LRU), lpm/dfs-weight/fcfs/lof/random, new-token-ratio "
@@ -171,11 +191,9 @@ class SglangScheduler(Scheduler):
         self.decay = (self.init_ratio - self.min_ratio) / steps
         self.clip = options.get("clip_max_new_tokens_estimation", CLIP_MAX_NEW_TOKENS)
         self.radix = not options.get("disable_radix_cache", False)
-        # an explicit option wins; otherwise the workload says how many tokens a prefix block id covers
-        self.block_size = options.get("prefix_block_size", ctx.prefix_block_size or 16)
-        if self.block_size % self.page:
-            raise InputError(None, f"prefix_block_size {self.block_size} is not a multiple of page_size "
-                             f"{self.page}", json_path="$.scheduler.options.prefix_block_size")
+        self.block_size = _prefix_block_size(options, ctx.prefix_block_size, self.page)
+        #: what follows a block id in its pages' units (see _block_pages)
+        self.block_tail = tuple(range(1, self.block_size // self.page))
         if not self.radix and self.policy_name in ("lpm", "dfs-weight"):
             self.policy_name = "fcfs"  # SGLang: cache-aware policies need the tree
         self.order = make_policy(self.policy_name, options.get("random_seed", 0))
@@ -213,7 +231,9 @@ class SglangScheduler(Scheduler):
         limit = self.max_req_len - request.prompt_tokens - 1
         if limit < 1:
             self._reject(request, f"prompt of {request.prompt_tokens} tokens leaves no room for output "
-                                  f"within the {self.max_req_len}-token request limit")
+                                  f"within the {self.max_req_len}-token request limit",
+                         key="prompt leaves no room for output within the request limit",
+                         figures={"prompt_tokens": request.prompt_tokens, "max_req_len": self.max_req_len})
             return
         key, weight = self._key(request)
         self.seq += 1
@@ -272,8 +292,23 @@ class SglangScheduler(Scheduler):
             return tuple(tuple(ids[i:i + p]) for i in range(0, len(ids) - p + 1, p)), p
         if request.prefix_blocks is not None:
             full = request.prompt_tokens // self.block_size
-            return tuple(request.prefix_blocks[:full]), self.block_size
+            return self._block_pages(request.prefix_blocks[:full]), self.page
         return (), self.page
+
+    def _block_pages(self, ids: tuple[Hashable, ...]) -> tuple[Hashable, ...]:
+        """The radix units of the pages under workload block ids: a block of
+        ``block_size`` tokens is ``block_size // page_size`` pages of that content,
+        matched, cached and evicted page by page as SGLang does (whole blocks
+        would cap a hit at a block boundary, and a 512-token id counted as one
+        page under-counts hits 32x at page size 16). The first page of a block is
+        its id, the others their offset in the block: two prefixes agree up to
+        a page exactly when their ids agree up to its block (a unit is only ever
+        compared with the unit at the same position, so an offset is compared
+        with the same offset and an id with an id)."""
+        tail = self.block_tail
+        if not tail:
+            return tuple(ids)
+        return tuple(chain.from_iterable((bid, *tail) for bid in ids))
 
     @property
     def available(self) -> int:
@@ -594,6 +629,6 @@ class SglangScheduler(Scheduler):
             prefix_hit_tokens=req.hit_tokens, flags=("max_new_tokens_clipped",) if req.clipped else (),
         ))
 
-    def _reject(self, request: Request, reason: str) -> None:
+    def _reject(self, request: Request, reason: str, *, key: str, figures: Mapping[str, int]) -> None:
         self.rejected_now.append(request.id)
-        self.outcomes.append(rejected_outcome(request, reason, tick=self.clock.tick))
+        self.outcomes.append(rejected_outcome(request, reason, tick=self.clock.tick, key=key, figures=figures))

@@ -142,11 +142,15 @@ class TrtllmScheduler(Scheduler):
     def add(self, request: Request) -> None:
         need = -(-(request.prompt_tokens + request.max_output_tokens) // self.tpb)
         if need > self.total_blocks:
-            self._reject(request, f"needs {need} KV blocks to completion; the cache has {self.total_blocks}")
+            self._reject(request, f"needs {need} KV blocks to completion; the cache has {self.total_blocks}",
+                         key="needs more KV blocks to completion than the cache has",
+                         figures={"needed_blocks": need, "cache_blocks": self.total_blocks})
             return
         if self.chunking is None and request.prompt_tokens > self.max_num_tokens:
             self._reject(request, f"prompt of {request.prompt_tokens} tokens exceeds max_num_tokens "
-                                  f"{self.max_num_tokens} and chunked context is off")
+                                  f"{self.max_num_tokens} and chunked context is off",
+                         key="prompt exceeds max_num_tokens and chunked context is off",
+                         figures={"prompt_tokens": request.prompt_tokens, "max_num_tokens": self.max_num_tokens})
             return
         self.seq += 1
         self.contexts.append(_Req(request, self.seq, self.tpb, self.clock.tick, self.clock.now_ms))
@@ -308,6 +312,6 @@ class TrtllmScheduler(Scheduler):
             first_token_ms=req.first_token_ms, finished_ms=end_ms, preemptions=req.pauses,
         ))
 
-    def _reject(self, request: Request, reason: str) -> None:
+    def _reject(self, request: Request, reason: str, *, key: str, figures: Mapping[str, int]) -> None:
         self.rejected_now.append(request.id)
-        self.outcomes.append(rejected_outcome(request, reason, tick=self.clock.tick))
+        self.outcomes.append(rejected_outcome(request, reason, tick=self.clock.tick, key=key, figures=figures))

@@ -287,7 +287,9 @@ class VllmV1Scheduler(Scheduler):
             self.clock.now_ms if timed else None)
         if self.maxlen is not None and p >= self.maxlen:
             self._reject(request, arrival_ms, f"prompt of {p} tokens >= max_model_len {self.maxlen} "
-                                              "(vLLM rejects it before scheduling)")
+                                              "(vLLM rejects it before scheduling)",
+                         key="prompt reaches max_model_len (vLLM rejects it before scheduling)",
+                         figures={"prompt_tokens": p, "max_model_len": self.maxlen})
             return
         last = p + request.max_output_tokens
         if self.maxlen is not None:
@@ -295,7 +297,9 @@ class VllmV1Scheduler(Scheduler):
         need = -(-(last - 1) // self.bs)
         if need > self.pool.usable:
             self._reject(request, arrival_ms, f"needs {need} KV blocks of {self.bs} tokens; the pool has "
-                                              f"{self.pool.usable} (vLLM would stall on it)")
+                                              f"{self.pool.usable} (vLLM would stall on it)",
+                         key="needs more KV blocks than the pool has (vLLM would stall on it)",
+                         figures={"needed_blocks": need, "block_tokens": self.bs, "pool_blocks": self.pool.usable})
             return
         if not cfg.enable_chunked_prefill:
             # without chunking the whole prompt must fit one step's budget (vLLM
@@ -304,7 +308,10 @@ class VllmV1Scheduler(Scheduler):
             if p > cfg.max_num_batched_tokens:
                 self._reject(request, arrival_ms, f"prompt of {p} tokens > max_num_batched_tokens "
                              f"{cfg.max_num_batched_tokens} with chunked prefill off (vLLM would never "
-                             "schedule it)")
+                             "schedule it)",
+                             key="prompt exceeds max_num_batched_tokens with chunked prefill off "
+                                 "(vLLM would never schedule it)",
+                             figures={"prompt_tokens": p, "max_num_batched_tokens": cfg.max_num_batched_tokens})
                 return
         pkeys = prompt_block_keys(request, self.bs, self.prefix_bs) if cfg.enable_prefix_caching else []
         q = _Req(request, self.ordinal, pkeys, self.clock.tick, arrival_ms)
@@ -1545,14 +1552,17 @@ class VllmV1Scheduler(Scheduler):
             self.waiting_fifo.appendleft(q)
 
     # -- outcomes ---------------------------------------------------------------
-    def _reject(self, request: Request, arrival_ms: float | None, reason: str) -> None:
+    def _reject(self, request: Request, arrival_ms: float | None, reason: str, *, key: str,
+                figures: Mapping[str, int]) -> None:
+        """``reason`` quotes the request's numbers; ``key`` and ``figures`` are the same
+        without them and the numbers themselves (what the report groups by)."""
         self.rejected_now.append(request.id)
         self.steady = False
         self.outcomes.append(RequestOutcome(
             id=request.id, status="rejected", reason=reason, arrival_tick=self.clock.tick,
             finished_tick=self.clock.tick, prompt_tokens=request.prompt_tokens,
             priority=request.priority, tenant=request.tenant, lane=request.lane,
-            arrival_ms=arrival_ms,
+            arrival_ms=arrival_ms, reason_key=key, reason_figures=tuple(figures.items()),
         ))
 
     def _outcome(self, q: _Req, tick: int, end_ms: float | None) -> RequestOutcome:

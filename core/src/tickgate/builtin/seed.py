@@ -175,7 +175,9 @@ class SeedScheduler(Scheduler):
     def add(self, request: Request) -> None:
         pages = self.pages_for(request)
         if pages > self.kv_pages:
-            self._reject(request, f"needs {pages} KV pages; the cache has {self.kv_pages}")
+            self._reject(request, f"needs {pages} KV pages; the cache has {self.kv_pages}",
+                         key="needs more KV pages than the cache has",
+                         figures={"needed_pages": pages, "cache_pages": self.kv_pages})
             return
         reason = self.admission.enqueue(request, self.clock.tick)
         if reason:
@@ -389,10 +391,12 @@ class SeedScheduler(Scheduler):
                 claimed_tokens = min(tokens, self.budget)
         return admitted, prefill, reserved
 
-    def _reject(self, request: Request, reason: str, since: tuple[int, float] | None = None) -> None:
+    def _reject(self, request: Request, reason: str, since: tuple[int, float] | None = None, *,
+                key: str | None = None, figures: Mapping[str, int] | None = None) -> None:
         self.rejected_now.append(request.id)
         self.outcomes.append(rejected_outcome(request, reason, tick=self.clock.tick,
-                                              arrival_tick=since[0] if since else None))
+                                              arrival_tick=since[0] if since else None,
+                                              key=key, figures=figures))
 
     def _outcome(self, entry: _Active, tick: int, end_ms: float | None) -> RequestOutcome:
         r = entry.request

@@ -23,13 +23,14 @@ from ..errors import InputError
               help="Where to write the gate report (JSON, written atomically).")
 @click.option("--policy", "policy_path", type=click.Path(path_type=Path), default=None,
               help="Policy YAML with a gate section (default: the bundled policies/gate-default.yaml).")
-@click.option("--quiet", is_flag=True, help="Do not print the decision and triage.")
+@click.option("--quiet", is_flag=True, help="Do not print the decision and triage (nor progress on a terminal).")
 def gate_command(bundle: Path | None, baseline: Path | None, candidate: Path | None, format_: str,
                  output_path: Path, policy_path: Path | None, quiet: bool) -> None:
     """Gate a release. Exit 0 promote, 10 hold, 20 rollback, 2 invalid input."""
     from ..cli import exit_with
     from ..schemas import data_file
     from ..gate.api import gate_files
+    from ..progress import progress
 
     if bundle is not None and (baseline is not None or candidate is not None):
         raise InputError(bundle, "give either --input or --baseline and --candidate, not both")
@@ -38,7 +39,9 @@ def gate_command(bundle: Path | None, baseline: Path | None, candidate: Path | N
     check_distinct_outputs({"--output": output_path},
                            {"--input": bundle, "--baseline": baseline, "--candidate": candidate})
     policy = policy_path if policy_path is not None else data_file("policies", "gate-default.yaml")
-    report = gate_files(policy, bundle=bundle, baseline=baseline, candidate=candidate, format=format_)
+    with progress("gate", unit=" steps", quiet=quiet) as bar:  # on a terminal only
+        report = gate_files(policy, bundle=bundle, baseline=baseline, candidate=candidate, format=format_,
+                            progress=bar)
     write_json(output_path, report)
     if not quiet:
         click.echo(f"{report['summary']} (matched {report['join']['matched']}) -> {output_path}")

@@ -12,7 +12,6 @@ import never leaves a half-written workload.
 from __future__ import annotations
 
 import shutil
-import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -40,7 +39,7 @@ def _skipped_message(source: dict[str, Any]) -> str | None:
 @click.option("--block-size", type=click.IntRange(1, 65536), default=None,
               help="Tokens per prefix-block id (mooncake; default 512, the Mooncake release).")
 @click.option("--description", default=None, help="Description to put in the workload header.")
-@click.option("--quiet", is_flag=True, help="Print nothing but errors and skipped-row reports.")
+@click.option("--quiet", is_flag=True, help="Print nothing but errors and skipped-row reports (no progress).")
 def import_command(fmt: str, input_path: Path, output_path: Path, limit: int | None, block_size: int | None,
                    description: str | None, quiet: bool) -> None:
     """Import a trace (mooncake, azure, burstgpt, splitwise, or a plugin's format) as a workload."""
@@ -48,9 +47,10 @@ def import_command(fmt: str, input_path: Path, output_path: Path, limit: int | N
     import itertools
 
     from .. import import_parts
-    from ..atomic import atomic_writer
+    from ..atomic import atomic_writer, check_writable, spool_file
     from ..errors import InputError, PluginError
     from ..plugins import get_registry
+    from ..progress import progress
     from ..workload import WORKLOAD_TAIL, WorkloadHeader, workload_head, write_requests
 
     try:
@@ -67,20 +67,18 @@ def import_command(fmt: str, input_path: Path, output_path: Path, limit: int | N
     if limit is not None:
         stream = itertools.islice(stream, limit)
 
-    output_path.parent.mkdir(parents=True, exist_ok=True)
-
-    def spool_file() -> Any:
-        return tempfile.TemporaryFile("w+", encoding="utf-8", newline="\n", dir=output_path.parent,
-                                      prefix=f".{output_path.name}.", suffix=".spool")
-
+    check_writable(output_path)
     parts = import_parts.split(input_path) if import_parts.wanted(reader, input_path, limit) else None
-    with spool_file() as spool, (spool_file() if parts else contextlib.nullcontext()) as second:
-        if parts:  # two processes, half the file each (tickgate.import_parts)
+    # the spools are the output's parts: a full disk there names the output
+    second_spool = spool_file(output_path) if parts else contextlib.nullcontext()
+    with spool_file(output_path) as spool, second_spool as second, \
+            progress("import", unit=" requests", quiet=quiet) as bar:  # on a terminal only
+        if parts:  # two processes, half the file each (tickgate.import_parts); the bar counts this one's
             first_count, second_count = import_parts.read_in_parts(reader, input_path, options, parts, spool,
-                                                                   second)
+                                                                   second, counted=bar.counted)
             count = first_count + second_count
         else:
-            count = write_requests(spool, stream)
+            count = write_requests(spool, bar.counted(stream))
         source = dict(getattr(reader, "source", None) or {"format": fmt, "file": str(input_path)})
         source["requests"] = count
         if limit is not None:

@@ -25,7 +25,7 @@ from ..atomic import check_distinct_outputs, write_json
 @click.option("--limit", type=click.IntRange(min=1), default=None, help="Replay only the first N requests.")
 @click.option("--detail-limit", type=click.IntRange(min=0), default=10_000, show_default=True,
               help="Keep at most this many tick records and request outcomes in the report.")
-@click.option("--quiet", is_flag=True, help="Do not print the summary.")
+@click.option("--quiet", is_flag=True, help="Do not print the summary (nor progress on a terminal).")
 def replay_command(input_path: Path, output_path: Path, policy_path: Path | None,
                    trace_path: Path | None, input_format: str, block_size: int | None,
                    limit: int | None, detail_limit: int, quiet: bool) -> None:
@@ -33,6 +33,7 @@ def replay_command(input_path: Path, output_path: Path, policy_path: Path | None
     from ..errors import InputError
     from ..forking import helpers_wanted
     from ..policy import load_policy
+    from ..progress import progress
     from ..replay import replay
     from ..sources import open_requests
 
@@ -45,8 +46,9 @@ def replay_command(input_path: Path, output_path: Path, policy_path: Path | None
     helpers = helpers_wanted(input_path)  # docs/workload.md, "Large replays"
     requests, inputs = open_requests(input_path, input_format, block_size=block_size, limit=limit,
                                      prefetch=helpers)
-    report = replay(requests, policy, trace_path=trace_path, inputs=inputs, detail_limit=detail_limit,
-                    sidecar=helpers)
+    with progress("replay", unit=" requests", quiet=quiet) as bar:  # arrivals, on a terminal only
+        report = replay(bar.counted(requests), policy, trace_path=trace_path, inputs=inputs,
+                        detail_limit=detail_limit, sidecar=helpers)
     write_json(output_path, report)
     if not quiet:
         s = report["summary"]

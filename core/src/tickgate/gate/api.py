@@ -7,6 +7,7 @@ from typing import Any
 
 from ..plugins import Registry, get_registry
 from ..policy import load_policy
+from ..progress import OFF, Progress
 from .config import GateConfig, load_gate_config
 from .inputs import read_bundle, read_side
 from .join import join
@@ -16,17 +17,21 @@ from .runner import evaluate
 from .segments import segment_summaries
 
 
-def run_gate(baseline: Side, candidate: Side, config: GateConfig) -> dict[str, Any]:
+def run_gate(baseline: Side, candidate: Side, config: GateConfig, progress: Progress = OFF) -> dict[str, Any]:
     comparison = join(baseline, candidate, seed=config.seed)
-    outcomes = evaluate(config, comparison)
+    progress.step("joined")
+    outcomes = evaluate(config, comparison, progress)
     return build_report(config, comparison, outcomes, segment_summaries(comparison, config.segments))
 
 
 def gate_files(policy_path: Path | str, *, bundle: Path | str | None = None,
                baseline: Path | str | None = None, candidate: Path | str | None = None,
-               format: str = "auto", registry: Registry | None = None) -> dict[str, Any]:
-    """Read the inputs, validate the policy first (cheap errors before big reads), gate."""
+               format: str = "auto", registry: Registry | None = None,
+               progress: Progress = OFF) -> dict[str, Any]:
+    """Read the inputs, validate the policy first (cheap errors before big reads), gate.
+    ``progress`` counts the stages: reading, joining, each signal."""
     config = load_gate_config(load_policy(policy_path, registry=registry), registry)
+    progress.expect(2 + len(config.signals))
     if bundle is not None:
         base, cand = read_bundle(bundle)
     else:
@@ -39,4 +44,5 @@ def gate_files(policy_path: Path | str, *, bundle: Path | str | None = None,
         else:
             base = read_side(baseline, "baseline", format, registry=registry)
             cand = read_side(candidate, "candidate", format, registry=registry)
-    return run_gate(base, cand, config)
+    progress.step("read")
+    return run_gate(base, cand, config, progress)

@@ -1,0 +1,31 @@
+"""Rejections are counted by reason, not by request: every in-tree scheduler gives a
+reason that quotes the request's numbers a key without them and the numbers as figures."""
+
+from __future__ import annotations
+
+import pytest
+
+from conftest import POLICIES
+from tickgate.model import Request
+from tickgate.policy import load_policy
+from tickgate.replay import replay
+
+
+@pytest.mark.parametrize(("policy", "key", "figure"), [
+    ("default.yaml", "needs more KV pages than the cache has", "needed_pages"),
+    ("vllm-v1-bench.yaml", "needs more KV blocks than the pool has (vLLM would stall on it)", "needed_blocks"),
+    ("trtllm-max-utilization.yaml", "needs more KV blocks to completion than the cache has", "needed_blocks"),
+    ("sglang-default.yaml", "prompt leaves no room for output within the request limit", "prompt_tokens"),
+])
+def test_each_scheduler_groups_its_rejections(policy: str, key: str, figure: str) -> None:
+    sizes = [60_000, 40_000, 50_000]
+    requests = [Request(id="small", prompt_tokens=32, max_output_tokens=4),
+                *(Request(id=f"big{i}", prompt_tokens=n, max_output_tokens=8) for i, n in enumerate(sizes))]
+    report = replay(requests, load_policy(POLICIES / policy))
+    stats = report["requests"]
+    assert stats["rejections_by_reason"] == {key: 3}
+    figures = stats["rejection_figures"][key]
+    first = next(o["reason"] for o in report["outcomes"] if o["status"] == "rejected")
+    assert figures["example"] == first and first != key
+    low, high = figures[figure]["min"], figures[figure]["max"]
+    assert low < high and str(high) not in key

@@ -222,12 +222,13 @@ def test_outcome_fields_land_where_they_belong() -> None:
     """The outcome is built positionally (speed): every field by name, distinct values."""
     import attrs
 
-    from tickgate_vllm.v1_scheduler import _Req, VllmV1Scheduler
+    from tickgate_vllm.v1_scheduler import RequestState, VllmV1Scheduler
 
     r = Request(id="R", prompt_tokens=100, max_output_tokens=60, arrival_ms=5.5, priority=3, tenant="t",
                 lane="l", deadline_ms=8.0)
-    q = _Req(r, ordinal=1, pkeys=[], tick=2, arrival_ms=5.5)
-    q.admitted_tick, q.first_tick, q.first_ms, q.no, q.npre, q.hit_first = 3, 4, 7.25, 50, 1, 16
+    q = RequestState(r, ordinal=1, prompt_keys=[], tick=2, arrival_ms=5.5)
+    q.admitted_tick, q.first_token_tick, q.first_token_ms = 3, 4, 7.25
+    q.num_output_tokens, q.num_preemptions, q.first_hit_tokens = 50, 1, 16
     out = VllmV1Scheduler._outcome(None, q, 9, 9.75)  # type: ignore[arg-type]
     assert attrs.asdict(out) == {
         "id": "R", "status": "completed", "arrival_tick": 2, "reason": None, "admitted_tick": 3,

@@ -6,8 +6,9 @@ Writes a baseline and a candidate neutral observations file (seeded, written
 once and reused), then runs ``tickgate gate --baseline --candidate`` with the
 default policy in a fresh process and reports its wall time and peak RSS
 (summed over the gate process and its reader child, sampled every 50 ms,
-and ``ru_maxrss`` of the largest single process), plus the same for a 100k-pair run in the same
-script as the scaling baseline: linear cost means ~10x between them.
+and ``ru_maxrss`` of the largest single process: ``benchproc.py``), plus the
+same for a 100k-pair run in the same script as the scaling baseline: linear
+cost means ~10x between them.
 
 ``--breakdown`` then gates the big pair once more inside this process, one
 stage after the other (both sides read here, without the reader child), and
@@ -21,11 +22,11 @@ import argparse
 import json
 import os
 import random
-import resource
-import subprocess
 import sys
 import time
 from pathlib import Path
+
+from benchproc import run_measured
 
 REPO = Path(__file__).resolve().parents[1]
 MODELS = ("llama-3.1-8b", "qwen2.5-7b")
@@ -63,43 +64,16 @@ def run_gate(workdir: Path, pairs: int) -> dict[str, float | int | str]:
     if not cand.exists():
         write_side(cand, pairs, 2, 1.0)
     out = workdir / f"report-{pairs}.json"
-    start = time.perf_counter()
-    proc = subprocess.Popen([sys.executable, "-m", "tickgate", "gate", "--baseline", str(base), "--candidate",
-                             str(cand), "--output", str(out), "--quiet"], stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True)
-    peak_tree = 0
-    while proc.poll() is None:  # sample the RSS of the gate and its reader child together
-        peak_tree = max(peak_tree, tree_rss_kib(proc.pid))
-        time.sleep(0.05)
-    seconds = time.perf_counter() - start
-    stderr = proc.stderr.read() if proc.stderr else ""
-    peak_kib = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
-    if proc.returncode not in (0, 10, 20):
-        raise SystemExit(f"gate failed ({proc.returncode}): {stderr.strip()}")
+    run = run_measured([sys.executable, "-m", "tickgate", "gate", "--baseline", str(base), "--candidate",
+                        str(cand), "--output", str(out), "--quiet"], interval=0.05)
+    if run["code"] not in (0, 10, 20):
+        raise SystemExit(f"gate failed ({run['code']}): {run['stderr'].strip()}")
     report = json.loads(out.read_text())
     return {"pairs": pairs, "decision": report["decision"], "matched": report["join"]["matched"],
-            "seconds": round(seconds, 2), "peak_rss_largest_process_mib": round(peak_kib / 1024, 1),
-            "peak_rss_all_processes_mib": round(peak_tree / 1024, 1),
+            "seconds": round(run["wall_s"], 2),
+            "peak_rss_largest_process_mib": round(run["largest_process_rss_mb"], 1),
+            "peak_rss_all_processes_mib": round(run["peak_rss_mb"], 1),
             "input_mib": round((base.stat().st_size + cand.stat().st_size) / 2**20, 1)}
-
-
-def tree_rss_kib(pid: int) -> int:
-    """VmRSS of ``pid`` plus its direct children (Linux /proc; 0 elsewhere)."""
-    total = 0
-    pids = [pid]
-    try:
-        children = Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
-        pids += [int(c) for c in children]
-    except OSError:
-        pass
-    for p in pids:
-        try:
-            for line in Path(f"/proc/{p}/status").read_text().splitlines():
-                if line.startswith("VmRSS:"):
-                    total += int(line.split()[1])
-        except OSError:
-            pass
-    return total
 
 
 def breakdown(workdir: Path, pairs: int) -> dict[str, float]:
@@ -148,7 +122,7 @@ def main() -> None:
     args = ap.parse_args()
     args.workdir.mkdir(parents=True, exist_ok=True)
     os.environ.setdefault("PYTHONHASHSEED", "0")
-    small = run_gate(args.workdir, max(1, args.pairs // 10))  # its peak is recorded first (children max)
+    small = run_gate(args.workdir, max(1, args.pairs // 10))
     print(json.dumps(small))
     big = run_gate(args.workdir, args.pairs)
     print(json.dumps(big))

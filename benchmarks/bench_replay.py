@@ -92,6 +92,17 @@ def run_phase(args: list[str], profile: bool = False) -> dict[str, Any]:
     return out
 
 
+def mooncake_trace(workdir: Path, size: int, seed: int) -> Path:
+    """The seeded synthetic trace of ``size`` requests (``gen_mooncake.py``), generated once per workdir."""
+    trace = workdir / f"mooncake-{size}-seed{seed}.jsonl"
+    if not trace.exists():
+        tmp = trace.with_suffix(".tmp")
+        subprocess.run([sys.executable, str(HERE / "gen_mooncake.py"), "--n", str(size), "--seed", str(seed),
+                        "--out", str(tmp)], check=True)
+        tmp.replace(trace)
+    return trace
+
+
 def bench(label: str, fmt: str, trace: Path, policy: Path, workdir: Path, n_hint: int | None,
           block_size: int | None, profile: str | None) -> dict[str, Any]:
     workload = workdir / f"{label}.workload.json"
@@ -146,12 +157,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"policy {policy}; cpus {os.cpu_count()}; load average {os.getloadavg()[0]:.2f}", flush=True)
     rows = []
     for size in (int(s) for s in args.sizes.split(",") if s):
-        trace = args.workdir / f"mooncake-{size}-seed{args.seed}.jsonl"
-        if not trace.exists():
-            tmp = trace.with_suffix(".tmp")
-            subprocess.run([sys.executable, str(HERE / "gen_mooncake.py"), "--n", str(size), "--seed",
-                            str(args.seed), "--out", str(tmp)], check=True)
-            tmp.replace(trace)
+        trace = mooncake_trace(args.workdir, size, args.seed)
         rows.append(bench(f"mooncake-{size}", "mooncake", trace, policy, args.workdir, size, 16, args.profile))
         print(json.dumps(rows[-1]), flush=True)
     if not args.no_azure:

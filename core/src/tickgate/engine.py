@@ -142,12 +142,16 @@ def run(
             scheduler.add(pending)
             pending = next(it, None)
         if pending is not horizon_for:
-            # timed horizons only change with the next arrival: one per arrival, not per record
+            # timed horizons only change with the next arrival: one per arrival, not per record.
+            # No span may run past the tick limit: a scheduler fast-forwarding a state that never
+            # changes (a request it can never admit, nothing running) would otherwise compute a
+            # span of ~2**62 steps and never return; bounded, the replay stops with TickLimitExceeded.
             horizon_for = pending
+            budget = limit + 1 - clock.tick
             if pending is None:
-                horizon = Horizon()
+                horizon = Horizon(max_ticks=budget)
             elif timed:
-                horizon = Horizon(max_ticks=None, until_ms=pending.arrival_ms)
+                horizon = Horizon(max_ticks=budget, until_ms=pending.arrival_ms)
         if pending is not None and not timed:
             horizon = Horizon(max_ticks=pending.arrival_tick - clock.tick)
         if not has_work():
@@ -174,9 +178,7 @@ def run(
         clock.tick += span
         if record.duration_ms is not None:
             clock.now_ms += record.duration_ms
-        if clock.tick > limit:
-            raise TickLimitExceeded(limit)
-        if not record.decode_tokens and _idle(record):
+        if not record.decode_tokens and _idle(record):  # a stall is named before the tick limit it ran into
             stalled += span
             if stalled >= STALL_LIMIT:
                 raise ReplayError(f"no progress for {stalled} steps at step {clock.tick}: "
@@ -184,6 +186,8 @@ def run(
                                   "the policy can never admit them")
         else:
             stalled = 0
+        if clock.tick > limit:
+            raise TickLimitExceeded(limit)
 
 
 def culprit(exc: BaseException, default: str) -> str:

@@ -242,7 +242,10 @@ def test_a_timed_workload_under_an_untimed_preset_says_what_to_add(tmp_path: Pat
     res = run_cli("replay", "--input", str(workload), "--output", str(out))
     assert res.returncode == 2 and not out.exists()
     [line] = res.stderr.splitlines()
-    assert line == (f"error: {POLICIES / 'default.yaml'}: $.timing: the workload gives arrivals in ms "
+    from tickgate.schemas import data_file
+
+    # the bundled policy's path: the repository's policies/ in an editable install, site-packages otherwise
+    assert line == (f"error: {data_file('policies', 'default.yaml')}: $.timing: the workload gives arrivals in ms "
                     "(arrival_ms); the policy needs a 'timing' section to map them onto steps: add one to a "
                     "copy of this bundled policy, e.g. `timing: {fixed_ms: 4.0, per_prefill_token_ms: 0.02, "
                     "per_decode_seq_ms: 0.15, per_context_token_ms: 0.0002}` (docs/timing.md)")

@@ -321,3 +321,21 @@ def test_a_gate_where_nothing_could_be_evaluated_holds(tmp_path):
     report = _gate(policy, base, base)
     assert report["decision"] == "hold"
     assert report["summary"] == "hold: no deciding signal could be evaluated"
+
+
+@pytest.mark.parametrize("path,fmt", [
+    (AIPERF / "aiperf_chat_baseline" / "profile_export_aiperf.json", "aiperf"),
+    (AIPERF / "aiperf_chat_baseline" / "profile_export_aiperf.csv", "aiperf"),  # 0.13 adds a 'sum' column
+    (GENAI / "profile_export_genai_perf.json", "genai-perf"),
+    (GENAI / "profile_export_genai_perf.csv", "genai-perf"),
+])
+def test_the_clients_summary_files_are_aggregate_only_evidence(path, fmt):
+    from tickgate.readers.detect import read_observations
+
+    doc = read_observations(path)
+    assert doc["run"]["provenance"]["format"] == fmt and "requests" not in doc
+    agg = doc["run"]["aggregates"]
+    assert agg["request_count"] == 80
+    per_request = read_observations(CASES[fmt]["baseline"])["run"]["aggregates"]
+    # the tool's own summary of the run agrees with tickgate's reading of its per-request file
+    assert agg["latency_ms"]["p95"] == pytest.approx(per_request["latency_ms"]["p95"], rel=0.01)

@@ -29,7 +29,10 @@ _UNIT_TO_MS = {"ms": 1.0, "sec": 1000.0, "s": 1000.0, "us": 0.001, "ns": 1e-6}
 
 def _sniff_kind(head: bytes) -> str | None:
     text = head_text(head).lstrip()
-    if text.startswith("Metric,avg,min,max,p1,"):
+    header = text.split("\n", 1)[0].rstrip("\r")
+    # aiperf's summary CSV: p1 first among the percentiles (0.13 adds a sum column before them);
+    # genai-perf's starts with p99 (Metric,avg,min,max,p99,...)
+    if header.startswith(("Metric,avg,min,max,p1,", "Metric,avg,min,max,sum,p1,")):
         return "csv"
     if not text.startswith("{"):
         return None

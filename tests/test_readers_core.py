@@ -13,7 +13,7 @@ import pytest
 
 from readers_helpers import REAL, REPO, read, registry
 from tickgate.errors import InputError
-from tickgate.readers.msgpack import decode_all
+from tickgate.readers.kv_events import decode_all
 from tickgate.readers.prometheus import parse_text
 from tickgate.readers.stats import histogram_quantile, summarize
 
@@ -87,7 +87,7 @@ def test_summarize_matches_linear_interpolation():
 
 def test_msgpack_offsets_and_concatenation():
     blob = (REAL / "kv_events/vllm_arraylike.msgpack").read_bytes()
-    objs = decode_all(blob + blob, "x")
+    objs = list(decode_all(blob + blob, "x"))
     assert [o for o, _ in objs] == [0, len(blob)] and objs[1][1][0] == 1717000000.5
 
 

@@ -15,12 +15,10 @@ import json
 import os
 import stat
 import tempfile
-from itertools import repeat
 from pathlib import Path
 from typing import Any, Iterator, TextIO
 
 from .errors import TickgateError
-from .jsonenc import chunk_encoder
 
 
 def check_writable(path: Path | str) -> None:
@@ -161,11 +159,16 @@ def _umask() -> int:
 _UMASK: int | None = None
 
 
+_ROW_JSON = json.JSONEncoder(separators=(", ", ": "), ensure_ascii=False, allow_nan=False)
+
+
 def dumps_rows(data: Any, indent: int = 0) -> str:
     """JSON laid out for people and fast to write: objects are indented, and a
     list of objects or lists puts one compact item per line (tick records,
     request outcomes). Compact items go through the C encoder; ``indent=2``
-    would send a whole report of a million rows through the pure-Python one."""
+    would send a whole report of a million rows through the pure-Python one.
+    (msgspec and orjson write no ``", "`` separators: rows stay with the
+    standard library, one encoder for all of them.)"""
     pad = " " * indent
     inner = " " * (indent + 2)
     if isinstance(data, dict):
@@ -175,9 +178,8 @@ def dumps_rows(data: Any, indent: int = 0) -> str:
                  f"{dumps_rows(v, indent + 2)}" for k, v in data.items()]
         return "{\n" + ",\n".join(items) + "\n" + pad + "}"
     if isinstance(data, list) and data and all(isinstance(x, (dict, list)) for x in data):
-        encode = chunk_encoder(separators=(", ", ": "), ensure_ascii=False, allow_nan=False)
-        rows = map(encode, data, repeat(0))
-        return "[\n" + ",\n".join(inner + "".join(row) for row in rows) + "\n" + pad + "]"
+        encode = _ROW_JSON.encode
+        return "[\n" + ",\n".join(inner + encode(row) for row in data) + "\n" + pad + "]"
     return json.dumps(data, ensure_ascii=False, allow_nan=False, separators=(", ", ": "))
 
 

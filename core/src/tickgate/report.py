@@ -18,7 +18,7 @@ import json
 from array import array
 from typing import Any, Iterable, Mapping
 
-from .jsonenc import chunk_encoder
+from .jsonio import dumps_line, plain_float, stdlib_line
 from .model import Request, RequestOutcome, TickRecord
 from .serialize import outcome_to_json
 
@@ -190,7 +190,6 @@ class TraceSink:
 
     def __init__(self, fh: Any) -> None:
         self.fh = fh
-        self._encode = chunk_encoder(separators=(",", ":"), ensure_ascii=True, allow_nan=True)
 
     def arrival(self, request: Request) -> None:
         pass
@@ -199,7 +198,13 @@ class TraceSink:
         pass
 
     def record(self, record: TickRecord) -> None:
-        self.fh.write("".join(self._encode(record.to_json(), 0)) + "\n")
+        # a record's floats: duration_ms, and whatever a scheduler puts in detail
+        # (not looked into: a record with detail takes the standard library)
+        d = record.duration_ms
+        if not record.detail and (d is None or plain_float(round(d, 6))):
+            self.fh.write(dumps_line(record.to_json()) + "\n")
+        else:
+            self.fh.write(stdlib_line(record.to_json()) + "\n")
 
 
 class _Segment:

@@ -25,7 +25,7 @@ import attrs
 
 from .blockruns import block_runs, expand_runs
 from .errors import InputError
-from .jsonenc import chunk_encoder
+from .jsonio import dumps_line, plain_float, stdlib_line
 from .jsonstream import JsonStream
 from .locations import MAX_INT, Locations, open_text
 from .model import Request
@@ -403,15 +403,28 @@ WORKLOAD_TAIL = "\n]}\n"
 def write_requests(fh: Any, requests: Iterable[Request]) -> int:
     """Write the request lines of the streamable layout (no header, no tail)."""
     count = 0
-    encode = chunk_encoder(separators=(",", ":"), ensure_ascii=True, allow_nan=True)
     write = fh.write
-    join = "".join
     for r in requests:
         if count:
             write(",\n")
-        write(join(encode(request_to_dict(r), 0)))
+        item = request_to_dict(r)
+        write(dumps_line(item) if _plain_floats(r, item) else stdlib_line(item))
         count += 1
     return count
+
+
+def _plain_floats(r: Request, item: dict[str, Any]) -> bool:
+    """Whether every float of a request's line is one msgspec writes as the
+    standard library does (:func:`tickgate.jsonio.plain_float`): its times,
+    and id lists only when they hold ints (a reader plugin's may not)."""
+    am, dm = r.arrival_ms, r.deadline_ms
+    if (am is not None and not plain_float(am)) or (dm is not None and not plain_float(dm)):
+        return False
+    for key in ("prefix_blocks", "prompt_token_ids"):
+        ids = item.get(key)
+        if ids and set(map(type, ids)) != _ONLY_INT:
+            return False
+    return True
 
 
 def write_workload(fh: Any, header: WorkloadHeader, requests: Iterable[Request]) -> int:

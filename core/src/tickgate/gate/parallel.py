@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import error_as_data, error_from_data
+from ..forking import _OFF, _ON, ENV, can_fork, cores
 from .inputs import read_side
 from .observations import Side
 
@@ -38,7 +39,14 @@ def _unwrap(kind: str, value: Any) -> Side:
 
 
 def worth_it(baseline: Path, candidate: Path) -> bool:
-    if "fork" not in multiprocessing.get_all_start_methods() or (os.cpu_count() or 1) < 2:
+    """Both files big, two cores, ``fork``; ``TICKGATE_PARALLEL=0`` turns the
+    child off (as it does the replay's and the import's helpers), ``=1`` forces it."""
+    setting = os.environ.get(ENV, "").strip().lower()
+    if setting in _OFF or not can_fork():
+        return False
+    if setting in _ON:
+        return True
+    if cores() < 2:
         return False
     try:
         return min(baseline.stat().st_size, candidate.stat().st_size) >= PARALLEL_BYTES

@@ -17,13 +17,14 @@ adds, removed discards, AllBlocksCleared empties. Hashes may be ints or bytes.
 from __future__ import annotations
 
 import math
+import re
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
 import attrs
+import msgspec
 
 from ..errors import InputError
-from .msgpack import decode_all
 
 EVENT_TYPES = ("BlockStored", "BlockRemoved", "AllBlocksCleared")
 #: positions of fields in the array-like encoding (index 0 is the tag)
@@ -51,6 +52,95 @@ class KvSummary:
     event_encoding: set[str] = attrs.Factory(set)
     batch_lengths: set[int] = attrs.Factory(set)
     stored_lengths: set[int] = attrs.Factory(set)
+
+
+class _ExtSeen:
+    """What an ext value decodes to: KV-event payloads never hold one."""
+
+    def __init__(self, code: int) -> None:
+        self.code = code
+
+
+#: ext values decoded since the list was last emptied (a batch is walked for one only then)
+_EXT_SEEN: list[_ExtSeen] = []
+
+
+def _on_ext(code: int, data: memoryview) -> _ExtSeen:
+    _EXT_SEEN.append(_ExtSeen(code))
+    return _EXT_SEEN[-1]
+
+
+_DECODER = msgspec.msgpack.Decoder(ext_hook=_on_ext)
+_TRAILING = re.compile(r"trailing characters \(byte (\d+)\)")
+
+
+def decode_all(data: bytes, path: Path | str) -> Iterator[tuple[int, Any]]:
+    """Every top-level msgpack object of a concatenated stream, with its byte
+    offset (msgspec decodes one object per call: where the next one starts is
+    the offset of the "trailing characters" it reports)."""
+    view = memoryview(data)
+    pos = 0
+    while pos < len(data):
+        try:
+            obj = _decode_one(view[pos:], pos, len(data), path)
+            end = len(data)
+        except _Trailing as more:
+            end = pos + more.at
+            obj = _decode_one(view[pos:end], pos, len(data), path)
+        yield pos, obj
+        pos = end
+
+
+class _Trailing(Exception):
+    def __init__(self, at: int) -> None:
+        self.at = at
+
+
+def _decode_one(view: memoryview, start: int, size: int, path: Path | str) -> Any:
+    _EXT_SEEN.clear()
+    try:
+        obj = _DECODER.decode(view)
+    except RecursionError:
+        raise InputError(path, f"msgpack nesting too deep in the object that starts at byte {start}") from None
+    except msgspec.DecodeError as exc:
+        message = str(exc)
+        trailing = _TRAILING.search(message)
+        if trailing:
+            raise _Trailing(int(trailing.group(1))) from None
+        if message == "Input data was truncated":
+            raise InputError(path, f"msgpack data ends inside the object that starts at byte {start} "
+                             f"(the file ends at byte {size}): truncated?") from None
+        detail = message.replace("MessagePack data is malformed: ", "")
+        detail = re.sub(r"\(byte (\d+)\)", lambda m: f"(byte {start + int(m.group(1))})", detail)
+        raise InputError(path, f"invalid msgpack in the object that starts at byte {start}: "
+                         f"{detail[:1].lower()}{detail[1:]}") from None
+    ext = _find_ext(obj, "$") if _EXT_SEEN else None
+    if ext is not None:
+        raise InputError(path, f"batch at byte {start}: unsupported msgpack ext type {ext[1]} at {ext[0]} "
+                         "(ext types are not KV-event data)")
+    return obj
+
+
+def _find_ext(obj: Any, where: str) -> tuple[str, int] | None:
+    """The JSON path and code of the first ext value in ``obj``, if any. Walks
+    containers only (a batch is a few lists; the ids inside them are ints)."""
+    if isinstance(obj, _ExtSeen):
+        return where, obj.code
+    if isinstance(obj, list):
+        for i, item in enumerate(obj):
+            if isinstance(item, (list, dict, _ExtSeen)):
+                found = _find_ext(item, f"{where}[{i}]")
+                if found is not None:
+                    return found
+    elif isinstance(obj, dict):
+        for key, item in obj.items():
+            if isinstance(key, _ExtSeen):
+                return f"{where} (a key)", key.code
+            if isinstance(item, (list, dict, _ExtSeen)):
+                found = _find_ext(item, f"{where}.{key}")
+                if found is not None:
+                    return found
+    return None
 
 
 def _fail(path: Path | str, offset: int, where: str, msg: str) -> InputError:
@@ -154,14 +244,12 @@ def summarize(data: bytes, path: Path | str) -> KvSummary:
 def first_batch_shape(head: bytes) -> tuple[str, int, int | None] | None:
     """(batch encoding, batch length, BlockStored array length) of the first
     batch in ``head``, for sniffing; None when it is not a KV event batch."""
-    from .msgpack import Decoder
-
     if not head or head[0] not in (0x92, 0x93, 0x82, 0x83):
         return None
     if b"BlockStored" not in head and b"BlockRemoved" not in head and b"AllBlocksCleared" not in head:
         return None
     try:
-        batch = Decoder(head, "<head>").decode()
+        _, batch = next(decode_all(head, "<head>"))
     except InputError:
         return ("array" if head[0] in (0x92, 0x93) else "map", (head[0] & 0x0F), None)
     if isinstance(batch, dict):

@@ -1,0 +1,76 @@
+"""orjson writes exactly what json.dumps writes, for the values tickgate lets it write."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import msgspec
+import orjson
+import pytest
+from hypothesis import example, given, settings
+from hypothesis import strategies as st
+
+from tickgate.jsonio import dumps_line, location, plain_float, split_error, stdlib_line
+
+floats = st.floats(allow_nan=True, allow_infinity=True)
+plain = floats.filter(plain_float)
+texts = st.text() | st.text(alphabet=st.characters(max_codepoint=0x7F))
+values = st.recursive(
+    st.none() | st.booleans() | st.integers() | plain | texts,
+    lambda children: st.lists(children, max_size=4) | st.tuples(children, children)
+    | st.dictionaries(st.text(max_size=4), children, max_size=4),
+    max_leaves=20,
+)
+
+
+def dumps(value):
+    return json.dumps(value, separators=(",", ":"))
+
+
+@settings(max_examples=500, deadline=None)
+@given(values)
+@example({"id": "é\x7f\u2028", "x": [1.0, 0.0001, 9999999999999998.0, -0.0, 2**64, -(2**70)]})
+def test_same_text_as_json_dumps(value):
+    assert dumps_line(value) == dumps(value)
+    assert stdlib_line(value) == dumps(value)
+
+
+@settings(max_examples=2000, deadline=None)
+@given(floats)
+@example(1e16)
+@example(1.2345678901234568e+17)
+@example(1e-4)
+@example(9.999999999999999e-05)
+@example(1e-05)
+def test_plain_float_is_exactly_where_msgspec_agrees(x):
+    same = orjson.dumps(x).decode() == json.dumps(x)
+    if plain_float(x):
+        assert same
+    assert not (math.isnan(x) or math.isinf(x)) or not plain_float(x)
+
+
+def test_values_outside_the_range_differ_so_callers_check():
+    assert orjson.dumps(1e-05) != json.dumps(1e-05).encode()
+    assert orjson.dumps(math.nan) != json.dumps(math.nan).encode()
+    assert not plain_float(1e-05) and not plain_float(math.nan) and not plain_float(math.inf)
+
+
+def test_errors_are_those_of_json_dumps():
+    with pytest.raises(TypeError, match="Object of type set is not JSON serializable"):
+        dumps_line({"a": {1}})
+    loop: list = []
+    loop.append(loop)
+    with pytest.raises(ValueError, match="Circular reference"):
+        dumps_line(loop)
+
+
+def test_location_counts_characters_from_a_byte_offset():
+    data = "ab\nçd\n{x".encode()
+    assert location(data, 0) == (1, 1)
+    assert location(data, data.index(b"d")) == (2, 2)  # ç is two bytes, one column
+    assert location(data, len(data)) == (3, 3)
+    try:
+        msgspec.json.decode(b'{"a": 1,}')
+    except msgspec.DecodeError as exc:
+        assert split_error(exc) == ("trailing comma in object", 8)

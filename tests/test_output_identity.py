@@ -1,0 +1,135 @@
+"""Outputs stay byte for byte what they were before JSON and msgpack went through msgspec/orjson.
+
+The digests below were computed at a7aefc2 (before issue 18's library change;
+``benchmarks/snapshot_outputs.py`` writes every output of the bundled fixtures
+for a full before/after diff); this test re-runs a representative set in-process: reports and traces
+of the seed, vLLM, SGLang and TensorRT-LLM mirrors and of admission policies,
+imports with four importers, gate reports of a bundle and of benchmark-client
+files, normalized KV events and bench results, and a generated Mooncake-like
+trace imported and replayed. A difference means a byte changed in an output: find
+out why before updating a digest.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tickgate.cli import main
+
+ROOT = Path(__file__).resolve().parents[1]
+
+#: (command with {out} for the file it writes, sha256 of that file)
+CASES = {
+    "replay-default": (["replay", "--input", "fixtures/workload.json", "--policy", "policies/default.yaml",
+                        "--output", "{out}", "--quiet"],
+                       "e1d858eee9dcbca9ec582199257fda73565f1231a0c4db55949073871ebc728a"),
+    "trace-default": (["replay", "--input", "fixtures/workload.json", "--policy", "policies/default.yaml",
+                       "--output", "{other}", "--trace", "{out}", "--quiet"],
+                      "b850cbc2d4131ecee3fe1ae8005c3aba639eaaf2f6173e3ad7bb852039b2fac3"),
+    "replay-vllm": (["replay", "--input", "fixtures/scenarios/kv-pressure.json", "--policy",
+                     "policies/vllm-v1-bench.yaml", "--output", "{out}", "--quiet"],
+                    "9755ea4913540172b25b3eab513d0084946b985c69484f74650fec481fcadfd4"),
+    "trace-vllm": (["replay", "--input", "fixtures/scenarios/kv-pressure.json", "--policy",
+                    "policies/vllm-v1-bench.yaml", "--output", "{other}", "--trace", "{out}", "--quiet"],
+                   "dde3f46c4f9436d191a26942489d1ed1d5cfaaff1c42f64bbd0cb09a8a05adee"),
+    "trace-sglang": (["replay", "--input", "fixtures/scenarios/kv-pressure.json", "--policy",
+                      "policies/sglang-default.yaml", "--output", "{other}", "--trace", "{out}", "--quiet"],
+                     "2c1a6471aa403cd99ded9ff810d90a6067a764fbe3d41e01ef4109bfda44fd2e"),
+    "trace-trtllm": (["replay", "--input", "fixtures/scenarios/kv-pressure.json", "--policy",
+                      "policies/trtllm-max-utilization.yaml", "--output", "{other}", "--trace", "{out}", "--quiet"],
+                     "433e1e87fca4a119fea06795f2fa693b07d76c47e7754299938683fe7f864e9f"),
+    "replay-deadline": (["replay", "--input", "fixtures/admission/deadline.json", "--policy",
+                         "policies/deadline.yaml", "--output", "{out}", "--quiet"],
+                        "18b46c169b08ebb0c289e9494f09a9d1f9a1ceaae922d47af52555db6ddaa718"),
+    "trace-deadline": (["replay", "--input", "fixtures/admission/deadline.json", "--policy",
+                        "policies/deadline.yaml", "--output", "{other}", "--trace", "{out}", "--quiet"],
+                       "40c8cf2536031cf29dc8798c6efdc461909424e6cf76abe4d5badbed959d1c72"),
+    "replay-lanes": (["replay", "--input", "fixtures/admission/lanes.json", "--policy", "policies/lanes.yaml",
+                      "--output", "{out}", "--quiet"],
+                     "dbcfbc0b2ba6f161f87ef7152aec5014511066c51a12054bca74765ebc7eeb3f"),
+    "import-mooncake": (["import", "mooncake", "fixtures/realdata/traces/mooncake_conversation_trace.jsonl",
+                         "--output", "{out}", "--quiet"],
+                        "c59167f5767c350ca00e996305779428ffba3de69b277ed43044a24b146671d0"),
+    "import-azure": (["import", "azure", "fixtures/realdata/traces/AzureLLMInferenceTrace_code.csv",
+                      "--output", "{out}", "--quiet"],
+                     "f641ab7658ba57d26a61c6b87289fa45dc22128d6de0dd75fe21a342e09cc1c9"),
+    "import-splitwise": (["import", "splitwise", "fixtures/realdata/traces/splitwise_sim_test_trace.csv",
+                          "--output", "{out}", "--quiet"],
+                         "8cc5828f4887af8551715c1c576812aeb1a4098c63e821d73b18d105e5ce9bf5"),
+    "import-burstgpt": (["import", "burstgpt", "fixtures/traces/burstgpt_sample.csv", "--output", "{out}",
+                         "--quiet"],
+                        "ef443a2905248964d4ed7e8284b113075b1cc587c8adab0c40d569a81b9a9a8f"),
+    "gate-bundle": (["gate", "--input", "fixtures/gate/p95_regression.json", "--policy",
+                     "policies/gate-default.yaml", "--output", "{out}", "--quiet"],
+                    "a1ded3dbf32c692489bb49677b77386f5b6e2c1aba137534a5aac77bf1f53af2"),
+    "gate-release-bad": (["gate", "--input", "fixtures/release_gate_bad.json", "--output", "{out}"],
+                         "0be3c2a67931a71d32966a8321708fd6b893d5847ecda3a14fb16c98c8606980"),
+    "gate-vllm-clients": (["gate", "--baseline", "fixtures/realdata/clients/vllm_bench_serve_0.33/vllm_openai_baseline.json",
+                           "--candidate",
+                           "fixtures/realdata/clients/vllm_bench_serve_0.33/vllm_openai_candidate_slow.json",
+                           "--policy", "policies/gate-default.yaml", "--output", "{out}"],
+                          "03fbeb2a70ebd90158d8a54b17669ca1a586033ccd722f786843208d2d0738dc"),
+    "gate-sglang-clients": (["gate", "--baseline",
+                             "fixtures/realdata/clients/sglang_bench_serving_0.5.23/sglang_vllm_baseline.jsonl",
+                             "--candidate",
+                             "fixtures/realdata/clients/sglang_bench_serving_0.5.23/sglang_vllm_candidate_slow.jsonl",
+                             "--policy", "policies/gate-streaming.yaml", "--output", "{out}"],
+                            "fd2c505aa96bfc558383c087fa05271adaaef236e89bbcbf35d75fa0ffb9471e"),
+    "kv-vllm-array": (["normalize", "fixtures/realdata/kv_events/vllm_arraylike.msgpack", "-o", "{out}"],
+                      "9ec926faa8c0233ad9e00009e7e2fc66616b895a12fbcb524299aea52d808e7e"),
+    "kv-vllm-map": (["normalize", "fixtures/realdata/kv_events/vllm_v0.28_map_events.msgpack", "-o", "{out}"],
+                    "5540a6013ebed2da27ed9436c1e72dd51188fc30e2f704fd6cfbcb28425894cd"),
+    "kv-sglang": (["normalize", "fixtures/realdata/kv_events/sglang_legacy_arraylike.msgpack", "-o", "{out}"],
+                  "254b8e89eb1096547715bad1f33358ce5fbafca5f9bafae8de75fba69fd91486"),
+    "normalize-vllm-bench": (["normalize", "fixtures/realdata/vllm_bench/summary_result_benchmark_serving_2025-05.json",
+                              "-o", "{out}"],
+                             "0c671c00caa658a0762fb02bbc6232427d9943bacc119669ff5678c17f1dcdbf"),
+    "normalize-sglang-bench": (["normalize", "fixtures/realdata/sglang_bench/h200_llama33_70b_online_output.jsonl",
+                                "-o", "{out}"],
+                               "114ac74531a2f06dba1130e3b106c328d6138b923323baf35f0d5d70039eba1b"),
+}
+
+#: the generated benchmark-like trace: workload lines (header line left out: it names
+#: the trace's path) and the traces of a seed and a vLLM replay of it
+GENERATED = {
+    "workload-body": "b297815f67cb736549a9503acac29f716433d7c4816635f8b4b207d412d3147f",
+    "benchmarks/policies/seed-bench.yaml": "cbc8ea3c1a7d7e1e2720fbbc645c9f5c002edfccd322305022057815e3e50dff",
+    "policies/vllm-v1-bench.yaml": "0f6dad4959c2d4d8b73c1ca196cbe9760275cf86f0be6c3c5bbf96fa56a4d3d1",
+}
+
+
+def _sha(path: Path, skip_first_line: bool = False) -> str:
+    data = path.read_bytes()
+    if skip_first_line:
+        data = data[data.index(b"\n") + 1:]
+    return hashlib.sha256(data).hexdigest()
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_output_bytes_are_unchanged(name, tmp_path, monkeypatch):
+    args, digest = CASES[name]
+    monkeypatch.chdir(ROOT)  # the reports name their inputs as given
+    out, other = tmp_path / "out", tmp_path / "other"
+    code = main([a.replace("{out}", str(out)).replace("{other}", str(other)) for a in args])
+    assert code in (0, 10, 20)
+    assert _sha(out) == digest
+
+
+def test_generated_benchmark_trace_bytes_are_unchanged(tmp_path, monkeypatch):
+    monkeypatch.chdir(ROOT)
+    trace = tmp_path / "gen.jsonl"
+    subprocess.run([sys.executable, str(ROOT / "benchmarks/gen_mooncake.py"), "--n", "3000", "--seed", "1",
+                    "--out", str(trace)], check=True)
+    workload = tmp_path / "w.json"
+    assert main(["import", "mooncake", str(trace), "--block-size", "16", "--output", str(workload), "--quiet"]) == 0
+    assert _sha(workload, skip_first_line=True) == GENERATED["workload-body"]
+    for policy in ("benchmarks/policies/seed-bench.yaml", "policies/vllm-v1-bench.yaml"):
+        out = tmp_path / "t.jsonl"
+        assert main(["replay", "--input", str(workload), "--policy", policy, "--output", str(tmp_path / "r.json"),
+                     "--trace", str(out), "--quiet", "--detail-limit", "500"]) == 0
+        assert _sha(out) == GENERATED[policy], policy

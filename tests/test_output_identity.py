@@ -140,6 +140,7 @@ def test_generated_benchmark_trace_bytes_are_unchanged(tmp_path, monkeypatch):
     assert _sha(workload, skip_first_line=True) == GENERATED["workload-body"]
     for policy in ("benchmarks/policies/seed-bench.yaml", "policies/vllm-v1-bench.yaml"):
         out = tmp_path / "t.jsonl"
-        assert main(["replay", "--input", str(workload), "--policy", _bundled(policy), "--output", str(tmp_path / "r.json"),
+        assert main(["replay", "--input", str(workload), "--policy", _bundled(policy),
+                     "--output", str(tmp_path / "r.json"),
                      "--trace", str(out), "--quiet", "--detail-limit", "500"]) == 0
         assert _sha(out) == GENERATED[policy], policy

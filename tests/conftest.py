@@ -20,9 +20,47 @@ settings.register_profile("tickgate-explore", derandomize=False)
 settings.load_profile("tickgate-explore" if os.environ.get("TICKGATE_HYPOTHESIS_EXPLORE") else
                       "tickgate-deterministic")
 
+#: the kit's fixtures (``tickgate_dist``) for every test, as a third-party adapter's conftest enables them
+pytest_plugins = ["tickgate.testing"]
+
 REPO = Path(__file__).resolve().parents[1]
 FIXTURES = REPO / "fixtures"
 POLICIES = REPO / "policies"
+
+
+#: the source of a tiny third-party admission policy module ("lifo"), for fake distributions
+#: (``tickgate.testing.make_dist``) in the plugin tests
+LIFO = """
+    from tickgate import hookimpl
+    from tickgate.interfaces import AdmissionPolicy
+
+    class Lifo(AdmissionPolicy):
+        name = "lifo"
+        description = "Newest request first."
+
+        def __init__(self):
+            self.queue = []
+
+        @classmethod
+        def build(cls, options, ctx):
+            return cls()
+
+        def enqueue(self, request, tick):
+            self.queue.append(request)
+
+        def candidates(self, tick):
+            yield from list(reversed(self.queue))
+
+        def admitted(self, request, tick):
+            self.queue.remove(request)
+
+        def __len__(self):
+            return len(self.queue)
+
+    @hookimpl
+    def register_admission_policies(register):
+        register(Lifo)
+"""
 
 
 class CliResult:
@@ -43,6 +81,21 @@ def run_cli(*args: str, env: dict[str, str] | None = None, cwd: Path | None = No
     proc = subprocess.run([sys.executable, "-m", "tickgate", *args], capture_output=True, text=True,
                           env=full_env, cwd=cwd or REPO, timeout=600)
     return CliResult(proc)
+
+
+def children() -> list[int]:
+    """Live child processes of this one (Linux /proc), zombies included."""
+    me = str(os.getpid())
+    kids = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                stat = Path(f"/proc/{entry}/stat").read_text()
+            except OSError:
+                continue
+            if stat.rsplit(")", 1)[1].split()[1] == me:
+                kids.append(int(entry))
+    return kids
 
 
 @pytest.fixture

@@ -8,37 +8,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
-from tickgate.policy import load_policy
-from tickgate.replay import replay
-from tickgate.sources import open_requests
-
-REPO = Path(__file__).resolve().parents[1]
-ADM = REPO / "fixtures" / "admission"
-POLICIES = REPO / "policies"
-
-
-def run(workload: str | Path, policy: str | Path, tmp: Path | None = None) -> dict[str, Any]:
-    """Replay in-process; ``policy`` is a path or, with ``tmp``, the YAML text itself."""
-    if tmp is not None:
-        path = tmp / "policy.yaml"
-        path.write_text(str(policy))
-        policy = path
-    workload = Path(workload) if Path(workload).is_absolute() else ADM / f"{workload}.json"
-    requests, inputs = open_requests(workload, "workload", block_size=None, limit=None)
-    return replay(requests, load_policy(policy), inputs=inputs)
+from admission_helpers import ADM, POLICIES, policy_text, run
 
 
 def seg(report: dict[str, Any], key: str, value: str) -> dict[str, Any]:
     return report["segments"][key][value]
-
-
-def policy_text(name: str, **swap: str) -> str:
-    text = (POLICIES / f"{name}.yaml").read_text()
-    for old, new in swap.items():
-        assert old in text
-        text = text.replace(old, new)
-    return text
 
 
 # -- SLA lanes ----------------------------------------------------------------------

@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 
 from tickgate.admission.prefix_cache import PrefixCacheAllocator
 
-from test_admission_policies import POLICIES, policy_text, run
+from admission_helpers import POLICIES, policy_text, run
 
 
 def test_hits_share_pages_and_skip_prefill_capped_at_prompt_minus_one() -> None:

@@ -8,53 +8,12 @@ discovers it exactly as it discovers a pip-installed adapter.
 from __future__ import annotations
 
 import json
-import textwrap
+import re
 from pathlib import Path
 
-from conftest import FIXTURES, POLICIES, run_cli
+from conftest import FIXTURES, LIFO, POLICIES, run_cli
 
-
-def make_dist(root: Path, dist: str, version: str, module: str, source: str, ep_name: str | None = None) -> dict[str, str]:
-    root.mkdir(parents=True, exist_ok=True)
-    (root / f"{module}.py").write_text(textwrap.dedent(source))
-    info = root / f"{dist.replace('-', '_')}-{version}.dist-info"
-    info.mkdir()
-    (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {dist}\nVersion: {version}\n")
-    (info / "entry_points.txt").write_text(f"[tickgate]\n{ep_name or dist} = {module}\n")
-    return {"PYTHONPATH": str(root)}
-
-
-LIFO = """
-    from tickgate import hookimpl
-    from tickgate.interfaces import AdmissionPolicy
-
-    class Lifo(AdmissionPolicy):
-        name = "lifo"
-        description = "Newest request first."
-
-        def __init__(self):
-            self.queue = []
-
-        @classmethod
-        def build(cls, options, ctx):
-            return cls()
-
-        def enqueue(self, request, tick):
-            self.queue.append(request)
-
-        def candidates(self, tick):
-            yield from list(reversed(self.queue))
-
-        def admitted(self, request, tick):
-            self.queue.remove(request)
-
-        def __len__(self):
-            return len(self.queue)
-
-    @hookimpl
-    def register_admission_policies(register):
-        register(Lifo)
-"""
+from tickgate.testing import make_dist
 
 
 def test_third_party_plugin_is_listed_and_usable(tmp_path: Path) -> None:
@@ -83,11 +42,14 @@ def test_third_party_plugin_is_listed_and_usable(tmp_path: Path) -> None:
 def test_broken_plugin_names_distribution_and_version(tmp_path: Path) -> None:
     env = make_dist(tmp_path / "site", "broken-adapter", "0.0.7", "broken_adapter",
                     "import does_not_exist_anywhere\n", ep_name="broken")
-    res = run_cli("plugins", env=env)
+    res = run_cli("schema", env=env)
     assert res.returncode == 2
     assert "Traceback" not in res.stderr
     assert res.stderr.strip() == ('error: Error importing plugin "broken" from broken-adapter 0.0.7: '
                                   "ModuleNotFoundError: No module named 'does_not_exist_anywhere'")
+    listed = run_cli("plugins", env=env)  # where to look: the broken one is a row, exit 0
+    assert listed.returncode == 0
+    assert re.search(r"^broken +broken +broken-adapter 0\.0\.7  Error importing plugin", listed.stdout, re.MULTILINE)
     # The user can switch it off and carry on.
     ok = run_cli("plugins", env={**env, "TICKGATE_DISABLE_PLUGINS": "broken-adapter"})
     assert ok.returncode == 0 and "seed" in ok.stdout
@@ -106,7 +68,7 @@ def test_duplicate_names_are_refused_naming_both(tmp_path: Path) -> None:
             register(Copy)
     """
     env = make_dist(tmp_path / "site", "copycat", "2.0", "copycat", source)
-    res = run_cli("plugins", env=env)
+    res = run_cli("schema", env=env)
     assert res.returncode == 2
     msg = res.stderr.strip()
     assert 'duplicate scheduler "seed"' in msg
@@ -122,7 +84,7 @@ def test_a_hook_that_raises_is_reported_with_its_distribution(tmp_path: Path) ->
             raise RuntimeError("boom")
     """
     env = make_dist(tmp_path / "site", "explosive", "3.1", "explosive", source)
-    res = run_cli("plugins", env=env)
+    res = run_cli("schema", env=env)
     assert res.returncode == 2
     assert res.stderr.strip() == ('error: plugin "explosive" from explosive 3.1 failed in '
                                   "register_gate_signals: RuntimeError: boom")

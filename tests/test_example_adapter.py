@@ -16,19 +16,16 @@ from pathlib import Path
 import pytest
 from conftest import REPO, run_cli
 
+from tickgate.testing import install_package
+
 EXAMPLE = REPO / "examples" / "tickgate-example-adapter"
 DIST = "tickgate-example-adapter"
 
 
 def install(root: Path, src: Path = EXAMPLE / "src") -> dict[str, str]:
-    """A .dist-info next to the package, as `pip install` leaves it."""
-    site = root / "site"
-    info = site / "tickgate_example_adapter-0.1.0.dist-info"
-    info.mkdir(parents=True)
-    shutil.copytree(src / "tickgate_example_adapter", site / "tickgate_example_adapter")
-    (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {DIST}\nVersion: 0.1.0\n")
-    (info / "entry_points.txt").write_text("[tickgate]\nexample = tickgate_example_adapter.plugin\n")
-    return {"PYTHONPATH": str(site)}
+    """The example's package with a .dist-info next to it, as `pip install` leaves it."""
+    return install_package(root / "site", src / "tickgate_example_adapter", DIST, "0.1.0",
+                           {"example": "tickgate_example_adapter.plugin"})
 
 
 @pytest.fixture(scope="module")

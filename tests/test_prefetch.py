@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import POLICIES, run_cli
+from conftest import POLICIES, children, run_cli
 from tickgate.errors import InputError, TickgateError
 from tickgate.model import Request
 from tickgate.forking import helpers_wanted
@@ -39,21 +39,6 @@ def _write(path: Path, requests: list[Request]) -> Path:
     return path
 
 
-def _children() -> list[int]:
-    """Live child processes of this one (Linux /proc), zombies included."""
-    me = str(os.getpid())
-    kids = []
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            try:
-                stat = Path(f"/proc/{entry}/stat").read_text()
-            except OSError:
-                continue
-            if stat.rsplit(")", 1)[1].split()[1] == me:
-                kids.append(int(entry))
-    return kids
-
-
 def test_same_requests_in_the_same_order(tmp_path: Path) -> None:
     path = _write(tmp_path / "w.json", _requests(3 * BATCH + 5))
     assert list(prefetched(read_workload(path).requests)) == list(read_workload(path).requests) == _requests(3 * BATCH + 5)
@@ -74,22 +59,22 @@ def test_an_error_arrives_after_the_requests_before_it(tmp_path: Path) -> None:
     assert len(got) == bad
     assert str(ahead.value) == str(direct.value)
     assert f"w.json:{bad + 2}:1: $.requests[{bad}].prompt_tokens" in str(ahead.value)
-    assert not _children()
+    assert not children()
 
 
 def test_stopping_early_ends_the_child(tmp_path: Path) -> None:
     path = _write(tmp_path / "w.json", _requests(20 * BATCH))
     stream = prefetched(read_workload(path).requests)
     assert next(stream).id == "req-0"
-    assert len(_children()) == 1
+    assert len(children()) == 1
     stream.close()
-    assert not _children()
+    assert not children()
 
 
 def test_a_stream_never_read_starts_no_child(tmp_path: Path) -> None:
     path = _write(tmp_path / "w.json", _requests(10))
     prefetched(read_workload(path).requests)
-    assert not _children()
+    assert not children()
 
 
 def _replay(tmp_path: Path, workload: Path, setting: str, name: str):
@@ -127,13 +112,13 @@ def test_a_child_that_dies_is_a_clear_error(tmp_path: Path) -> None:
     path = _write(tmp_path / "w.json", _requests(40 * BATCH))
     stream = prefetched(read_workload(path).requests)
     assert next(stream).id == "req-0"
-    (child,) = _children()
+    (child,) = children()
     os.kill(child, signal.SIGKILL)
     with pytest.raises(TickgateError, match=r"was killed by signal 9 before the end of the workload; "
                                             r"TICKGATE_PARALLEL=0 reads it in this process instead"):
         for _ in stream:  # what it sent before it died still arrives
             pass
-    assert not _children()
+    assert not children()
 
 
 @pytest.mark.parametrize("setting,big,expected", [
@@ -161,4 +146,4 @@ def test_a_bug_in_the_reader_is_an_internal_error_after_the_requests_before_it()
         for r in prefetched(stream()):
             got.append(r)
     assert got == _requests(3)
-    assert not _children()
+    assert not children()

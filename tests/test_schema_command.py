@@ -8,11 +8,11 @@ from pathlib import Path
 
 import jsonschema
 import pytest
-from conftest import POLICIES, run_cli
-from test_core_plugins import LIFO, make_dist
+from conftest import LIFO, POLICIES, run_cli
 
 from tickgate.cli import main
 from tickgate.locations import load_yaml
+from tickgate.testing import make_dist
 
 
 def _schema(capsys: pytest.CaptureFixture[str]) -> dict:

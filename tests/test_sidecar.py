@@ -10,8 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import FIXTURES, POLICIES, run_cli
-from test_prefetch import _children
+from conftest import FIXTURES, POLICIES, children, run_cli
 from tickgate.errors import InputError, TickgateError
 from tickgate.model import Request, RequestOutcome, TickRecord
 from tickgate.policy import load_policy
@@ -47,7 +46,7 @@ def _report(path: Path, fmt: str, policy: Path, limit: int | None, sidecar: bool
                          ids=[f"{c[0].name}-{c[2].name}" for c in CASES])
 def test_reports_are_identical(path: Path, fmt: str, policy: Path, limit: int | None) -> None:
     assert _report(path, fmt, policy, limit, True) == _report(path, fmt, policy, limit, False)
-    assert not _children()
+    assert not children()
 
 
 def test_cli_report_and_trace_are_identical(tmp_path: Path) -> None:
@@ -99,24 +98,24 @@ def test_any_detail_and_every_event_kind_arrive(tmp_path: Path) -> None:
     args = dict(total_ticks=9, kv_capacity=10, decode_slots=4, final_kv=0, fingerprint=digest, extra={},
                 built={}, inputs={}, timed=True, busy_ms=1.0)
     assert remote.report(**args) == summary.report(**args)
-    assert not _children()
+    assert not children()
 
 
 def test_closing_early_stops_the_child() -> None:
     side = Sidecar(detail_limit=10)
     _feed([side], _events(2 * BATCH))
-    assert len(_children()) == 1
+    assert len(children()) == 1
     side.close()
-    assert not _children()
+    assert not children()
 
 
 def test_a_child_that_dies_is_a_clear_error() -> None:
     side = Sidecar(detail_limit=10)
-    (child,) = _children()
+    (child,) = children()
     os.kill(child, signal.SIGKILL)
     with pytest.raises(TickgateError, match=r"was killed by signal 9; TICKGATE_PARALLEL=0 computes them"):
         side.finish()
-    assert not _children()
+    assert not children()
 
 
 def test_a_failing_replay_leaves_no_child(tmp_path: Path) -> None:
@@ -125,7 +124,7 @@ def test_a_failing_replay_leaves_no_child(tmp_path: Path) -> None:
     requests, inputs = open_requests(TRACES / "mooncake_conversation_trace.jsonl", "mooncake", limit=50)
     with pytest.raises(InputError, match="tick limit of 50"):
         replay(requests, load_policy(policy), inputs=inputs, sidecar=True)
-    assert not _children()
+    assert not children()
 
 
 def test_helper_pipes_hold_a_mebibyte_where_the_system_allows() -> None:

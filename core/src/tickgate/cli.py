@@ -42,16 +42,28 @@ class LazyGroup(click.Group):
 
             if name not in _plugin_command_names():
                 return None
-            return get_registry().get("command", name).obj
+            # lenient: ``--help`` lists plugin commands even when another plugin is broken
+            return get_registry(allow_broken=True).get("command", name).obj
         module, attr = target.split(":")
         return getattr(importlib.import_module(module), attr)
+
+    def resolve_command(self, ctx: click.Context,
+                        args: list[str]) -> tuple[str | None, click.Command | None, list[str]]:
+        """Running a plugin command fails closed when any plugin is broken, as the
+        core commands do when they load the registry (``tickgate plugins`` does not)."""
+        name, command, rest = super().resolve_command(ctx, args)
+        if name is not None and name not in LAZY_COMMANDS:
+            from .plugins import get_registry
+
+            get_registry()
+        return name, command, rest
 
 
 def _plugin_command_names() -> list[str]:
     from .plugins import get_registry
 
     try:
-        return get_registry().names("command")
+        return get_registry(allow_broken=True).names("command")
     except TickgateError:
         return []
 

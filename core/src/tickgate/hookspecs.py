@@ -15,23 +15,51 @@ and may have ``options_schema`` (a JSON Schema for its ``options`` block in a
 policy file) and a one-line ``description``. Names are unique per kind: two
 distributions registering the same name is an error naming both.
 
+A new hook is one function here decorated with ``@spec("<kind>")``: the
+registry derives the hook kinds from the specs (:func:`hook_kinds`), loads
+them and checks every plugin against them.
+
 Built-in plugins are registered through these same hooks and the same
 ``tickgate`` entry-point group that third-party packages use.
 """
 
 from __future__ import annotations
 
-from typing import Any, Callable
+import inspect
+import sys
+from types import ModuleType
+from typing import Any, Callable, TypeVar
 
 import pluggy
 
 hookspec = pluggy.HookspecMarker("tickgate")
 hookimpl = pluggy.HookimplMarker("tickgate")
 
+F = TypeVar("F", bound=Callable[..., Any])
+
 Register = Callable[[Any], None]
 
+#: the attribute :func:`spec` sets on a hook specification: the plugin kind its
+#: ``register`` calls add to the registry
+KIND_ATTRIBUTE = "tickgate_kind"
 
-@hookspec
+
+def spec(kind: str) -> Callable[[F], F]:
+    """Declare a hook specification and the plugin kind it registers.
+
+    The kind lives on the spec itself, so a new hook is one decorated function
+    here: the registry loads it, checks plugins against it and lists its kind
+    (:func:`hook_kinds`) with no list elsewhere to keep in step.
+    """
+
+    def mark(function: F) -> F:
+        setattr(function, KIND_ATTRIBUTE, kind)
+        return hookspec(function)
+
+    return mark
+
+
+@spec("scheduler")
 def register_schedulers(register: Register) -> None:
     """Register scheduler classes (kind ``scheduler``).
 
@@ -42,7 +70,7 @@ def register_schedulers(register: Register) -> None:
     """
 
 
-@hookspec
+@spec("kv_allocator")
 def register_kv_allocators(register: Register) -> None:
     """Register KV-cache allocator classes (kind ``kv_allocator``).
 
@@ -52,7 +80,7 @@ def register_kv_allocators(register: Register) -> None:
     """
 
 
-@hookspec
+@spec("admission")
 def register_admission_policies(register: Register) -> None:
     """Register admission-policy classes (kind ``admission``).
 
@@ -61,7 +89,7 @@ def register_admission_policies(register: Register) -> None:
     """
 
 
-@hookspec
+@spec("backend_mirror")
 def register_backend_mirrors(register: Register) -> None:
     """Register readers of an engine's native output files (kind ``backend_mirror``).
 
@@ -71,7 +99,7 @@ def register_backend_mirrors(register: Register) -> None:
     """
 
 
-@hookspec
+@spec("evidence_parser")
 def register_evidence_parsers(register: Register) -> None:
     """Register streaming-evidence parsers (kind ``evidence_parser``).
 
@@ -80,7 +108,7 @@ def register_evidence_parsers(register: Register) -> None:
     """
 
 
-@hookspec
+@spec("gate_signal")
 def register_gate_signals(register: Register) -> None:
     """Register release-gate signals (kind ``gate_signal``).
 
@@ -89,7 +117,7 @@ def register_gate_signals(register: Register) -> None:
     """
 
 
-@hookspec
+@spec("workload_reader")
 def register_workload_readers(register: Register) -> None:
     """Register workload readers (kind ``workload_reader``).
 
@@ -99,7 +127,7 @@ def register_workload_readers(register: Register) -> None:
     """
 
 
-@hookspec
+@spec("command")
 def register_commands(register: Register) -> None:
     """Register extra ``tickgate`` subcommands (kind ``command``): click commands
     or groups whose ``name`` becomes the subcommand (e.g. ``conformance``).
@@ -107,14 +135,26 @@ def register_commands(register: Register) -> None:
     """
 
 
-#: hook name -> plugin kind, in the order ``tickgate plugins`` lists them.
-HOOK_KINDS: dict[str, str] = {
-    "register_schedulers": "scheduler",
-    "register_kv_allocators": "kv_allocator",
-    "register_admission_policies": "admission",
-    "register_backend_mirrors": "backend_mirror",
-    "register_evidence_parsers": "evidence_parser",
-    "register_gate_signals": "gate_signal",
-    "register_workload_readers": "workload_reader",
-    "register_commands": "command",
-}
+def hook_kinds(module: ModuleType | None = None) -> dict[str, str]:
+    """Hook name -> plugin kind for every spec in ``module`` (this one by
+    default), in the order the module defines them (its namespace order): the order ``tickgate plugins``
+    lists kinds in. Read from the specs, never from a hand-kept list, so a
+    spec added above is loaded and checked like the others.
+
+    A ``@hookspec`` without a kind (plain pluggy marker) is a mistake in
+    tickgate itself and fails loudly here rather than being skipped.
+    """
+    module = module or sys.modules[__name__]
+    kinds: dict[str, str] = {}
+    for name, value in vars(module).items():
+        if not inspect.isfunction(value) or not hasattr(value, "tickgate_spec"):
+            continue
+        kind = getattr(value, KIND_ATTRIBUTE, None)
+        if not isinstance(kind, str) or not kind:
+            raise TypeError(f"hook spec {name} declares no plugin kind: decorate it with @spec(\"<kind>\")")
+        kinds[name] = kind
+    return kinds
+
+
+#: hook name -> plugin kind, derived from the specs above (:func:`hook_kinds`).
+HOOK_KINDS: dict[str, str] = hook_kinds()

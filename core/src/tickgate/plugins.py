@@ -3,8 +3,11 @@
 Every plugin, built-in or third-party, arrives the same way: an entry point
 in the ``tickgate`` group names a module holding ``@hookimpl`` functions.
 Loading is lazy (``get_registry()`` on first use) so commands that need no
-plugins start fast, and defensive: a module that fails to import becomes an
-error naming its distribution and version instead of a traceback.
+plugins start fast, and defensive: a module that fails to import, a hook
+pluggy refuses (a misspelt hook name, a wrong argument name) or a hook that
+raises becomes a one-line error naming its distribution and version instead
+of a traceback. Such a plugin is kept as a :class:`BrokenPlugin`: listed by
+``tickgate plugins``, refused by everything else.
 
 Environment:
 
@@ -17,13 +20,14 @@ from __future__ import annotations
 
 import importlib.metadata as md
 import os
+from types import ModuleType
 from typing import Any, Iterator
 
 import attrs
 import pluggy
 
-from . import hookspecs
-from .errors import PluginError
+from . import hookspecs, plugin_checks
+from .errors import PluginError, one_line
 
 ENTRY_POINT_GROUP = "tickgate"
 CORE_DISTRIBUTION = "tickgate"
@@ -64,52 +68,108 @@ def _split_env(var: str) -> set[str] | None:
     return {part.strip() for part in raw.split(",") if part.strip()}
 
 
-class Registry:
-    """All registered plugins, keyed by (kind, name)."""
+@attrs.frozen
+class BrokenPlugin:
+    """An entry point that could not load: ``tickgate plugins`` lists it as a
+    row (kind ``broken``) so the user sees why; every other use of the
+    registry refuses to run with it (:func:`get_registry`)."""
 
-    def __init__(self) -> None:
+    source: _Source
+    reason: str
+
+    def to_json(self) -> dict[str, str]:
+        return {
+            "kind": "broken",
+            "name": self.source.entry_point,
+            "distribution": self.source.distribution,
+            "version": self.source.version,
+            "entry_point": self.source.entry_point,
+            "description": self.reason,
+            "reason": self.reason,
+        }
+
+
+class Registry:
+    """All registered plugins, keyed by (kind, name).
+
+    ``specs`` is the module of hook specifications; the hook kinds are read
+    from it (:func:`tickgate.hookspecs.hook_kinds`), so a new spec needs no
+    other edit to be loaded, checked and listed.
+    """
+
+    def __init__(self, specs: ModuleType = hookspecs) -> None:
         self.pm = pluggy.PluginManager("tickgate")
-        self.pm.add_hookspecs(hookspecs)
+        self.pm.add_hookspecs(specs)
+        self.kinds: dict[str, str] = hookspecs.hook_kinds(specs)
         self._plugins: dict[tuple[str, str], PluginInfo] = {}
         self._sources: dict[int, _Source] = {}
+        #: entry points that failed to load, in loading order
+        self.broken: list[BrokenPlugin] = []
 
     # -- loading -----------------------------------------------------------
     def add_module(self, module: Any, source: _Source) -> None:
-        """Register one plugin module and collect what its hooks register."""
+        """Register one plugin module and collect what its hooks register.
+
+        All or nothing: a module pluggy refuses (an argument the spec does not
+        have, a hook no spec declares: pytest's ``check_pending``), a hook that
+        raises or a duplicate name leaves the registry as it was and raises a
+        one-line :class:`PluginError` naming the distribution.
+        """
         if self.pm.is_registered(module):
             return
-        self.pm.register(module, name=f"{source.distribution}:{source.entry_point}")
+        label = plugin_checks.where(source.entry_point, source.distribution, source.version)
+        try:
+            self.pm.register(module, name=f"{source.distribution}:{source.entry_point}")
+        except pluggy.PluginValidationError as exc:  # pluggy changed nothing (it validates first)
+            raise PluginError(plugin_checks.bad_signature(self.pm, module, label, exc)) from None
+        try:
+            self._check_pending(module, label)
+            added = self._run_hooks(module, source, label)
+        except BaseException:
+            self.pm.unregister(module)
+            raise
         self._sources[id(module)] = source
-        for hook_name, kind in hookspecs.HOOK_KINDS.items():
+        self._plugins.update(added)
+
+    def _check_pending(self, module: Any, label: str) -> None:
+        """A ``@hookimpl`` for a hook no spec declares is a typo, not something to ignore."""
+        try:
+            self.pm.check_pending()
+        except pluggy.PluginValidationError as exc:
+            message = plugin_checks.unknown_hooks(self.pm, module, label, list(self.kinds))
+            raise PluginError(message or " ".join(str(exc).split())) from None
+
+    def _run_hooks(self, module: Any, source: _Source, label: str) -> dict[tuple[str, str], PluginInfo]:
+        added: dict[tuple[str, str], PluginInfo] = {}
+        for hook_name, kind in self.kinds.items():
             caller = getattr(self.pm.hook, hook_name)
             for impl in caller.get_hookimpls():
                 if impl.plugin is not module:
                     continue
                 try:
-                    impl.function(register=lambda obj, _k=kind: self._register(_k, obj, source))
+                    impl.function(register=lambda obj, _k=kind: self._register(_k, obj, source, added))
                 except PluginError:
                     raise
                 except Exception as exc:  # a broken plugin must not become a traceback
-                    raise PluginError(
-                        f'plugin "{source.entry_point}" from {source.distribution} '
-                        f"{source.version} failed in {hook_name}: {type(exc).__name__}: {exc}"
-                    ) from exc
+                    raise PluginError(f"{label} failed in {hook_name}: {type(exc).__name__}: {exc}") from exc
+        return added
 
-    def _register(self, kind: str, obj: Any, source: _Source) -> None:
+    def _register(self, kind: str, obj: Any, source: _Source,
+                  added: dict[tuple[str, str], PluginInfo]) -> None:
         name = getattr(obj, "name", None)
         if not isinstance(name, str) or not name:
             raise PluginError(
                 f"{source.distribution} {source.version} registered a {kind} without a name: {obj!r}"
             )
         key = (kind, name)
-        if key in self._plugins:
-            first = self._plugins[key]
+        first = self._plugins.get(key) or added.get(key)
+        if first is not None:
             raise PluginError(
                 f'duplicate {kind} "{name}": registered by {first.distribution} {first.version} '
                 f"(entry point {first.entry_point}) and by {source.distribution} {source.version} "
                 f"(entry point {source.entry_point})"
             )
-        self._plugins[key] = PluginInfo(
+        added[key] = PluginInfo(
             kind=kind,
             name=name,
             obj=obj,
@@ -136,13 +196,24 @@ class Registry:
                 continue
             source = _Source(entry_point=ep.name, distribution=dist, version=version)
             try:
-                module = ep.load()
-            except Exception as exc:
-                raise PluginError(
-                    f'Error importing plugin "{ep.name}" from {dist} {version}: '
-                    f"{type(exc).__name__}: {exc}"
-                ) from exc
-            self.add_module(module, source)
+                try:
+                    module = ep.load()
+                except Exception as exc:
+                    raise PluginError(
+                        f'Error importing plugin "{ep.name}" from {dist} {version}: '
+                        f"{type(exc).__name__}: {exc}"
+                    ) from exc
+                self.add_module(module, source)
+            except PluginError as exc:  # kept, not raised: `tickgate plugins` shows it as a row
+                self.broken.append(BrokenPlugin(source, one_line(str(exc))))
+
+    def check(self) -> None:
+        """Fail closed: raise the first broken plugin's error (the others counted)."""
+        if not self.broken:
+            return
+        first, rest = self.broken[0], len(self.broken) - 1
+        more = f" (and {rest} more broken plugin{'s' if rest > 1 else ''}: see tickgate plugins)" if rest else ""
+        raise PluginError(first.reason + more)
 
     def register_module(self, module: Any, *, distribution: str = "<in-process>",
                         version: str = "0", entry_point: str | None = None) -> None:
@@ -165,20 +236,28 @@ class Registry:
         return [self._plugins[(kind, n)] for n in self.names(kind)]
 
     def __iter__(self) -> Iterator[PluginInfo]:
-        order = {kind: i for i, kind in enumerate(hookspecs.HOOK_KINDS.values())}
+        order = {kind: i for i, kind in enumerate(self.kinds.values())}
         return iter(sorted(self._plugins.values(), key=lambda p: (order[p.kind], p.name)))
 
 
 _registry: Registry | None = None
 
 
-def get_registry() -> Registry:
-    """The process-wide registry, loading entry points on first use."""
+def get_registry(*, allow_broken: bool = False) -> Registry:
+    """The process-wide registry, loading entry points on first use.
+
+    A plugin that failed to load makes this raise its one-line
+    :class:`PluginError` on every call (commands fail closed), unless
+    ``allow_broken``: ``tickgate plugins`` and the ``--help`` listing still
+    work, so the user can see what is broken and disable it.
+    """
     global _registry
     if _registry is None:
         registry = Registry()
         registry.load_entry_points()
         _registry = registry
+    if not allow_broken:
+        _registry.check()
     return _registry
 
 

@@ -20,7 +20,12 @@ observations schema and ``tickgate gate``::
         distribution = "tickgate-my-adapter"
         sample = Path(__file__).parent / "data" / "run.csv"
 
-See docs/plugins.md ("The contract kit").
+For tests of the loading path itself, ``make_dist`` / ``install_package``
+write a fake distribution with entry points (a subprocess finds it through
+the returned ``PYTHONPATH``) and the ``tickgate_dist`` fixture does the same
+for the test process too.
+
+See docs/plugins.md ("The contract kit", "Fake distributions").
 """
 
 from __future__ import annotations
@@ -29,6 +34,8 @@ from typing import Any
 
 from .contracts import AdmissionPolicyContract, PluginContract, SchedulerContract
 from .io_contracts import BackendMirrorContract, GateSignalContract, WorkloadReaderContract
+from .dists import install_package, make_dist
+from .fixtures import tickgate_dist
 from .support import contract_workload, fresh_registry
 
 __all__ = [
@@ -40,6 +47,9 @@ __all__ = [
     "WorkloadReaderContract",
     "contract_workload",
     "fresh_registry",
+    "install_package",
+    "make_dist",
+    "tickgate_dist",
 ]
 
 

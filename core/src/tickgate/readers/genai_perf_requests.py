@@ -87,7 +87,7 @@ def read_profile_export(path: Path, fmt: str) -> dict[str, Any]:
     return document(run, requests)
 
 
-def _ns(f: Fields, key: str, value: Any, where: str) -> int:
+def _ns(f: Fields, value: Any, where: str) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or value < 0:
         raise InputError(f.path, f"expected a timestamp in ns (an integer >= 0), got {value!r}", json_path=where)
     return value
@@ -95,7 +95,7 @@ def _ns(f: Fields, key: str, value: Any, where: str) -> int:
 
 def _request(f: Fields) -> tuple[int, dict[str, Any], str | None]:
     """(send time ns, observation without id/start, model named in the payload)."""
-    sent = _ns(f, "timestamp", f.obj.get("timestamp"), f.where("timestamp"))
+    sent = _ns(f, f.obj.get("timestamp"), f.where("timestamp"))
     inputs = f.sub("request_inputs", required=True)
     assert inputs is not None
     payload_text = inputs.string("payload", required=True)
@@ -105,6 +105,7 @@ def _request(f: Fields) -> tuple[int, dict[str, Any], str | None]:
         raise inputs.fail("payload", f"expected the request body as a JSON string: {exc.msg}") from None
     if not isinstance(payload, dict):
         raise inputs.fail("payload", "expected the request body as a JSON object")
+    model = payload["model"] if isinstance(payload.get("model"), str) else None
     prompt = payload.get("messages", payload.get("prompt", payload.get("text_input")))
     req: dict[str, Any] = {}
     if prompt is not None:
@@ -118,7 +119,7 @@ def _request(f: Fields) -> tuple[int, dict[str, Any], str | None]:
     texts: list[str] = []
     error: str | None = None
     for j, (t, out) in enumerate(zip(times, outputs)):
-        t = _ns(f, "response_timestamps", t, f"{f.where('response_timestamps')}[{j}]")
+        t = _ns(f, t, f"{f.where('response_timestamps')}[{j}]")
         body = out.get("response") if isinstance(out, dict) else None
         if not isinstance(body, str):
             where = f"{f.where('response_outputs')}[{j}]"
@@ -131,7 +132,7 @@ def _request(f: Fields) -> tuple[int, dict[str, Any], str | None]:
             texts.append(text)
     if not content_times:
         req["error"] = error or "no content in any response"
-        return sent, req, payload.get("model") if isinstance(payload.get("model"), str) else None
+        return sent, req, model
     req["error"] = None
     req["ttft_ms"] = round((content_times[0] - sent) / 1e6, 6)
     req["latency_ms"] = round((content_times[-1] - sent) / 1e6, 6)
@@ -140,7 +141,7 @@ def _request(f: Fields) -> tuple[int, dict[str, Any], str | None]:
     if gaps:
         req["itl_p95_ms"] = round(percentile(sorted(gaps), 0.95), 6)
     req["output_fingerprint"] = fingerprint("".join(texts))
-    return sent, req, payload.get("model") if isinstance(payload.get("model"), str) else None
+    return sent, req, model
 
 
 def _content(body: str) -> tuple[str, str | None]:

@@ -37,7 +37,8 @@ from .common import Fields, clean_aggregates, document, head_text, provenance
 
 #: a replay report opens with its summary, whose first field is the request count
 _HEAD = '"summary"'
-_PERCENTILES = {"mean": "mean", "p50": "p50", "p90": "p90", "p95": "p95", "p99": "p99", "max": "max"}
+#: the report's distribution fields, named as the observation schema's percentiles are
+_PERCENTILES = ("mean", "p50", "p90", "p95", "p99", "max")
 _LATENCY = {"ttft_ms": "ttft_ms", "tpot_ms": "tpot_ms", "e2e_ms": "latency_ms"}
 
 
@@ -137,8 +138,7 @@ def _aggregates(f: Fields, summary: Fields, requests: list[dict[str, Any]]) -> d
         for key, target in _LATENCY.items():
             dist = latency.sub(key)
             if dist is not None:
-                agg[target] = {out: round(v, 6) for name, out in _PERCENTILES.items()
-                               if (v := dist.number(name)) is not None}
+                agg[target] = {name: round(v, 6) for name in _PERCENTILES if (v := dist.number(name)) is not None}
     scheduler = f.sub("scheduler")
     if scheduler is not None:
         preemptions = scheduler.count("preemptions")

@@ -111,3 +111,18 @@ def _fresh_registry():
     reset_registry()
     yield
     reset_registry()
+
+
+@pytest.fixture
+def json_windows(monkeypatch):
+    """Set how :class:`tickgate.jsonstream.JsonStream` cuts arrays for one
+    test: ``json_windows(n)`` about n bytes of elements per decoding call,
+    ``json_windows(None)`` one element at a time (the exact path)."""
+    from tickgate import jsonstream
+
+    def cut(size: int | None) -> None:
+        if size is None:
+            monkeypatch.setattr(jsonstream.JsonStream, "_window", lambda self: (None, False))
+        else:
+            monkeypatch.setattr(jsonstream, "WINDOW", size)
+    return cut

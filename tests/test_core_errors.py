@@ -30,7 +30,7 @@ def _expect_error(tmp_path: Path, args: list[str], expected: str) -> str:
     ("content", "expected"),
     [
         ('{"version": 1, "requests": [\n{"id": "a", "prompt_tokens": 5 "max_output_tokens": 1}\n]}',
-         "w.json:2:32: invalid JSON: Expecting ',' delimiter"),
+         "w.json:2:32: $.requests[0]: invalid JSON: Expecting ',' delimiter"),
         ('{"version": 1, "requests": [\n{"id": "a", "prompt_tokens": 5, "max_output_tokens": 1},\n'
          '{"id": "b", "prompt_tokens": "many", "max_output_tokens": 1}\n]}',
          "w.json:3:1: $.requests[1].prompt_tokens: 'many' is not of type 'integer'"),
@@ -57,7 +57,7 @@ def _expect_error(tmp_path: Path, args: list[str], expected: str) -> str:
         ('{"version": 1, "requests": [\n{"id": "a", "prompt_tokens": 5, "max_output_tokens": 1, "arrival_tick": 0.0}]}',
          "w.json:2:1: $.requests[0].arrival_tick: 0.0 is not of type 'integer'"),
         ('{"version": 1, "requests": [\n{"id": "a", "prompt_tokens": 5, "max_output_tokens": 1, "tenant": "ab',
-         "w.json:2:67: invalid JSON: unterminated string (is the file cut short?)"),
+         "w.json:2:67: $.requests[0]: invalid JSON: unterminated string (is the file cut short?)"),
         ('\ufeff{"version": 1, "requests": []}',
          "w.json:1:1: invalid JSON: the file starts with a byte order mark (save it as UTF-8 without BOM)"),
     ],

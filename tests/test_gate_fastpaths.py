@@ -17,7 +17,7 @@ import pytest
 from conftest import POLICIES
 
 from tickgate.errors import InputError
-from tickgate.gate import jsonscan, tails
+from tickgate.gate import tails
 from tickgate.gate.fastpath import add_batch
 from tickgate.gate.inputs import read_side
 from tickgate.gate.join import Comparison, join
@@ -87,9 +87,9 @@ def _edge_requests() -> list[Any]:
 
 @pytest.mark.parametrize("run_chars", [200, 900, 1 << 16, 10**9])
 @pytest.mark.parametrize("separator", [",\n", " , ", ",", "\n,\t"])
-def test_runs_give_the_columns_of_the_exact_path_on_edge_cases(tmp_path, monkeypatch, run_chars, separator):
+def test_runs_give_the_columns_of_the_exact_path_on_edge_cases(tmp_path, json_windows, run_chars, separator):
     path = _write(tmp_path, _edge_requests(), separator)
-    monkeypatch.setattr(jsonscan, "RUN_CHARS", run_chars)
+    json_windows(run_chars)
     assert _columns(read_side(path, "b", registry=Registry())) == _columns(_exact(path))
 
 
@@ -111,7 +111,7 @@ def test_runs_give_the_columns_of_the_exact_path_on_edge_cases(tmp_path, monkeyp
     ('"latency_ms": 1.0, "latency": 7', "$.requests[41]", "unknown keys ['latency']"),
     ('"latency_ms": 1.0, "request_id": "r003"', "$.requests[41].request_id", "duplicate request_id 'r003'"),
 ])
-def test_a_bad_request_deep_in_a_run_fails_exactly_as_before(tmp_path, monkeypatch, bad, where, message):
+def test_a_bad_request_deep_in_a_run_fails_exactly_as_before(tmp_path, json_windows, bad, where, message):
     requests = [json.dumps({k: v for k, v in dict(BASE, request_id=f"r{i:03d}").items() if k != "latency_ms"})
                 for i in range(80)]
     requests[41] = requests[41][:-1] + ", " + bad + "}"
@@ -119,7 +119,7 @@ def test_a_bad_request_deep_in_a_run_fails_exactly_as_before(tmp_path, monkeypat
         requests[41] = requests[41].replace('"request_id": "r041", ', "")
     path = _write(tmp_path, requests)
     for run_chars in (300, 10**9):
-        monkeypatch.setattr(jsonscan, "RUN_CHARS", run_chars)
+        json_windows(run_chars)
         with pytest.raises(InputError) as err:
             read_side(path, "b", registry=Registry())
         assert err.value.json_path == where and message in err.value.message
@@ -299,7 +299,7 @@ def test_tail_quantiles_equal_sorting(q):
 
 
 @pytest.mark.parametrize("clean", [True, False])
-def test_fast_paths_give_the_same_report_as_the_plain_paths(tmp_path, monkeypatch, clean):
+def test_fast_paths_give_the_same_report_as_the_plain_paths(tmp_path, monkeypatch, json_windows, clean):
     """A 21k-pair gate with a regressed segment, skewed and many-valued
     segments (and, unless clean, errors, missing values and unmatched
     requests), through every speed path and then with them all switched off."""
@@ -330,7 +330,7 @@ def test_fast_paths_give_the_same_report_as_the_plain_paths(tmp_path, monkeypatc
         return json.dumps(run_gate(read_side(bpath, "baseline"), read_side(cpath, "candidate"), config))
 
     fast = reports()
-    monkeypatch.setattr(jsonscan, "RUN_CHARS", 10**9)
+    json_windows(None)
     monkeypatch.setattr(tails, "MIN_VALUES", 10**9)
     monkeypatch.setattr(join_module, "ascending", lambda ids: False)
     monkeypatch.setattr(Comparison, "_masks", lambda self, key: None)

@@ -305,9 +305,7 @@ def _columns(side: Side) -> Any:
 
 
 @pytest.mark.parametrize("streaming_every", [0, 3])
-def test_runs_decode_to_the_same_columns_as_one_by_one(tmp_path, monkeypatch, streaming_every):
-    from tickgate.gate import jsonscan
-
+def test_runs_decode_to_the_same_columns_as_one_by_one(tmp_path, json_windows, streaming_every):
     requests = []
     for i in range(60):
         r = dict(VALID, request_id=f"r{i}", latency_ms=float(i), error=None if i % 7 else "boom")
@@ -316,21 +314,19 @@ def test_runs_decode_to_the_same_columns_as_one_by_one(tmp_path, monkeypatch, st
             del r["itl_p95_ms"]
         requests.append(r)
     path = _obs_file(tmp_path, requests)
-    monkeypatch.setattr(jsonscan, "RUN_CHARS", 10**9)  # no runs: one by one
+    json_windows(None)  # no runs: one by one
     one_by_one = read_side(path, "b", registry=Registry())
-    monkeypatch.setattr(jsonscan, "RUN_CHARS", 300)  # a run every couple of requests
+    json_windows(300)  # a run every couple of requests
     in_runs = read_side(path, "b", registry=Registry())
     assert _columns(in_runs) == _columns(one_by_one)
     assert len(in_runs) == 60 and in_runs.error_messages == one_by_one.error_messages
 
 
-def test_a_bad_request_inside_a_run_is_still_located(tmp_path, monkeypatch):
-    from tickgate.gate import jsonscan
-
+def test_a_bad_request_inside_a_run_is_still_located(tmp_path, json_windows):
     requests = [dict(VALID, request_id=f"r{i}") for i in range(50)]
     requests[31]["latency_ms"] = -4
     path = _obs_file(tmp_path, requests)
-    monkeypatch.setattr(jsonscan, "RUN_CHARS", 400)
+    json_windows(400)
     with pytest.raises(InputError) as err:
         read_side(path, "b", registry=Registry())
     assert err.value.json_path == "$.requests[31].latency_ms"

@@ -21,10 +21,13 @@ the caller:
   Types orjson writes and the standard library refuses (dataclasses, dates)
   are not built by any writer.
 
-``tests/test_core_jsonio.py`` checks the equality on generated values. Reading
-goes through msgspec (typed, strict); :func:`location` turns the byte offset
-it reports into a line and column, :func:`split_error` its message into
-tickgate's words.
+``tests/test_core_jsonio.py`` checks the equality on generated values.
+
+Reading: :func:`loads` is the standard library's reading of a document,
+decoded by msgspec wherever msgspec takes it (two to four times faster); large
+documents are streamed by :mod:`tickgate.jsonstream`. :func:`location` turns
+a byte offset msgspec reports into a line and column, :func:`split_error` its
+message into tickgate's words.
 """
 
 from __future__ import annotations
@@ -32,12 +35,15 @@ from __future__ import annotations
 import json
 import math
 import re
-from typing import Any
+from typing import Any, Callable
 
 import msgspec
 import orjson
 
 _encode = orjson.dumps
+_decode = msgspec.json.Decoder().decode
+#: msgspec refuses the text (RecursionError: nested deeper than it recurses)
+_REFUSED = (msgspec.DecodeError, msgspec.ValidationError, RecursionError)
 #: ``json.dumps(value, separators=(",", ":"))``, with its one C encoder built per call
 stdlib_line = json.JSONEncoder(separators=(",", ":")).encode
 
@@ -59,6 +65,19 @@ def dumps_line(value: Any) -> str:
     if out.isascii() and b"\x7f" not in out:
         return out.decode()
     return stdlib_line(value)
+
+
+def loads(text: str | bytes, fallback: Callable[[Any], Any] = json.loads) -> Any:
+    """``fallback(text)`` (``json.loads`` unless given), decoded by msgspec
+    where msgspec takes the text. What msgspec refuses goes to ``fallback``:
+    malformed text (so the error is the standard library's, with its words,
+    line and column) and the values msgspec does not take (NaN and Infinity,
+    which ``json.loads`` allows, 1e400, lone surrogate escapes). Where both
+    take a text they build the same value (last duplicate key wins in both)."""
+    try:
+        return _decode(text)
+    except _REFUSED:
+        return fallback(text)
 
 
 _BYTE = re.compile(r"\s*\(byte (\d+)\)$")

@@ -1,62 +1,96 @@
-"""Strict JSON read in chunks, one value at a time, with the line and column of each.
+"""Strict JSON read in chunks by msgspec, a value or a window of array elements at a time.
 
-A workload can hold millions of requests: its ``requests`` array is decoded
-item by item with the C decoder while the file is read in chunks, whatever the
-layout (one request per line, pretty-printed, all on one line). Everything is
-strict JSON (no NaN, no trailing commas, nothing after the document), and every
-value's position is known, so an error names the line and column of the item
-that is wrong. :class:`JsonStream` has the primitives; the workload reader
-walks the top-level object with them.
+Workloads and gate observations can hold millions of requests, so no document
+is decoded whole: the file is read in 1 MiB chunks, its big array is decoded
+about ``WINDOW`` bytes of elements per msgspec call (one C call for hundreds of
+requests), everything else one member at a time. msgspec decodes every value
+but cannot stream, so this module steps over the punctuation of the enclosing
+objects and arrays, and finds where a value ends from msgspec's own
+``trailing characters (byte N)`` error on the text that follows it.
+
+A window is cut just after a ``}`` followed by ``,{``; it is used only if it
+decodes on its own as a sequence of complete values, which proves the cut lies
+between two elements (a cut inside a string or a nested value never decodes).
+
+Where msgspec refuses a value the standard library reads it again: its
+messages say what is wrong ("Expecting property name enclosed in double
+quotes") and it accepts the strict-JSON values msgspec does not (numbers beyond
+a double's range, lone surrogate escapes), so what is accepted and every
+message are what ``json.loads`` gives. Everything is strict JSON (no NaN, no
+trailing commas, nothing after the document, UTF-8 without a byte order mark).
+Positions are computed only when asked for (for an error): 1-based line and
+column, the column in characters.
 """
 
 from __future__ import annotations
 
+import codecs
 import json
 import re
-from typing import Any, TextIO
+from typing import Any, BinaryIO, Iterator
+
+import msgspec
 
 from .errors import InputError, json_problem
+from .jsonio import split_error
 from .locations import _reject_constant
 
-_WS = re.compile(r"[ \t\n\r]*")
+_WS = re.compile(rb"[ \t\n\r]*")
+#: a place where one array element (an object) may end and the next begin
+_BOUNDARY = re.compile(rb"\}[ \t\n\r]*,[ \t\n\r]*\{")
 CHUNK = 1 << 20
-#: characters one value may span before the stream calls it broken (a
-#: request with a million prompt token ids is ~8 MB of text)
+#: bytes of array elements decoded per msgspec call
+WINDOW = 1 << 16
+#: cut points tried for one window before its elements are read one by one
+TRIES = 8
+#: bytes one value may span before the stream calls it broken (a request with
+#: a million prompt token ids is ~8 MB of text)
 MAX_VALUE = 1 << 28
+_decode = msgspec.json.Decoder().decode
+_extent = msgspec.json.Decoder(msgspec.Raw).decode  # checks the syntax, builds nothing
+_stdlib_decode = json.JSONDecoder(parse_constant=_reject_constant).raw_decode
+#: msgspec refuses the value (RecursionError: nested deeper than it recurses)
+_DECODE_ERRORS = (msgspec.DecodeError, msgspec.ValidationError, RecursionError)
+
+
+def json_key(name: str) -> str:
+    """A member name as a JSON path step: ``.name``'s name, or quoted."""
+    return name if name.isidentifier() else json.dumps(name)
 
 
 class JsonStream:
-    """A strict JSON reader over a text file, positioned between values.
+    """A strict JSON reader over a binary file, positioned between values.
 
-    ``buf`` holds the unread window of the file from absolute character offset
-    ``off``; positions handed out by :meth:`where` are 1-based line and column.
-    Lines are counted incrementally from a cursor that only moves forward, so
-    locating every item of a large array costs one pass over the text.
+    ``buf`` holds the unread window of the file from absolute byte offset
+    ``off``; ``pos`` indexes ``buf``. Lines are counted from a cursor that
+    moves forward as text is dropped or located, so locating an error deep in a
+    large file costs one pass over the text before it.
     """
 
-    def __init__(self, fh: TextIO, path: Any) -> None:
+    def __init__(self, fh: BinaryIO, path: Any) -> None:
         self.fh = fh
         self.path = path
-        self.buf = ""
+        self.buf = b""
         self.pos = 0
         self.eof = False
-        self.off = 0  # absolute offset of buf[0]
-        # line-counting cursor (absolute offsets): lines are known up to cursor
-        self.cursor = 0
+        self.off = 0
+        self.cursor = 0  # absolute offset up to which lines are counted
         self.line = 1
         self.line_start = 0
-        self._decode = json.JSONDecoder(parse_constant=_reject_constant).raw_decode
+        self._batch = (0, 0)  # absolute offset and index of the latest batch's first element
+        self._positions: list[tuple[int, int]] | None = None  # of its elements, when read one by one
 
-    # -- reading ----------------------------------------------------------------
+    # -- reading ------------------------------------------------------------------
     def _fill(self, at_least: int = CHUNK) -> bool:
         """Append at least one more chunk; False at the end of the file."""
         if self.eof:
             return False
-        chunk = self.fh.read(max(CHUNK, at_least))
+        first = not self.off and not self.buf
+        chunk = self.fh.read(max(CHUNK, at_least, 3 if first else 0))
         if not chunk:
             self.eof = True
             return False
-        if not self.off and not self.buf and chunk[0] == "\ufeff":  # JSON text must not start with one (RFC 8259)
+        if first and chunk.startswith(codecs.BOM_UTF8):  # RFC 8259 forbids it
             raise self.error("invalid JSON: " + json_problem("Unexpected UTF-8 BOM"), 0)
         if self.pos >= CHUNK:  # drop the consumed text (after counting its lines)
             self.where(self.pos)
@@ -66,54 +100,253 @@ class JsonStream:
         self.buf += chunk
         return True
 
-    def peek(self) -> str:
-        """Skip whitespace; the next character, or '' at the end of the file."""
+    def _more(self) -> bool:
+        """Read on for a value cut by the end of the buffer (doubling, up to ``MAX_VALUE``)."""
+        ahead = len(self.buf) - self.pos
+        return ahead < MAX_VALUE and self._fill(ahead)
+
+    def peek(self) -> bytes:
+        """Skip whitespace; the next byte, or b'' at the end of the file."""
         while True:
             self.pos = _WS.match(self.buf, self.pos).end()  # type: ignore[union-attr]
             if self.pos < len(self.buf):
-                return self.buf[self.pos]
+                return self.buf[self.pos:self.pos + 1]
             if not self._fill():
-                return ""
+                return b""
 
-    def expect(self, chars: str, what: str) -> str:
+    def expect(self, chars: bytes, what: str, json_path: str | None = None) -> bytes:
         """Consume one of ``chars`` (after whitespace), or fail naming ``what``."""
         c = self.peek()
         if not c or c not in chars:
-            found = "the end of the file (truncated?)" if not c else repr(c)
-            raise self.error(f"invalid JSON: expected {what}, found {found}", self.pos)
+            found = "the end of the file (truncated?)" if not c else self._char()
+            raise self.error(f"invalid JSON: expected {what}, found {found}", self.pos, json_path)
         self.pos += 1
         return c
 
-    def value(self) -> Any:
-        """Decode the value that starts here (call :meth:`peek` first)."""
-        if self.pos >= len(self.buf) and not self.peek():
-            raise self.error("invalid JSON: expected a value, found the end of the file (truncated?)", self.pos)
+    def _char(self) -> str:
+        """The character at ``pos``, quoted for an error (or the error that it is not UTF-8)."""
+        head = self.buf[self.pos:self.pos + 4]
+        try:
+            return repr(head.decode("utf-8")[:1])
+        except UnicodeDecodeError as exc:
+            if exc.start:
+                return repr(head[:exc.start].decode("utf-8")[:1])
+            if exc.end < len(head) or self.eof:
+                raise self._not_utf8(self.pos) from None
+            return repr(head.decode("utf-8", "replace")[:1])  # a character cut by the end of the buffer
+
+    def _not_utf8(self, pos: int) -> InputError:
+        return self.error(f"not UTF-8 text (byte {self.off + pos})", pos)
+
+    def _end(self) -> int | None:
+        """Where the value at ``pos`` ends (the offset of what follows it), read
+        on as far as it goes; None where msgspec refuses it."""
         while True:
             try:
-                obj, end = self._decode(self.buf, self.pos)
-            except json.JSONDecodeError as exc:
-                # cut by the end of the window (the error sits at its end, or a
-                # string runs past it): read on; otherwise the text is wrong
-                cut = exc.pos >= len(self.buf) - 6 or exc.msg.startswith("Unterminated string")
-                if cut and len(self.buf) - self.pos < MAX_VALUE and self._fill(len(self.buf) - self.pos):
-                    continue
-                raise self.error(f"invalid JSON: {json_problem(exc.msg)}", exc.pos) from None
+                _extent(memoryview(self.buf)[self.pos:])
             except RecursionError:
-                raise self.error("invalid JSON: nested too deeply", self.pos) from None
-            except ValueError as exc:  # NaN / Infinity
-                raise self.error(f"invalid JSON: {exc}", self.pos) from None
-            if end == len(self.buf) and self._fill():
-                continue  # a number or literal cut by the chunk boundary
-            self.pos = end
-            return obj
+                return None
+            except msgspec.DecodeError as exc:
+                message, at = split_error(exc)
+                if message == "trailing characters" and at is not None:
+                    return self.pos + at - 1  # msgspec names the byte after the first one it refused
+                if message == "Input data was truncated" and len(self.buf) - self.pos < CHUNK and self._more():
+                    continue  # (past a chunk the standard library reads on: msgspec says
+                    # "truncated" for a lone surrogate escape too, which must not read the whole file)
+                return None
+            if not self._more():  # a number or a literal may go on in the next chunk
+                return len(self.buf)
 
-    def key(self) -> str:
+    def value(self, json_path: str | None = None) -> Any:
+        """Decode the value that starts here."""
+        if not self.peek():
+            raise self.error("invalid JSON: expected a value, found the end of the file (truncated?)", self.pos,
+                             json_path)
+        end = self._end()
+        if end is not None:
+            try:
+                obj = _decode(memoryview(self.buf)[self.pos:end])
+            except _DECODE_ERRORS:
+                pass
+            else:
+                self.pos = end
+                return obj
+        obj, self.pos = self._stdlib(json_path)
+        return obj
+
+    def _stdlib(self, json_path: str | None) -> tuple[Any, int]:
+        """The standard library's reading of the value at ``pos`` (msgspec
+        refused it): the value and where it ends, or the located error in the
+        standard library's words."""
+        while True:
+            text = self._text()
+            try:
+                obj, end = _stdlib_decode(text)
+            except json.JSONDecodeError as exc:
+                cut = exc.pos >= len(text) - 6 or exc.msg.startswith("Unterminated string")
+                if cut and self._more():
+                    continue
+                at = self.pos + len(text[:exc.pos].encode())
+                raise self.error(f"invalid JSON: {json_problem(exc.msg)}", at, json_path) from None
+            except RecursionError:
+                raise self.error("invalid JSON: nested too deeply", self.pos, json_path) from None
+            except ValueError as exc:  # NaN / Infinity
+                raise self.error(f"invalid JSON: {exc}", self.pos, json_path) from None
+            if end == len(text) and self._more():
+                continue  # a number or literal cut by the end of the buffer
+            return obj, self.pos + len(text[:end].encode())
+
+    def _text(self) -> str:
+        """The buffer from ``pos`` as text (a character cut by the end of the buffer left out)."""
+        data = self.buf[self.pos:]
+        try:
+            return data.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            if exc.end == len(data) and not self.eof:
+                return data[:exc.start].decode("utf-8")
+            raise self._not_utf8(self.pos + exc.start) from None
+
+    def skip(self, json_path: str | None = None, **names: str) -> None:
+        """Step over the value that starts here (an array a window at a time;
+        ``names``: how :meth:`elements` words its errors)."""
+        if self.peek() == b"[":
+            for _ in self.elements(json_path or "$", **names):
+                pass
+            return
+        self.value(json_path)
+
+    def key(self, json_path: str | None = None) -> str:
         """An object member's name and its ':'."""
-        if self.peek() != '"':
-            raise self.error("invalid JSON: expected a member name in double quotes", self.pos)
-        name = self.value()
-        self.expect(":", "':'")
+        if self.peek() != b'"':
+            raise self.error("invalid JSON: expected a member name in double quotes", self.pos, json_path)
+        name = self.value(json_path)
+        self.expect(b":", "':'", json_path)
         return name  # type: ignore[no-any-return]
+
+    def members(self, json_path: str = "$") -> Iterator[str]:
+        """Walk the object that starts here: yields each member's name with the
+        stream at its value, which the caller consumes (:meth:`value`,
+        :meth:`elements`, :meth:`members`, :meth:`skip`); ends after the
+        closing brace. A name given twice is an error."""
+        if self.peek() != b"{":
+            raise self.error(f"expected an object, found {self._char() if self.peek() else 'nothing'}", self.pos,
+                             json_path)
+        self.pos += 1
+        if self.peek() == b"}":
+            self.pos += 1
+            return
+        seen: set[str] = set()
+        while True:
+            name = self.key(json_path)
+            if name in seen:
+                raise self.error(f"duplicate member {name!r}", self.pos, f"{json_path}.{json_key(name)}")
+            seen.add(name)
+            self.peek()
+            yield name
+            if self.expect(b",}", "',' or '}' after a member", json_path) == b"}":
+                return
+
+    def elements(self, json_path: str, item: str = "an element", array: str = "the array") -> Iterator[list[Any]]:
+        """Decode the array that starts here, a batch of elements at a time;
+        afterwards the stream is past its closing bracket. While a batch is
+        being looked at, :meth:`element_position` locates its elements.
+        ``item`` and ``array`` name them in errors ("a request", "the requests list")."""
+        if self.peek() != b"[":
+            raise self.error(f"expected an array, found {self._char() if self.peek() else 'nothing'}", self.pos,
+                             json_path)
+        self.pos += 1
+        if self.peek() == b"]":
+            self.pos += 1
+            return
+        index = 0
+        while True:
+            self._batch = (self.off + self.pos, index)
+            self._positions = None
+            batch, closed = self._window()
+            if batch is None:
+                batch, closed = self._one_by_one(json_path, index, item, array)
+            yield batch
+            if closed:
+                return
+            index += len(batch)
+
+    def _window(self) -> tuple[list[Any] | None, bool]:
+        """About ``WINDOW`` bytes of elements from ``pos`` in one msgspec call,
+        and whether they close the array; (None, False) where no cut proves
+        itself (then the caller reads them one by one)."""
+        search = self.pos + WINDOW
+        while True:
+            m = _BOUNDARY.search(self.buf, search)
+            if m is not None or len(self.buf) - self.pos > 4 * WINDOW or not self._fill():
+                break
+            search = self.pos + WINDOW  # _fill may have moved the buffer
+        if m is None:
+            return self._last_window()
+        for _ in range(TRIES):
+            try:
+                values = _decode(b"[" + self.buf[self.pos:m.start() + 1] + b"]")
+            except _DECODE_ERRORS:
+                m = _BOUNDARY.search(self.buf, m.end())
+                if m is None:
+                    break
+                continue
+            self.pos = m.end() - 1
+            return values, False
+        return None, False
+
+    def _last_window(self) -> tuple[list[Any] | None, bool]:
+        """The rest of the array when it ends inside the buffer."""
+        if not self.eof and len(self.buf) - self.pos > 4 * WINDOW:
+            return None, False
+        text = b"[" + self.buf[self.pos:]
+        try:
+            _extent(text)
+        except RecursionError:
+            return None, False
+        except msgspec.DecodeError as exc:
+            message, at = split_error(exc)
+            if message != "trailing characters" or at is None:
+                return None, False
+            try:
+                values = _decode(text[:at - 1])
+            except _DECODE_ERRORS:
+                return None, False
+            self.pos += at - 2
+            return values, True
+        return None, False  # the array ends the file: not an element of an object
+
+    def _one_by_one(self, json_path: str, index: int, item: str, array: str) -> tuple[list[Any], bool]:
+        """The elements up to about ``WINDOW`` bytes on, each on its own (exact
+        errors, values msgspec refuses), with their positions."""
+        batch: list[Any] = []
+        self._positions = positions = []
+        stop = self.off + self.pos + WINDOW
+        while True:
+            if not self.peek():
+                raise self.error(f"file ends before {array} is closed (truncated?)", self.pos, json_path)
+            positions.append(self.where(self.pos))
+            batch.append(self.value(f"{json_path}[{index + len(batch)}]"))
+            if self.expect(b",]", f"',' or ']' after {item}", json_path) == b"]":
+                return batch, True
+            if self.off + self.pos >= stop:
+                return batch, False
+
+    def element_position(self, k: int) -> tuple[int, int]:
+        """Line and column of element ``k`` of the batch :meth:`elements` just
+        yielded (its elements are valid JSON: stepped over one by one)."""
+        if self._positions is not None:  # read one by one: known
+            return self._positions[k]
+        start, _ = self._batch
+        pos = start - self.off
+        ws = _WS.match
+        for _ in range(k):
+            try:
+                _extent(memoryview(self.buf)[pos:])
+            except msgspec.DecodeError as exc:
+                _, at = split_error(exc)
+                pos += at - 1 if at else 0
+            pos = ws(self.buf, pos + 1).end()  # type: ignore[union-attr]  # past ','
+        return self.where(pos)
 
     def at_end(self) -> None:
         """Nothing but whitespace may follow the document."""
@@ -122,17 +355,25 @@ class JsonStream:
 
     # -- positions ----------------------------------------------------------------
     def where(self, pos: int) -> tuple[int, int]:
-        """Line and column (1-based) of buffer position ``pos``. Positions are
-        asked for in reading order; one behind the cursor is reported at it."""
-        target = max(self.off + pos, self.cursor)
+        """Line and column (1-based) of buffer position ``pos``."""
+        target = self.off + pos
+        if target < self.cursor:  # behind the cursor: count back, the cursor stays
+            rel = self.cursor - self.off
+            n = self.buf.count(b"\n", pos, rel)
+            if not n:
+                return self.line, self._column(self.line_start, target)
+            return self.line - n, self._column(self.off + self.buf.rfind(b"\n", 0, pos) + 1, target)
         start = self.cursor - self.off
-        end = target - self.off
-        n = self.buf.count("\n", start, end)
+        n = self.buf.count(b"\n", start, pos)
         if n:
             self.line += n
-            self.line_start = self.off + self.buf.rfind("\n", start, end) + 1
+            self.line_start = self.off + self.buf.rfind(b"\n", start, pos) + 1
         self.cursor = target
-        return self.line, target - self.line_start + 1
+        return self.line, self._column(self.line_start, target)
+
+    def _column(self, line_start: int, target: int) -> int:
+        head = self.buf[max(line_start - self.off, 0):target - self.off]
+        return (len(head.decode("utf-8", "replace")) if not head.isascii() else len(head)) + 1
 
     def error(self, message: str, pos: int, json_path: str | None = None) -> InputError:
         line, col = self.where(min(pos, len(self.buf)))

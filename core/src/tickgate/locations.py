@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import IO, Any, Iterator
 
 from .errors import InputError, json_problem
+from .jsonio import loads
 
 MAX_DOCUMENT_BYTES = 16 * 1024 * 1024
 MAX_DEPTH = 64
@@ -34,23 +35,33 @@ def json_path(parts: Any) -> str:
     return out
 
 
-@contextlib.contextmanager
-def open_text(path: Path, expected: str = "a file") -> Iterator[IO[str]]:
-    """Open a file streamed as UTF-8 text, with errors that name it, including a
-    decoding failure deep inside it (``expected``: what the file should be)."""
+def _open(path: Path, expected: str, mode: str, **kw: Any) -> IO[Any]:
     try:
-        fh = open(path, "r", encoding="utf-8", newline="")
+        return open(path, mode, **kw)
     except FileNotFoundError:
         raise InputError(path, "file not found") from None
     except IsADirectoryError:
         raise InputError(path, f"is a directory, expected {expected}") from None
     except OSError as exc:
         raise InputError(path, f"cannot read: {exc.strerror}") from None
-    with fh:
+
+
+@contextlib.contextmanager
+def open_text(path: Path, expected: str = "a file") -> Iterator[IO[str]]:
+    """Open a file streamed as UTF-8 text, with errors that name it, including a
+    decoding failure deep inside it (``expected``: what the file should be)."""
+    with _open(path, expected, "r", encoding="utf-8", newline="") as fh:
         try:
             yield fh
         except UnicodeDecodeError as exc:
             raise InputError(path, f"not UTF-8 text ({exc.reason})") from None
+
+
+def open_binary(path: Path, expected: str = "a file") -> IO[bytes]:
+    """Open a file to read its bytes, with errors that name it (a JSON
+    document read by :class:`tickgate.jsonstream.JsonStream`, which checks
+    its UTF-8 itself)."""
+    return _open(path, expected, "rb")
 
 
 def read_text(path: Path, *, limit: int = MAX_DOCUMENT_BYTES) -> str:
@@ -179,6 +190,10 @@ def _reject_constant(name: str) -> Any:
     raise ValueError(f"{name} is not valid JSON")
 
 
+def _strict_loads(text: str) -> Any:
+    return json.loads(text, parse_constant=_reject_constant)
+
+
 def load_json(path: Path, *, limit: int = MAX_DOCUMENT_BYTES) -> Any:
     """Strict JSON: no NaN/Infinity, size-bounded, errors with line and column."""
     text = read_text(path, limit=limit)
@@ -187,7 +202,7 @@ def load_json(path: Path, *, limit: int = MAX_DOCUMENT_BYTES) -> Any:
 
 def parse_json(text: str, path: Any, *, line_offset: int = 0) -> Any:
     try:
-        return json.loads(text, parse_constant=_reject_constant)
+        return loads(text, _strict_loads)
     except json.JSONDecodeError as exc:
         raise InputError(path, f"invalid JSON: {json_problem(exc.msg)}", line=exc.lineno + line_offset,
                          column=exc.colno) from None

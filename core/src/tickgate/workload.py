@@ -19,15 +19,15 @@ from __future__ import annotations
 import json
 import math
 from pathlib import Path
-from typing import Any, Iterable, Iterator, Mapping
+from typing import Any, Callable, Iterable, Iterator, Mapping
 
 import attrs
 
 from .blockruns import block_runs, expand_runs
 from .errors import InputError
 from .jsonio import dumps_line, plain_float, stdlib_line
-from .jsonstream import JsonStream
-from .locations import MAX_INT, Locations, open_text
+from .jsonstream import JsonStream, json_key
+from .locations import MAX_INT, Locations, open_binary
 from .model import Request
 from .schemas import load_schema, validate
 
@@ -189,53 +189,57 @@ def request_to_dict(r: Request) -> dict[str, Any]:
 
 
 class _RequestChecker:
-    """Validates requests one at a time: schema, unique ids, arrival order."""
+    """Validates requests one at a time: schema, unique ids, arrival order.
 
-    def __init__(self, path: Any) -> None:
+    ``locate(k)`` gives the line and column of the ``k``-th request of the
+    batch being checked; it is asked only for an error."""
+
+    def __init__(self, path: Any, locate: Callable[[int], tuple[int, int]]) -> None:
         self.path = path
+        self.locate = locate
         full = load_schema("workload.schema.json")
         self.schema = {**full["$defs"]["request"], "$defs": full["$defs"]}
         self.seen: set[str] = set()
         self.last_key: tuple[float, int] | None = None
         self.timed: bool | None = None
-        self.column: int | None = None
+        self.k = 0
 
-    def check(self, item: Any, index: int, line: int | None, column: int | None = None) -> Request:
+    def check(self, item: Any, index: int, k: int) -> Request:
+        self.k = k
         if not _fast_ok(item):
-            where = {f"$.requests[{index}]": (line, column)} if line is not None else None
+            line, column = self.locate(k)
             validate(item, self.schema, file=self.path, prefix=("requests", index), line=line,
-                     locations=where)  # type: ignore[arg-type]
+                     locations={f"$.requests[{index}]": (line, column)})
             raise InputError(self.path, "invalid request", line=line,
                              json_path=f"$.requests[{index}]")  # pragma: no cover
-        self.column = column
         if "prefix_block_runs" in item and "prefix_blocks" in item:
             raise self._error("prefix_blocks and prefix_block_runs spell the same ids: give one of them",
-                              index, line)
+                              index)
         if "prefix_block_runs" in item:
-            self._check_runs(item, index, line)
+            self._check_runs(item, index)
         if item["prompt_tokens"] + item["max_output_tokens"] > MAX_TOKENS:
-            raise self._error(f"prompt_tokens + max_output_tokens exceeds {MAX_TOKENS}", index, line)
+            raise self._error(f"prompt_tokens + max_output_tokens exceeds {MAX_TOKENS}", index)
         rid = item["id"]
         seen = self.seen
         if rid in seen:
-            raise self._error(f"duplicate request id {rid!r}", index, line)
+            raise self._error(f"duplicate request id {rid!r}", index)
         seen.add(rid)
         am = item.get("arrival_ms")
         timed = am is not None
         if self.timed is None:
             self.timed = timed
         elif timed != self.timed:
-            raise self._error("either every request has arrival_ms or none has", index, line)
+            raise self._error("either every request has arrival_ms or none has", index)
         arrival = float(am) if timed else float(item.get("arrival_tick", 0))
         last = self.last_key
         if last is not None and arrival < last[0]:
             field = "arrival_ms" if timed else "arrival_tick"
             raise self._error(f"requests must be in arrival order: {field} {arrival:g} comes after {last[0]:g}",
-                              index, line)
+                              index)
         self.last_key = (arrival, index)
         return request_from_dict(item)
 
-    def _check_runs(self, item: Mapping[str, Any], index: int, line: int | None) -> None:
+    def _check_runs(self, item: Mapping[str, Any], index: int) -> None:
         """What the schema cannot say about runs: ids stay in range, and a
         request has no more prefix blocks than prompt tokens (runs are expanded
         in memory, so a count of 10**15 must not get that far; a list is as long
@@ -244,15 +248,15 @@ class _RequestChecker:
         for k, (first, count) in enumerate(item["prefix_block_runs"]):
             if first + count - 1 > MAX_INT:
                 raise self._error(f"the run [{first}, {count}] ends past the largest block id {MAX_INT}",
-                                  index, line, f".prefix_block_runs[{k}]")
+                                  index, f".prefix_block_runs[{k}]")
             total += count
         if total > item["prompt_tokens"]:
             raise self._error(f"{total} block ids, more than the {item['prompt_tokens']} prompt tokens they "
-                              "would cover", index, line, ".prefix_block_runs")
+                              "would cover", index, ".prefix_block_runs")
 
-    def _error(self, message: str, index: int, line: int | None, member: str = "") -> InputError:
-        return InputError(self.path, message, line=line, column=self.column if line is not None else None,
-                          json_path=f"$.requests[{index}]{member}")
+    def _error(self, message: str, index: int, member: str = "") -> InputError:
+        line, column = self.locate(self.k)
+        return InputError(self.path, message, line=line, column=column, json_path=f"$.requests[{index}]{member}")
 
 
 def _header_from(data: Mapping[str, Any], path: Any, locations: Locations | None = None) -> WorkloadHeader:
@@ -281,22 +285,27 @@ def read_workload(path: Path) -> Workload:
     return Workload(_header_from(header, path, locations), _stream_requests(path), str(path))
 
 
+#: how errors name the requests array and its elements
+_REQUESTS = {"item": "a request", "array": "the requests list"}
+
+
 def _scan_header(path: Path) -> tuple[dict[str, Any], Locations]:
     """The top-level members other than ``requests``, with their positions."""
     header: dict[str, Any] = {}
     locations: Locations = {"$": (1, 1)}
     skip_requests = not _requests_close_the_document(path)
-    with open_text(path, "a workload file") as fh:
+    with open_binary(path, "a workload file") as fh:
         s = JsonStream(fh, path)
-        for name, line_col in _members(s, path):
-            locations[f"$.{_json_key(name)}"] = line_col
+        for name in _members(s, path):
+            member = f"$.{json_key(name)}"
+            locations[member] = s.where(s.pos)
             if name == "requests":
                 header[name] = []  # streamed later; its place is all the header check needs
                 if not skip_requests:
                     break
-                _skip_array(s)
+                s.skip(member, **_REQUESTS)
                 continue
-            header[name] = s.value()
+            header[name] = s.value(member)
     return header, locations
 
 
@@ -310,84 +319,41 @@ def _requests_close_the_document(path: Path) -> bool:
             fh.seek(max(0, fh.tell() - 256))
             tail = fh.read().rstrip(b" \t\r\n")
     except OSError:
-        return True  # open_text reports it
+        return True  # open_binary reports it
     return tail.endswith(b"}") and tail[:-1].rstrip(b" \t\r\n").endswith(b"]")
 
 
-def _members(s: JsonStream, path: Path) -> Iterator[tuple[str, tuple[int, int]]]:
-    """Walk the top-level object: yields each member's name (positioned at its
-    value, which the caller consumes) and ends after the closing brace."""
-    if s.peek() != "{":
+def _members(s: JsonStream, path: Path) -> Iterator[str]:
+    """Walk the top-level object (:meth:`JsonStream.members`), then check that nothing follows it."""
+    if s.peek() != b"{":
         if not s.peek():
             raise s.error("invalid JSON: Expecting value (the file is empty)", s.pos)
-        found = type(s.value()).__name__.replace("dict", "an object").replace("NoneType", "null")
-        raise InputError(path, f"expected a JSON object with version and requests, found {found}", json_path="$")
-    s.pos += 1
-    if s.peek() == "}":
-        s.pos += 1
-        s.at_end()
-        return
-    seen: set[str] = set()
-    while True:
-        name = s.key()
-        if name in seen:
-            raise s.error(f"duplicate member {name!r}", s.pos, f"$.{_json_key(name)}")
-        seen.add(name)
-        s.peek()
-        yield name, s.where(s.pos)
-        if s.expect(",}", "',' or '}' after a member") == "}":
-            break
+        raise InputError(path, f"expected a JSON object with version and requests, found {_kind(s.value())}",
+                         json_path="$")
+    yield from s.members("$")
     s.at_end()
 
 
-def _skip_array(s: JsonStream) -> None:
-    if s.peek() != "[":
-        s.value()  # not a list: the header check reports it
-        return
-    s.pos += 1
-    if s.peek() == "]":
-        s.pos += 1
-        return
-    while True:
-        if not s.peek():
-            raise s.error("file ends before the requests list is closed (truncated?)", s.pos)
-        s.value()
-        if s.expect(",]", "',' or ']' after a request") == "]":
-            return
+def _kind(value: Any) -> str:
+    return type(value).__name__.replace("dict", "an object").replace("NoneType", "null")
 
 
 def _stream_requests(path: Path) -> Iterator[Request]:
-    checker = _RequestChecker(path)
-    check = checker.check
-    with open_text(path, "a workload file") as fh:
+    with open_binary(path, "a workload file") as fh:
         s = JsonStream(fh, path)
-        for name, _ in _members(s, path):
+        check = _RequestChecker(path, s.element_position).check
+        for name in _members(s, path):
             if name != "requests":
-                s.value()  # header members were read by _scan_header
+                s.skip()  # header members were read by _scan_header
                 continue
-            if s.peek() != "[":
-                found = type(s.value()).__name__.replace("dict", "an object").replace("NoneType", "null")
-                raise InputError(path, f"expected a list of requests, found {found}", json_path="$.requests")
-            s.pos += 1
-            if s.peek() == "]":
-                s.pos += 1
-                continue
+            if s.peek() != b"[":
+                raise InputError(path, f"expected a list of requests, found {_kind(s.value())}",
+                                 json_path="$.requests")
             index = 0
-            where = s.where
-            value = s.value
-            peek = s.peek
-            while True:
-                if not peek():
-                    raise s.error("file ends before the requests list is closed (truncated?)", s.pos)
-                line, col = where(s.pos)
-                yield check(value(), index, line, col)
-                index += 1
-                if s.expect(",]", "',' or ']' after a request") == "]":
-                    break
-
-
-def _json_key(name: str) -> str:
-    return name if name.isidentifier() else json.dumps(name)
+            for batch in s.elements("$.requests", **_REQUESTS):
+                for k, item in enumerate(batch):
+                    yield check(item, index, k)
+                    index += 1
 
 
 def workload_head(header: WorkloadHeader) -> str:

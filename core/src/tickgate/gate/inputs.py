@@ -15,18 +15,15 @@ from typing import Any
 from ..errors import InputError
 from ..plugins import Registry
 from ..schemas import load_schema, validate
-from ..readers.common import read_head, read_text
-from .jsonscan import Scanner
+from ..jsonstream import JsonStream, json_key
+from ..locations import open_binary
+from ..readers.common import read_head
 from .fastpath import add_batch
 from .observations import Side, check_envelope, side_from_document
 
 NEUTRAL = "neutral"
 NEUTRAL_KIND = "tickgate.observations"
 BUNDLE_KIND = "tickgate.gate-bundle"
-#: observation files can be large (a million requests is ~250 MB of JSON)
-MAX_OBSERVATION_BYTES = 4 * 1024**3
-#: requests checked together by the column-wise fast path
-BATCH = 2048
 
 
 def looks_neutral(head: bytes, kind: str = NEUTRAL_KIND) -> bool:
@@ -48,65 +45,50 @@ def load_observations(path: Path | str, format: str = "auto", *,
 
 
 class _SideReader:
-    """Fold an observations object into a Side while the scanner walks it."""
+    """Fold an observations object into a Side while the stream walks it."""
 
-    def __init__(self, sc: Scanner, label: str) -> None:
-        self.sc = sc
-        self.side = Side(label, str(sc.path))
-        self._where = (0, 0, "$")
+    def __init__(self, s: JsonStream, label: str) -> None:
+        self.s = s
+        self.side = Side(label, str(s.path))
+        self._where = (0, 0, "$")  # request index, its place in the batch, the array's JSON path
 
     def _fail(self, sub: str, message: str) -> InputError:
-        index, pos, base = self._where
-        return self.sc.fail(pos, message, f"{base}[{index}]" + (f".{sub}" if sub else ""))
+        index, k, base = self._where
+        line, col = self.s.element_position(k)
+        return InputError(self.s.path, message, line=line, column=col,
+                          json_path=f"{base}[{index}]" + (f".{sub}" if sub else ""))
 
-    def _each(self, item: Any, index: int, pos: int) -> None:
-        self._batch.append(item)
-        self._positions.append(pos)
-        if len(self._batch) >= BATCH:
-            self._flush()
+    def _requests(self, json_path: str) -> None:
+        """Column-wise fast path per batch; the exact per-request path where it declines."""
+        index = 0
+        for batch in self.s.elements(json_path, item="a request", array="the requests list"):
+            if not add_batch(self.side, batch):
+                for k, item in enumerate(batch):
+                    self._where = (index + k, k, json_path)
+                    self.side.add(item, self._fail)
+            index += len(batch)
 
-    def _flush(self) -> None:
-        """Column-wise fast path; the exact per-request path when it declines."""
-        batch, positions = self._batch, self._positions
-        if batch and not add_batch(self.side, batch):
-            base, first = self._where[2], self._first
-            for offset, (item, pos) in enumerate(zip(batch, positions)):
-                self._where = (first + offset, pos, base)
-                self.side.add(item, self._fail)
-        self._first += len(batch)
-        self._batch, self._positions = [], []
-
-    def _run(self, values: list[Any]) -> bool:
-        """A run of requests decoded in one call: ingest column-wise or decline."""
-        self._flush()  # keep request order
-        if add_batch(self.side, values):
-            self._first += len(values)
-            return True
-        return False
-
-    def _requests(self, pos: int, json_path: str) -> int:
-        self._where = (0, pos, json_path)
-        self._batch: list[Any] = []
-        self._positions: list[int] = []
-        self._first = 0
-        end = self.sc.items(pos, json_path, self._each, self._run)
-        self._flush()
-        return end
-
-    def read(self, pos: int, json_path: str) -> tuple[Side, int]:
-        start = self.sc.skip(pos)
-        other, end = self.sc.members(start, json_path, {"requests": self._requests})
+    def read(self, json_path: str) -> Side:
+        s = self.s
+        s.peek()
+        start = s.where(s.pos)
+        other: dict[str, Any] = {}
+        for name in s.members(json_path):
+            member = f"{json_path}.{json_key(name)}"
+            if name == "requests":
+                self._requests(member)
+            else:
+                other[name] = s.value(member)
         parts = tuple(p for p in json_path.lstrip("$").split(".") if p)
         try:
-            check_envelope(other, self.sc.path, parts)
+            check_envelope(other, s.path, parts)
         except InputError as exc:
-            line, col = self.sc.where(start)
-            raise InputError(self.sc.path, exc.message, line=line, column=col,
+            raise InputError(s.path, exc.message, line=start[0], column=start[1],
                              json_path=exc.json_path) from None
         self.side.run = other["run"]
         self.side.has_requests = bool(self.side.ids)
         self.side.finish()
-        return self.side, end
+        return self.side
 
 
 def read_side(path: Path | str, label: str, format: str = "auto", *,
@@ -118,9 +100,10 @@ def read_side(path: Path | str, label: str, format: str = "auto", *,
 
     base, line = split_selector(path)
     if line is None and format in ("auto", NEUTRAL) and looks_neutral(read_head(base)):
-        sc = Scanner(read_text(base, limit=MAX_OBSERVATION_BYTES), base)
-        side, end = _SideReader(sc, label).read(0, "$")
-        sc.finish(end)
+        with open_binary(base, "an observations file") as fh:
+            s = JsonStream(fh, base)
+            side = _SideReader(s, label).read("$")
+            s.at_end()
         return side
     return side_from_document(load_observations(path, format, registry=registry), label, str(base))
 
@@ -128,19 +111,17 @@ def read_side(path: Path | str, label: str, format: str = "auto", *,
 def read_bundle(path: Path | str) -> tuple[Side, Side]:
     """A gate bundle (``schemas/gate-bundle.schema.json``): both sides in one file."""
     path = Path(path)
-    sc = Scanner(read_text(path, limit=MAX_OBSERVATION_BYTES), path)
     sides: dict[str, Side] = {}
-
-    def handler(label: str) -> Any:
-        def read(pos: int, json_path: str) -> int:
-            side, end = _SideReader(sc, label).read(pos, json_path)
-            sides[label] = side
-            return end
-        return read
-
-    start = sc.skip(0)
-    other, end = sc.members(start, "$", {"baseline": handler("baseline"), "candidate": handler("candidate")})
-    sc.finish(end)
+    other: dict[str, Any] = {}
+    with open_binary(path, "a gate bundle") as fh:
+        s = JsonStream(fh, path)
+        for name in s.members("$"):
+            member = f"$.{json_key(name)}"
+            if name in ("baseline", "candidate"):
+                sides[name] = _SideReader(s, name).read(member)
+            else:
+                other[name] = s.value(member)
+        s.at_end()
     schema = load_schema("gate-bundle.schema.json")
     envelope = {**other, **{k: {"version": 1, "kind": NEUTRAL_KIND, "run": {}} for k in sides}}
     validate(envelope, schema, file=path, line=1)

@@ -24,12 +24,17 @@ from typing import Any, Iterator, Mapping
 from ..blockruns import run_starts
 from ..errors import InputError, json_problem
 from ..interfaces import FilePart
+from ..jsonio import loads
 from ..locations import MAX_INT, open_text
 from ..model import Request
 from ..workload import MAX_TOKENS
 from ._common import ArrivalOrder, TraceReader
 
 _DECODER = json.JSONDecoder()
+
+
+def _decode(raw: str) -> Any:
+    return loads(raw, _DECODER.decode)
 
 
 def _reject(path: Path, line: int, message: str) -> InputError:
@@ -43,7 +48,7 @@ def _first_timestamp(path: Path) -> float | None:
         for raw in fh:
             if raw.strip():
                 try:
-                    ts = _DECODER.decode(raw.rstrip("\r\n")).get("timestamp")
+                    ts = _decode(raw.rstrip("\r\n")).get("timestamp")
                 except (ValueError, RecursionError, AttributeError):
                     return None
                 return ts if type(ts) in (int, float) else None  # type: ignore[no-any-return]
@@ -98,7 +103,7 @@ class MooncakeReader(TraceReader):
         block = self.source["block_size"]
         order = self.order
         assert order is not None
-        decode = _DECODER.decode
+        decode = _decode
         rows = requests = 0
         for line, raw in enumerate(fh, start=first_line):
             if line == stop_line:

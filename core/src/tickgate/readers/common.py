@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterable, Iterator, Mapping
 
 from ..errors import InputError, json_problem
+from ..jsonio import loads
 from ..locations import MAX_DOCUMENT_BYTES
 
 HEAD_BYTES = 64 * 1024
@@ -65,7 +66,7 @@ def head_text(head: bytes) -> str:
 def parse_engine_json(text: str, path: Path | str, *, line: int | None = None) -> Any:
     """JSON as engines write it: bare ``Infinity``/``-Infinity``/``NaN`` allowed."""
     try:
-        return json.loads(text)
+        return loads(text)
     except json.JSONDecodeError as exc:
         if line is None:
             raise InputError(path, f"invalid JSON: {json_problem(exc.msg)}", line=exc.lineno, column=exc.colno) from None

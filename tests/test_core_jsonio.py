@@ -1,4 +1,4 @@
-"""orjson writes exactly what json.dumps writes, for the values tickgate lets it write."""
+"""orjson writes exactly what json.dumps writes, for the values tickgate lets it write; jsonio.loads reads what json.loads reads."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from tickgate.jsonio import dumps_line, location, plain_float, split_error, stdlib_line
+from tickgate.jsonio import dumps_line, loads, location, plain_float, split_error, stdlib_line
 
 floats = st.floats(allow_nan=True, allow_infinity=True)
 plain = floats.filter(plain_float)
@@ -74,3 +74,35 @@ def test_location_counts_characters_from_a_byte_offset():
         msgspec.json.decode(b'{"a": 1,}')
     except msgspec.DecodeError as exc:
         assert split_error(exc) == ("trailing comma in object", 8)
+
+
+any_floats = st.recursive(
+    st.none() | st.booleans() | st.integers() | floats | st.text(),
+    lambda children: st.lists(children, max_size=4) | st.dictionaries(st.text(max_size=4), children, max_size=4),
+    max_leaves=20,
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(any_floats, st.sampled_from([None, 1]))
+@example(float("nan"), None)
+@example([1e308 * 10, -1e308 * 10], None)
+def test_loads_reads_what_json_loads_reads(value, indent) -> None:
+    """Any json.dumps text (NaN and Infinity included, which msgspec refuses)
+    decodes to json.loads's value, bit for bit (repr tells -0.0 and NaN apart)."""
+    text = json.dumps(value, indent=indent)
+    assert repr(loads(text)) == repr(json.loads(text))
+
+
+@pytest.mark.parametrize("text", ['{"a": 1,}', '[1e400]', '"\\ud800"', '{"a": 1, "a": 2}', "\ufeff{}",
+                                  "[" * 100_000, '{"a" 1}', "1" + "0" * 5000])
+def test_loads_fails_and_succeeds_exactly_as_json_loads(text: str) -> None:
+    try:
+        want: object = repr(json.loads(text))
+    except (ValueError, RecursionError) as exc:
+        want = (type(exc), str(exc))
+    try:
+        got: object = repr(loads(text))
+    except (ValueError, RecursionError) as exc:
+        got = (type(exc), str(exc))
+    assert got == want

@@ -85,6 +85,30 @@ _EXPORTS: dict[str, str] = {
     "provenance": "readers.common",
     "document": "readers.common",
     "clean_aggregates": "readers.common",
+    # readers: bench-client results (vllm bench serve, sglang.bench_serving)
+    "ARRAY_KEYS": "readers.benchkeys",
+    "RESULT_KEYS": "readers.benchkeys",
+    "result_object": "readers.benchkeys",
+    "require_result": "readers.benchkeys",
+    "result_figures": "readers.benchkeys",
+    "request_rate": "readers.benchkeys",
+    "has_arrays": "readers.benchkeys",
+    "requests_from_arrays": "readers.benchkeys",
+    # readers: Prometheus /metrics scrapes
+    "ScrapeMirror": "readers.scrapemirror",
+    "Scrape": "readers.prometheus",
+    "histogram_figures": "readers.scrapemirror",
+    "histogram_ms": "readers.prometheus",
+    # readers: KV-cache event captures
+    "KvSummary": "readers.kv_events",
+    "read_kv_events": "readers.kvmirror",
+    "first_batch_shape": "readers.kv_events",
+    "legacy_array_batch": "readers.kvmirror",
+    "kv_events_document": "readers.kvmirror",
+    # readers: SSE captures
+    "SseDialect": "readers.ssemirror",
+    "SseMirrorBase": "readers.ssemirror",
+    "SseEvidenceBase": "readers.ssemirror",
 }
 
 __all__ = [*_EXPORTS, "__version__"]

@@ -8,15 +8,19 @@ Tests themselves may import internals; plugin packages may not: a submodule
 
 from __future__ import annotations
 
+import ast
 import json
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
+from conftest import REPO
 
 import tickgate
 
 PUBLIC = [name for name in tickgate.__all__ if name != "__version__"]
+PLUGIN_SOURCES = sorted([*REPO.glob("adapters/*/src/**/*.py"), *REPO.glob("examples/*/src/**/*.py")])
 
 
 def test_every_name_in_all_resolves_and_dir_lists_it() -> None:
@@ -60,3 +64,33 @@ def test_a_name_imports_only_its_own_module() -> None:
     loaded = _modules_after("from tickgate import hookimpl, Register")
     assert [m for m in loaded if m.startswith("tickgate")] == ["tickgate", "tickgate.hookspecs"]
     assert not any(m.split(".")[0] in ("jsonschema", "click", "ruamel", "msgspec") for m in loaded), loaded
+
+
+def _tickgate_imports(path: Path) -> list[tuple[int, str]]:
+    """(line, what) for every import of tickgate that is not a public top-level name."""
+    found = []
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), str(path))):
+        if isinstance(node, ast.Import):
+            found += [(node.lineno, f"import {a.name}") for a in node.names if a.name.startswith("tickgate.")]
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            if node.module.startswith("tickgate."):
+                found.append((node.lineno, f"from {node.module} import ..."))
+            elif node.module == "tickgate":
+                found += [(node.lineno, f"from tickgate import {a.name} (not in tickgate.__all__)")
+                          for a in node.names if a.name not in tickgate.__all__]
+    return found
+
+
+def test_the_walker_sees_every_way_of_importing_a_submodule(tmp_path: Path) -> None:
+    probe = tmp_path / "probe.py"
+    probe.write_text("import tickgate.model\nfrom tickgate.readers.common import Fields\n"
+                     "from tickgate import readers, hookimpl\nimport tickgate\n", encoding="utf-8")
+    assert [line for line, _ in _tickgate_imports(probe)] == [1, 2, 3]
+
+
+def test_plugin_packages_import_only_the_public_api() -> None:
+    assert len(PLUGIN_SOURCES) > 20, "the adapters' sources were not found"
+    offenders = [f"{path.relative_to(REPO)}:{line}: {what}"
+                 for path in PLUGIN_SOURCES for line, what in _tickgate_imports(path)]
+    assert offenders == [], "import these from tickgate (add a name to tickgate.__all__ if one is missing):\n" \
+        + "\n".join(offenders)

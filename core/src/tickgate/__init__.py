@@ -85,6 +85,7 @@ _EXPORTS: dict[str, str] = {
     "provenance": "readers.common",
     "document": "readers.common",
     "clean_aggregates": "readers.common",
+    "summary_stats": "readers.stats:summarize",
     # readers: bench-client results (vllm bench serve, sglang.bench_serving)
     "ARRAY_KEYS": "readers.benchkeys",
     "RESULT_KEYS": "readers.benchkeys",

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import ast
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -94,3 +95,11 @@ def test_plugin_packages_import_only_the_public_api() -> None:
                  for path in PLUGIN_SOURCES for line, what in _tickgate_imports(path)]
     assert offenders == [], "import these from tickgate (add a name to tickgate.__all__ if one is missing):\n" \
         + "\n".join(offenders)
+
+
+def test_docs_list_the_public_api() -> None:
+    text = (REPO / "docs" / "plugins.md").read_text(encoding="utf-8")
+    section = text.split("\n## Public API\n", 1)[1].split("\n## ", 1)[0]
+    listed = re.findall(r"^\| `(\w+)` \|", section, flags=re.MULTILINE)
+    assert sorted(listed) == sorted(PUBLIC), "docs/plugins.md, Public API: one row per name in tickgate.__all__"
+    assert len(listed) == len(set(listed))

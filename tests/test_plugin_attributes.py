@@ -8,7 +8,6 @@ import json
 import re
 import types
 from pathlib import Path
-from typing import Any
 
 import pytest
 from conftest import REPO
@@ -55,15 +54,10 @@ def test_the_core_reads_optional_attributes_only_through_the_helper() -> None:
 class DuckMirror:
     """A backend mirror that subclasses nothing (no ``accepts_line``, no ``declared_kind``)."""
 
-    name = "duck-obs"
-    description = "duck-typed mirror"
-
-    def sniff(self, path: Path, head: bytes) -> bool:
-        return head.startswith(b"#duck")
-
-    def read(self, path: Path) -> dict[str, Any]:
-        return {"version": 1, "kind": "tickgate.observations", "run": {"backend": "duck"},
-                "requests": [{"request_id": "a", "latency_ms": 1.0}]}
+    name, description = "duck-obs", "duck-typed mirror"
+    sniff = staticmethod(lambda path, head: head.startswith(b"#duck"))
+    read = staticmethod(lambda path: {"version": 1, "kind": "tickgate.observations", "run": {"backend": "duck"},
+                                      "requests": [{"request_id": "a", "latency_ms": 1.0}]})
 
 
 def test_a_duck_typed_mirror_reads_and_refuses_a_line_selector(tmp_path: Path) -> None:

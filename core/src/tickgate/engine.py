@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Any, Iterable, Protocol
 
 from .errors import ConfigError, InputError, PluginError, ReplayError, TickgateError, TickLimitExceeded
-from .interfaces import AdmissionContext, BuildContext, Clock, Horizon, Scheduler
+from .interfaces import AdmissionContext, BuildContext, Clock, Horizon, Scheduler, optional_attribute
 from .model import Request, RequestOutcome, TickRecord
 from .plugins import Registry, get_registry
 from .policy import Policy, require_section
@@ -47,21 +47,16 @@ def build_scheduler(policy: Policy, clock: Clock, registry: Registry | None = No
     built: dict[str, Any] = {"scheduler": {"name": sched_sel.plugin.name, "options": dict(sched_sel.options)}}
 
     if adm_sel is not None:
-        if not getattr(cls, "uses_admission_policy", True):
+        if not optional_attribute(cls, "uses_admission_policy"):
             raise InputError(policy.path, f'scheduler "{cls.name}" orders its own queue '
-                             f"({getattr(cls, 'admission_note', 'engine semantics')}); "
+                             f"({optional_attribute(cls, 'admission_note')}); "
                              "remove the admission section", **policy.locate("admission"))
-        supported = getattr(cls, "supported_admission", None)
+        supported = optional_attribute(cls, "supported_admission")
         if supported is not None and adm_sel.plugin.name not in supported:
             raise InputError(policy.path, f'admission "{adm_sel.plugin.name}" does not compose with '
                              f'scheduler "{cls.name}"; it supports: {", ".join(sorted(supported))}',
                              **policy.locate("admission", "name"))
-        check = getattr(adm_sel.plugin.obj, "check_scheduler", None)
-        if check is not None:
-            problem = check(cls.name, sched_sel.options)
-            if problem:
-                raise InputError(policy.path, problem, **policy.locate("admission", "name"))
-    if kv_sel is not None and not getattr(cls, "uses_kv_allocator", True):
+    if kv_sel is not None and not optional_attribute(cls, "uses_kv_allocator"):
         raise InputError(policy.path, f'scheduler "{cls.name}" manages its own KV cache; '
                          "remove the kv_allocator section", **policy.locate("kv_allocator"))
 

@@ -28,7 +28,7 @@ from typing import IO, Any, Callable, Iterable, Mapping
 
 from .errors import TickgateError, error_as_data, error_from_data
 from .forking import fork_helper, helpers_wanted, how_it_ended, write_all
-from .interfaces import FilePart, WorkloadReader
+from .interfaces import FilePart, WorkloadReader, optional_attribute
 from .model import Request
 from .workload import write_requests
 
@@ -40,7 +40,7 @@ def wanted(reader: WorkloadReader, path: Path, limit: int | None) -> bool:
     """Whether to import ``path`` in two processes: a big file (or
     ``TICKGATE_PARALLEL=1``), two cores, a reader that reads parts, no ``--limit``
     (which stops early: the second half would be wasted)."""
-    return limit is None and bool(getattr(reader, "reads_parts", False)) and helpers_wanted(path)
+    return limit is None and bool(optional_attribute(reader, "reads_parts")) and helpers_wanted(path)
 
 
 def split(path: Path) -> tuple[FilePart, FilePart] | None:

@@ -2,7 +2,10 @@
 backend mirror, evidence parser, gate signal and workload reader must provide.
 
 Plugins subclass these bases (or just match them): the bases only hold
-defaults and documentation. Every plugin class has
+defaults and documentation. Optional attributes are declared on their base
+with their default; the core reads them through :func:`optional_attribute`,
+so a plugin that matches the protocol without subclassing gets the same
+default. Every plugin class has
 
 * ``name``: the name a policy file selects it by, unique per kind;
 * ``description``: one line shown by ``tickgate plugins``;
@@ -20,6 +23,7 @@ import attrs
 from .model import Request, RequestOutcome, TickRecord
 
 if TYPE_CHECKING:  # pragma: no cover
+    from .gate.protocol import SignalResult
     from .timing import TimingModel
 
 EMPTY_OPTIONS: Mapping[str, Any] = {"type": "object", "additionalProperties": False, "properties": {}}
@@ -100,6 +104,9 @@ class Scheduler(Plugin):
     uses_admission_policy: ClassVar[bool] = True
     supported_admission: ClassVar[frozenset[str] | None] = None
     uses_kv_allocator: ClassVar[bool] = True
+    #: why a scheduler that does not use an admission policy orders its own queue:
+    #: quoted in the error for a policy file that sets ``admission:`` anyway
+    admission_note: ClassVar[str] = "engine semantics"
 
     @classmethod
     def build(cls, options: Mapping[str, Any], ctx: BuildContext) -> "Scheduler":
@@ -211,6 +218,11 @@ class AdmissionPolicy(Plugin):
     Policies must be deterministic: ties broken by arrival then id.
     """
 
+    #: the policy's answer may change from one step to the next with nothing else
+    #: changing (an AIMD window): the scheduler then scans the queue every step and
+    #: fast-forwards no span. False: it scans only after something changed.
+    dynamic: ClassVar[bool] = False
+
     @classmethod
     def build(cls, options: Mapping[str, Any], ctx: "AdmissionContext") -> "AdmissionPolicy":
         return cls()  # type: ignore[call-arg]
@@ -297,6 +309,13 @@ class WorkloadReader(Plugin):
 
     #: ``read_part``, ``part_state`` and ``join_parts`` are implemented
     reads_parts: ClassVar[bool] = False
+    #: tokens per prefix-block id when ``--block-size`` is not given (the report's
+    #: ``block_size``); None: the format carries no prefix-block ids (so
+    #: ``--block-size`` means nothing to it)
+    default_block_size: ClassVar[int | None] = None
+    #: set by ``read`` on the instance: what was read (format, file, rows, skipped
+    #: rows...), the imported workload's ``source``; None: format and file only
+    source: dict[str, Any] | None = None
 
     def read(self, path: Path, options: Mapping[str, Any]) -> Iterator[Request]:
         raise NotImplementedError
@@ -336,6 +355,9 @@ class BackendMirror(Plugin):
     """
 
     declared_kind: ClassVar[str | None] = None
+    #: ``read(path, line=N)`` reads the run on line N of an appended JSONL results
+    #: file (``FILE#N`` on the command line); False: one run per file
+    accepts_line: ClassVar[bool] = False
 
     def sniff(self, path: Path, head: bytes) -> bool:
         raise NotImplementedError
@@ -355,22 +377,52 @@ class EvidenceParser(Plugin):
 
 
 class GateSignal(Plugin):
-    """One release-gate check. The protocol is defined in
-    :mod:`tickgate.gate.protocol` (base class ``tickgate.gate.protocol.GateSignal``):
-    ``build(options)`` returns a configured signal; ``evaluate(comparison)``
-    gets a :class:`tickgate.gate.join.Comparison` (baseline and candidate joined
-    by request id, column by column) and returns a
+    """One release-gate check (the protocol: :mod:`tickgate.gate.protocol`).
+
+    ``build(options)`` returns a configured signal (this base stores the
+    validated options as ``self.options``); ``evaluate(comparison)`` gets a
+    :class:`tickgate.gate.join.Comparison` (baseline and candidate joined by
+    request id, column by column) and returns a
     :class:`tickgate.gate.protocol.SignalResult` (status ``pass``/``hold``/
     ``rollback``, reason, baseline/candidate/delta/threshold, confidence
     interval, evidence counts, next action, details). See docs/gate.md.
+    Subclassing is optional: matching the protocol is enough.
     """
+
+    #: the status the signal gives when its check fails
+    response: ClassVar[str] = "hold"
 
     @classmethod
     def build(cls, options: Mapping[str, Any]) -> "GateSignal":
+        signal = cls()
+        signal.configure(dict(options))
+        return signal
+
+    def configure(self, options: dict[str, Any]) -> None:
+        """Store validated options (defaults already applied by the schema's author)."""
+        self.options = options
+
+    def evaluate(self, comparison: Any) -> "SignalResult":
         raise NotImplementedError
 
-    def evaluate(self, comparison: Any) -> Any:
-        raise NotImplementedError
+
+#: optional plugin attribute -> the base that declares it with its default
+_OPTIONAL: dict[str, type] = {
+    "uses_admission_policy": Scheduler, "supported_admission": Scheduler, "uses_kv_allocator": Scheduler,
+    "admission_note": Scheduler, "has_prefix_cache": KvAllocator, "dynamic": AdmissionPolicy,
+    "declared_kind": BackendMirror, "accepts_line": BackendMirror, "reads_parts": WorkloadReader,
+    "default_block_size": WorkloadReader, "source": WorkloadReader,
+}
+
+
+def optional_attribute(plugin: Any, attribute: str) -> Any:
+    """``plugin.<attribute>``, or the default its base declares.
+
+    The registry accepts any object with a ``name`` (subclassing a base is
+    optional), so a plugin may lack an optional attribute: the core reads them
+    all here, where the default is the base's own, never a second copy.
+    """
+    return getattr(plugin, attribute, getattr(_OPTIONAL[attribute], attribute))
 
 
 __all__ = [
@@ -380,6 +432,7 @@ __all__ = [
     "BuildContext",
     "Clock",
     "EvidenceParser",
+    "FilePart",
     "GateSignal",
     "Horizon",
     "KvAllocator",

@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any, Iterable, Iterator
 
 from .errors import InputError, PluginError, TickgateError
+from .interfaces import optional_attribute
 from .model import Request
 
 
@@ -40,7 +41,7 @@ def open_requests(path: Path, input_format: str = "workload", *, block_size: int
         options: dict[str, Any] = {}
         if block_size is not None:
             options["block_size"] = block_size
-        effective = block_size if block_size is not None else getattr(info.obj, "default_block_size", None)
+        effective = block_size if block_size is not None else optional_attribute(info.obj, "default_block_size")
         if effective is not None:
             inputs["block_size"] = effective
         if not path.exists():

@@ -7,9 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from tickgate.errors import InputError
-from tickgate.interfaces import AdmissionContext
-from tickgate.model import Request
+from tickgate import AdmissionContext, InputError, Request
 from tickgate.testing import AdmissionPolicyContract, BackendMirrorContract
 
 HERE = Path(__file__).resolve().parent

@@ -17,11 +17,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, ClassVar
 
-from tickgate.errors import InputError
-from tickgate.interfaces import BackendMirror
-from tickgate.readers.benchkeys import has_arrays, require_result, requests_from_arrays, summary_percentiles
-from tickgate.readers.common import (Fields, clean_aggregates, document, head_text, is_number, iter_json_lines,
-                                     pick_line, provenance, read_text)
+from tickgate import (BackendMirror, Fields, clean_aggregates, document, has_arrays, head_text, provenance,
+                      request_rate, requests_from_arrays, require_result, result_figures, result_object)
 
 METRICS = {"ttft": "ttft_ms", "tpot": "tpot_ms", "itl": "itl_ms", "e2e_latency": "latency_ms"}
 _EXTRA_NUMBERS = ("input_throughput", "total_throughput", "concurrency", "accept_length", "max_concurrency",
@@ -54,33 +51,12 @@ class SglangBenchMirror(BackendMirror):
         return sniff_bench(head)
 
     def read(self, path: Path, line: int | None = None) -> dict[str, Any]:
-        text = read_text(path)
-        if not text.strip():
-            raise InputError(path, "empty file: expected sglang.bench_serving result lines")
-        notes: list[str] = []
-        lineno, obj = pick_line(path, list(iter_json_lines(path, text)), line, "result", notes)
+        lineno, obj, notes = result_object(path, line, "sglang.bench_serving result lines")
         f = Fields(obj, path, line=lineno, notes=notes)
         require_result(f, self.name, METRICS)
-        agg: dict[str, Any] = {}
-        extra: dict[str, Any] = {}
-        agg.update(summary_percentiles(f, METRICS, extra))
-        agg["completed"] = f.count("completed")
-        agg["duration_s"] = f.number("duration")
-        agg["request_throughput"] = f.number("request_throughput")
-        agg["output_throughput"] = f.number("output_throughput")
-        agg["total_input_tokens"] = f.count("total_input_tokens")
-        agg["total_output_tokens"] = f.count("total_output_tokens")
-        for key in _EXTRA_NUMBERS:
-            v = f.number(key)
-            if v is not None:
-                extra[key] = v
-        rate = obj.get("request_rate")
-        if isinstance(rate, str) and rate in ("inf", "trace"):
-            extra["request_rate"] = rate
-        elif is_number(rate):
-            extra["request_rate"] = "inf" if rate == float("inf") else f.number("request_rate")
-        elif rate is not None:
-            raise f.fail("request_rate", f"expected a number, Infinity, \"inf\" or \"trace\", got {rate!r}")
+        agg, extra, counts = result_figures(f, METRICS, ("completed",), _EXTRA_NUMBERS)
+        agg["completed"] = counts["completed"]
+        request_rate(f, extra, ("inf", "trace"), 'a number, Infinity, "inf" or "trace"')
         agg["extra"] = extra
         backend = f.string("backend") or "sglang"
         model = None

@@ -14,10 +14,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, ClassVar
 
-from tickgate.errors import InputError
-from tickgate.interfaces import BackendMirror
-from tickgate.readers.common import clean_aggregates, document, provenance, read_text
-from tickgate.readers.prometheus import Scrape, histogram_ms, metric_names_in, parse_text, require_families
+from tickgate import Scrape, ScrapeMirror, clean_aggregates, document, histogram_figures, provenance
 
 P = "sglang:"
 HISTOGRAMS = {"time_to_first_token_seconds": "ttft_ms", "e2e_request_latency_seconds": "latency_ms",
@@ -40,16 +37,7 @@ def detect_version(s: Scrape) -> str:
 def scrape_aggregates(s: Scrape, legacy: bool, notes: list[str]) -> dict[str, Any]:
     agg: dict[str, Any] = {}
     extra: dict[str, Any] = {}
-    for name, target in HISTOGRAMS.items():
-        if target in agg:
-            continue
-        h = s.histogram(P + name)
-        if h is not None:
-            pct = histogram_ms(h, P + name, notes)
-            if pct:
-                agg[target] = pct
-            if target == "ttft_ms" and h.count is not None:
-                extra["ttft_observations"] = h.count
+    histogram_figures(s, P, HISTOGRAMS, agg, extra, notes)
     waiting = s.histogram(P + "waiting_request_latency_seconds")
     if waiting is not None and waiting.sum is not None and waiting.count:
         extra["queue_time_ms.mean"] = round(waiting.sum / waiting.count * 1000, 6)
@@ -78,18 +66,15 @@ def scrape_aggregates(s: Scrape, legacy: bool, notes: list[str]) -> dict[str, An
     return agg
 
 
-class SglangMetricsMirror(BackendMirror):
+class SglangMetricsMirror(ScrapeMirror):
     name: ClassVar[str] = "sglang-metrics"
     description: ClassVar[str] = "SGLang /metrics Prometheus text (legacy name= label, 2025 names)"
-
-    def sniff(self, path: Path, head: bytes) -> bool:
-        return metric_names_in(head, [P])
+    prefix: ClassVar[str] = P
+    families: ClassVar[tuple[str, ...]] = FAMILIES
+    expected: ClassVar[str | None] = "an SGLang /metrics scrape"
 
     def read(self, path: Path) -> dict[str, Any]:
-        s = parse_text(read_text(path), path)
-        if not any(n.startswith(P) for n in s.names()):
-            raise InputError(path, "no sglang: metrics found (expected an SGLang /metrics scrape)")
-        require_families(s, path, self.name, P, FAMILIES)
+        s = self.scrape(path)
         version = detect_version(s)
         notes = ["a /metrics scrape is cumulative since server start: run-level figures only"]
         agg = scrape_aggregates(s, version.startswith("legacy"), notes)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any, Mapping
 
-from tickgate.errors import ConfigError
+from tickgate import ConfigError
 
 from .schedule_policy import POLICIES
 

@@ -36,9 +36,8 @@ from __future__ import annotations
 from itertools import chain
 from typing import Any, Hashable, Mapping
 
-from tickgate.errors import InputError, ReplayError
-from tickgate.interfaces import BuildContext, Horizon, Scheduler
-from tickgate.model import Request, RequestOutcome, TickRecord, completed_outcome, rejected_outcome
+from tickgate import (BuildContext, Horizon, InputError, ReplayError, Request, RequestOutcome, Scheduler,
+                      TickRecord, completed_outcome, rejected_outcome)
 
 from .options import (CLIP_MAX_NEW_TOKENS, DEFAULT_INIT_NEW_TOKEN_RATIO, DEFAULT_MIN_NEW_TOKEN_RATIO_FACTOR,
                       DEFAULT_NEW_TOKEN_RATIO_DECAY_STEPS, OPTIONS_SCHEMA, RETRACT_DECODE_STEPS, prefix_block_size)

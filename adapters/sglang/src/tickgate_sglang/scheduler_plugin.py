@@ -3,8 +3,7 @@ scheduling mirror (scheduler plugins), imported lazily inside the hooks."""
 
 from __future__ import annotations
 
-from tickgate import hookimpl
-from tickgate.hookspecs import Register
+from tickgate import Register, hookimpl
 
 
 @hookimpl

@@ -12,10 +12,8 @@ import re
 from pathlib import Path
 from typing import Any, ClassVar
 
-from tickgate.errors import InputError
-from tickgate.interfaces import BackendMirror
-from tickgate.readers.common import Fields, clean_aggregates, document, head_text, parse_engine_json, provenance, \
-    read_text, require_any_key
+from tickgate import (BackendMirror, Fields, InputError, clean_aggregates, document, head_text,
+                      parse_engine_json, provenance, read_text, require_any_key)
 
 #: keys of ``performance`` the reader uses: a report needs at least one
 PERFORMANCE_KEYS = ("total_latency_ms", "request_throughput_req_s", "system_output_throughput_tok_s",

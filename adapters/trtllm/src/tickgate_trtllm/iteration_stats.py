@@ -15,11 +15,8 @@ import re
 from pathlib import Path
 from typing import Any, ClassVar
 
-from tickgate.errors import InputError
-from tickgate.interfaces import BackendMirror
-from tickgate.readers.common import Fields, clean_aggregates, document, head_text, not_this_format, parse_engine_json, \
-    provenance, read_text
-from tickgate.readers.stats import summarize
+from tickgate import (BackendMirror, Fields, InputError, clean_aggregates, document, head_text,
+                      not_this_format, parse_engine_json, provenance, read_text, summary_stats)
 
 #: legacy Triton log keys -> executor API names
 LEGACY = {"Used KV cache blocks": "usedNumBlocks", "Max KV cache blocks": "maxNumBlocks",
@@ -119,7 +116,7 @@ class TrtllmIterationStatsMirror(BackendMirror):
         if pressure:
             agg["memory_pressure"] = round(max(pressure), 6)
         if latencies:
-            stats = summarize(latencies)
+            stats = summary_stats(latencies)
             agg["extra"].update({"iter_latency_ms.mean": stats["mean"], "iter_latency_ms.max": stats["max"]})
         if active:
             agg["extra"]["max_active_requests"] = max(active)

@@ -13,10 +13,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, ClassVar
 
-from tickgate.errors import InputError
-from tickgate.interfaces import BackendMirror
-from tickgate.readers.common import clean_aggregates, document, provenance, read_text
-from tickgate.readers.prometheus import histogram_ms, metric_names_in, parse_text, require_families
+from tickgate import ScrapeMirror, clean_aggregates, document, histogram_ms, provenance
 
 NV = "nv_trt_llm_"
 TR = "trtllm_"
@@ -27,18 +24,15 @@ TR_FAMILIES = ("request_success_total", "time_to_first_token_seconds", "e2e_requ
                "kv_cache_utilization", "num_requests_waiting", "num_requests_running")
 
 
-class TritonTrtllmMetricsMirror(BackendMirror):
+class TritonTrtllmMetricsMirror(ScrapeMirror):
     name: ClassVar[str] = "triton-trtllm-metrics"
     description: ClassVar[str] = "Triton TensorRT-LLM backend nv_trt_llm_* Prometheus metrics"
-
-    def sniff(self, path: Path, head: bytes) -> bool:
-        return metric_names_in(head, [NV])
+    prefix: ClassVar[str] = NV
+    families: ClassVar[tuple[str, ...]] = NV_FAMILIES
+    expected: ClassVar[str | None] = "a Triton TensorRT-LLM scrape"
 
     def read(self, path: Path) -> dict[str, Any]:
-        s = parse_text(read_text(path), path)
-        if not any(n.startswith(NV) for n in s.names()):
-            raise InputError(path, "no nv_trt_llm_ metrics found (expected a Triton TensorRT-LLM scrape)")
-        require_families(s, path, self.name, NV, NV_FAMILIES)
+        s = self.scrape(path)
         notes = ["a /metrics scrape is a point-in-time view: run-level figures only"]
         agg: dict[str, Any] = {"extra": {}}
         blocks = s.by_label(NV + "kv_cache_block_metrics", "kv_cache_block_type")
@@ -62,18 +56,14 @@ class TritonTrtllmMetricsMirror(BackendMirror):
                          "aggregates": clean_aggregates(agg)})
 
 
-class TrtllmMetricsMirror(BackendMirror):
+class TrtllmMetricsMirror(ScrapeMirror):
     name: ClassVar[str] = "trtllm-metrics"
     description: ClassVar[str] = "trtllm_* Prometheus metrics (trtllm-serve native endpoint, Dynamo relay)"
-
-    def sniff(self, path: Path, head: bytes) -> bool:
-        return metric_names_in(head, [TR])
+    prefix: ClassVar[str] = TR
+    families: ClassVar[tuple[str, ...]] = TR_FAMILIES
 
     def read(self, path: Path) -> dict[str, Any]:
-        s = parse_text(read_text(path), path)
-        if not any(n.startswith(TR) for n in s.names()):
-            raise InputError(path, "no trtllm_ metrics found")
-        require_families(s, path, self.name, TR, TR_FAMILIES)
+        s = self.scrape(path)
         notes = ["a /metrics scrape is cumulative since server start: run-level figures only"]
         agg: dict[str, Any] = {"extra": {}}
         success = s.by_label(TR + "request_success_total", "finished_reason")

@@ -19,9 +19,8 @@ from __future__ import annotations
 from bisect import bisect_left, insort
 from typing import Any, Mapping
 
-from tickgate.errors import InputError, ReplayError
-from tickgate.interfaces import BuildContext, Horizon, Scheduler
-from tickgate.model import Request, RequestOutcome, TickRecord, completed_outcome, rejected_outcome
+from tickgate import (BuildContext, Horizon, InputError, ReplayError, Request, RequestOutcome, Scheduler,
+                      TickRecord, completed_outcome, rejected_outcome)
 
 from .capacity import POLICIES, guaranteed_no_evict, max_utilization
 from .micro_batch import CHUNKING_POLICIES, micro_batch

@@ -16,12 +16,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, ClassVar
 
-from tickgate.errors import InputError
-from tickgate.interfaces import BackendMirror
-from tickgate.readers.benchkeys import (ARRAY_KEYS, RESULT_KEYS, has_arrays, require_result, requests_from_arrays,
-                                       summary_percentiles)
-from tickgate.readers.common import (Fields, clean_aggregates, document, head_text, is_number, iter_json_lines,
-                                     parse_engine_json, pick_line, provenance, read_text)
+from tickgate import (ARRAY_KEYS, RESULT_KEYS, BackendMirror, Fields, clean_aggregates, document,
+                      has_arrays, head_text, provenance, request_rate, requests_from_arrays, require_result,
+                      result_figures, result_object)
 
 METRICS = {"ttft": "ttft_ms", "tpot": "tpot_ms", "itl": "itl_ms", "e2el": "latency_ms"}
 #: top-level keys the reader interprets (everything else scalar is metadata)
@@ -71,41 +68,15 @@ class VllmBenchMirror(BackendMirror):
         return sniff_bench(head)
 
     def read(self, path: Path, line: int | None = None) -> dict[str, Any]:
-        text = read_text(path)
-        if not text.strip():
-            raise InputError(path, "empty file: expected a vllm bench serve result")
-        notes: list[str] = []
-        stripped = text.strip()
-        if "\n" in stripped and stripped.startswith("{") and _is_jsonl(stripped):
-            lineno, obj = pick_line(path, list(iter_json_lines(path, text)), line, "result", notes)
-        else:
-            if line is not None and line != 1:
-                raise InputError(path, f"holds one result; there is no run on line {line}")
-            lineno, obj = None, parse_engine_json(text, path)
+        lineno, obj, notes = result_object(path, line, "a vllm bench serve result", whole_document=True)
         return read_result(obj, path, lineno, notes, fmt=self.name)
-
-
-def _is_jsonl(text: str) -> bool:
-    """A JSON document spread over lines, or one object per line?"""
-    first = text.split("\n", 1)[0].strip()
-    if not first.endswith("}"):
-        return False
-    try:
-        parse_engine_json(first, "<probe>")
-    except InputError:
-        return False
-    return True
 
 
 def read_result(obj: Any, path: Path, lineno: int | None, notes: list[str], *, fmt: str) -> dict[str, Any]:
     f = Fields(obj, path, line=lineno, notes=notes)
     require_result(f, fmt, METRICS, ("completed", "num_prompts", *RESULT_KEYS[1:]))
-    agg: dict[str, Any] = {}
-    extra: dict[str, Any] = {}
-    agg.update(summary_percentiles(f, METRICS, extra))
-    completed = f.count("completed")
-    failed = f.count("failed")
-    num_prompts = f.count("num_prompts")
+    agg, extra, counts = result_figures(f, METRICS, ("completed", "failed", "num_prompts"), _EXTRA_NUMBERS)
+    completed, failed, num_prompts = counts["completed"], counts["failed"], counts["num_prompts"]
     agg["completed"] = completed
     agg["failed"] = failed
     if completed is not None and failed is not None:
@@ -114,26 +85,11 @@ def read_result(obj: Any, path: Path, lineno: int | None, notes: list[str], *, f
             agg["error_rate"] = round(failed / (completed + failed), 6)
     elif num_prompts is not None:
         agg["request_count"] = num_prompts
-    agg["duration_s"] = f.number("duration")
-    agg["request_throughput"] = f.number("request_throughput")
-    agg["output_throughput"] = f.number("output_throughput")
-    agg["total_input_tokens"] = f.count("total_input_tokens")
-    agg["total_output_tokens"] = f.count("total_output_tokens")
-    for key in _EXTRA_NUMBERS:
-        v = f.number(key)
-        if v is not None:
-            extra[key] = v
     for key in ("request_goodput", "request_goodput:"):
         v = f.number(key)
         if v is not None:
             extra["request_goodput"] = v
-    rate = obj.get("request_rate")
-    if rate == "inf" or (is_number(rate) and rate == float("inf")):
-        extra["request_rate"] = "inf"
-    elif is_number(rate):
-        extra["request_rate"] = f.number("request_rate")
-    elif rate is not None:
-        raise f.fail("request_rate", f"expected a number or \"inf\", got {rate!r}")
+    request_rate(f, extra, ("inf",), 'a number or "inf"')
     agg["extra"] = extra
     metadata = {k: v for k, v in sorted(obj.items())
                 if k not in KNOWN and not k.endswith("_ms") and isinstance(v, (str, int, float, bool))}

@@ -16,9 +16,7 @@ import json
 from pathlib import Path
 from typing import Any, Iterator
 
-from tickgate.errors import InputError
-from tickgate.locations import load_json, parse_json
-from tickgate.model import Request
+from tickgate import InputError, Request, load_json, parse_json
 
 #: drive_vllm.py's DEFAULT_CONFIG (vLLM 0.33 reference harness)
 HARNESS_DEFAULTS: dict[str, Any] = {
@@ -62,7 +60,7 @@ def load_reference_workload(path: Path, config_path: Path | None) -> tuple[list[
 def _config(raw: Any, path: Path, prefix: tuple[str, ...]) -> dict[str, Any]:
     """One source of the config (the workload's ``config`` or ``--config``),
     checked against the scheduler's option schema where it is written."""
-    from tickgate.schemas import validate
+    from tickgate import validate
 
     from .v1_options import OPTIONS_SCHEMA
 
@@ -186,10 +184,7 @@ def scheduler_options(config: dict[str, Any]) -> dict[str, Any]:
 
 def run_mirror(requests: list[Request], config: dict[str, Any], *, max_span: int | None = 1) -> list[dict[str, Any]]:
     """Replay through the registered ``vllm-v1`` plugin, one observed line per step."""
-    from tickgate.engine import run
-    from tickgate.interfaces import BuildContext, Clock
-    from tickgate.plugins import get_registry
-    from tickgate.schemas import validate
+    from tickgate import BuildContext, Clock, get_registry, run_scheduler, validate
 
     info = get_registry().get("scheduler", "vllm-v1")
     options = scheduler_options(config)
@@ -212,7 +207,7 @@ def run_mirror(requests: list[Request], config: dict[str, Any], *, max_span: int
             if outcome.status != "completed":
                 rejected.append(outcome)
 
-    run(requests, scheduler, clock, [_Sink()], timed=False, label='scheduler "vllm-v1"')
+    run_scheduler(requests, scheduler, clock, [_Sink()], timed=False, label='scheduler "vllm-v1"')
     if rejected:
         o = rejected[0]
         raise InputError("<workload>", f"request {o.id!r} cannot run in vLLM either: {o.reason}")

@@ -24,8 +24,7 @@ def conformance_group() -> None:
               help="Config JSON overriding the workload's embedded config (as drive_vllm.py --config).")
 def vllm_command(workload_path: Path, reference_path: Path, output_path: Path, config_path: Path | None) -> None:
     """Replay WORKLOAD with vllm-v1 and compare every step with REFERENCE."""
-    from tickgate.atomic import write_json
-    from tickgate.cli import exit_with
+    from tickgate import exit_with, write_json
 
     from .conformance import compare, load_reference_workload, read_steps, run_mirror
 

@@ -21,10 +21,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, ClassVar
 
-from tickgate.errors import InputError
-from tickgate.interfaces import BackendMirror
-from tickgate.readers.common import clean_aggregates, document, provenance, read_text
-from tickgate.readers.prometheus import Scrape, histogram_ms, metric_names_in, parse_text, require_families
+from tickgate import Scrape, ScrapeMirror, clean_aggregates, document, histogram_figures, provenance
 
 P = "vllm:"
 HISTOGRAMS = {"time_to_first_token_seconds": "ttft_ms", "e2e_request_latency_seconds": "latency_ms",
@@ -49,17 +46,7 @@ def detect_version(s: Scrape) -> str:
 def scrape_aggregates(s: Scrape, notes: list[str]) -> dict[str, Any]:
     agg: dict[str, Any] = {}
     extra: dict[str, Any] = {}
-    for name, target in HISTOGRAMS.items():
-        if target in agg:
-            continue
-        h = s.histogram(P + name)
-        if h is None:
-            continue
-        pct = histogram_ms(h, P + name, notes)
-        if pct:
-            agg[target] = pct
-        if target == "ttft_ms" and h.count is not None:
-            extra["ttft_observations"] = h.count
+    histogram_figures(s, P, HISTOGRAMS, agg, extra, notes)
     agg["total_input_tokens"] = _count(s.total(P + "prompt_tokens_total"))
     agg["total_output_tokens"] = _count(s.total(P + "generation_tokens_total"))
     success = s.by_label(P + "request_success_total", "finished_reason")
@@ -113,19 +100,15 @@ def config_labels(s: Scrape) -> dict[str, str]:
     return {}
 
 
-class VllmMetricsMirror(BackendMirror):
+class VllmMetricsMirror(ScrapeMirror):
     name: ClassVar[str] = "vllm-metrics"
     description: ClassVar[str] = "vLLM /metrics Prometheus text (V0 and V1 names, engine label)"
-
-    def sniff(self, path: Path, head: bytes) -> bool:
-        return metric_names_in(head, [P])
+    prefix: ClassVar[str] = P
+    families: ClassVar[tuple[str, ...]] = FAMILIES
+    expected: ClassVar[str | None] = "a vLLM /metrics scrape"
 
     def read(self, path: Path) -> dict[str, Any]:
-        text = read_text(path)
-        s = parse_text(text, path)
-        if not any(n.startswith(P) for n in s.names()):
-            raise InputError(path, "no vllm: metrics found (expected a vLLM /metrics scrape)")
-        require_families(s, path, self.name, P, FAMILIES)
+        s = self.scrape(path)
         notes = ["a /metrics scrape is cumulative since server start: run-level figures only"]
         agg = scrape_aggregates(s, notes)
         models = s.label_values("model_name")

@@ -4,8 +4,7 @@ command. Implementation modules are imported inside the hooks (lazy start-up).""
 
 from __future__ import annotations
 
-from tickgate import hookimpl
-from tickgate.hookspecs import Register
+from tickgate import Register, hookimpl
 
 
 @hookimpl

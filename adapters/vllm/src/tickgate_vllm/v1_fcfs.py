@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from tickgate.model import TickRecord
+from tickgate import TickRecord
 
 from .v1_request import RequestState
 

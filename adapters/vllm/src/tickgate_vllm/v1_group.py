@@ -33,9 +33,7 @@ import heapq
 from itertools import chain
 from typing import Any
 
-from tickgate.errors import PluginError
-from tickgate.interfaces import Horizon
-from tickgate.model import TickRecord
+from tickgate import Horizon, PluginError, TickRecord
 
 from .v1_request import RequestState
 from .v1_spans import longest_fitting, span_record

@@ -13,8 +13,7 @@ from __future__ import annotations
 
 from typing import Any, Iterable, Mapping
 
-from tickgate.model import Request, RequestOutcome, TickRecord, tick_record
-from tickgate.report import EncodedDetail
+from tickgate import EncodedDetail, Request, RequestOutcome, TickRecord, tick_record
 
 from .v1_request import RequestState
 

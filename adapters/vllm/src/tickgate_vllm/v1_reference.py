@@ -16,7 +16,7 @@ from __future__ import annotations
 import heapq
 from typing import Any
 
-from tickgate.model import TickRecord
+from tickgate import TickRecord
 
 from .v1_request import RUNNING, RequestState
 

@@ -25,8 +25,7 @@ import json
 from itertools import chain
 from typing import Any, Hashable
 
-from tickgate.blockruns import run_starts
-from tickgate.model import Request
+from tickgate import Request, run_starts
 
 WAITING, RUNNING, PREEMPTED = 0, 1, 2
 _encode_str = json.encoder.encode_basestring_ascii  # json.dumps of a str (ensure_ascii)

@@ -70,8 +70,7 @@ import heapq
 from collections import deque
 from typing import Any, Callable, Mapping
 
-from tickgate.interfaces import BuildContext, Horizon, Scheduler
-from tickgate.model import Request, RequestOutcome, TickRecord
+from tickgate import BuildContext, Horizon, Request, RequestOutcome, Scheduler, TickRecord
 
 from .v1_blocks import BlockOps
 from .v1_fcfs import FcfsStep
@@ -106,7 +105,7 @@ class VllmV1Scheduler(DecodeGroup, Spans, FcfsStep, ReferenceStep, Records, Bloc
         self.prefix_block_size = ctx.prefix_block_size
         pbs = self.prefix_block_size
         if pbs is not None and pbs % self.block_size and self.block_size % pbs:
-            from tickgate.errors import TickgateError
+            from tickgate import TickgateError
 
             raise TickgateError(f"vllm-v1: the workload's prefix blocks cover {pbs} tokens and "
                                 f"block_size is {self.block_size}; one must be a multiple of the other")

@@ -17,10 +17,7 @@ import math
 from itertools import repeat
 from typing import TYPE_CHECKING, Callable
 
-from tickgate.errors import PluginError
-from tickgate.interfaces import Horizon
-from tickgate.model import TickRecord, tick_record
-from tickgate.timing import TimingModel
+from tickgate import Horizon, PluginError, TickRecord, TimingModel, tick_record
 
 from .v1_request import RequestState
 

@@ -21,7 +21,7 @@ from __future__ import annotations
 from typing import Any, Iterator, Mapping
 
 from ..errors import ConfigError
-from ..interfaces import AdmissionContext, AdmissionPolicy, KvAllocator
+from ..interfaces import AdmissionContext, AdmissionPolicy, KvAllocator, optional_attribute
 from ..model import Request
 from ._queue import OrderedQueue, fcfs_key
 
@@ -52,7 +52,7 @@ class LongestPrefixMatch(AdmissionPolicy):
     @classmethod
     def build(cls, options: Mapping[str, Any], ctx: AdmissionContext) -> "LongestPrefixMatch":
         kv = ctx.allocator
-        if kv is None or not getattr(kv, "has_prefix_cache", False) or not hasattr(kv, "page_keys"):
+        if kv is None or not optional_attribute(kv, "has_prefix_cache") or not hasattr(kv, "page_keys"):
             name = getattr(kv, "name", "none")
             raise ConfigError(f'admission "lpm" orders requests by their prefix-cache hits, but the KV '
                               f'allocator "{name}" has no prefix cache; set kv_allocator: {{name: prefix-cache}}')

@@ -43,7 +43,7 @@ from collections import deque
 from itertools import accumulate
 from typing import Any, Mapping
 
-from ..interfaces import AdmissionContext, AdmissionPolicy, BuildContext, Horizon, Scheduler
+from ..interfaces import AdmissionContext, AdmissionPolicy, BuildContext, Horizon, Scheduler, optional_attribute
 from ..model import Request, RequestOutcome, TickRecord, completed_outcome, rejected_outcome
 from ..timing import TimingModel
 
@@ -147,10 +147,10 @@ class SeedScheduler(Scheduler):
                                                         clock=ctx.clock, decode_slots=self.width))
         # Prefix cache: cached leading pages are shared, not newly reserved, and
         # their tokens skip prefill. Flags: "admitted but noted" from the policy.
-        self.prefix_cache = bool(getattr(self.kv, "has_prefix_cache", False))
+        self.prefix_cache = bool(optional_attribute(self.kv, "has_prefix_cache"))
         self.prefix_hits: dict[str, int] = {}
         self.flagged: dict[str, tuple[str, ...]] = {}
-        self.dynamic_admission = bool(getattr(self.admission, "dynamic", False))
+        self.dynamic_admission = bool(optional_attribute(self.admission, "dynamic"))
         # Spans need an admission policy whose per-step hooks cannot act on their own.
         adm_cls = type(self.admission)
         self.can_span = (self.fast_forward and not self.dynamic_admission

@@ -49,6 +49,7 @@ def import_command(fmt: str, input_path: Path, output_path: Path, limit: int | N
     from .. import import_parts
     from ..atomic import atomic_writer, check_writable, spool_file
     from ..errors import InputError, PluginError
+    from ..interfaces import optional_attribute
     from ..plugins import get_registry
     from ..progress import progress
     from ..workload import WORKLOAD_TAIL, WorkloadHeader, workload_head, write_requests
@@ -79,7 +80,7 @@ def import_command(fmt: str, input_path: Path, output_path: Path, limit: int | N
             count = first_count + second_count
         else:
             count = write_requests(spool, bar.counted(stream))
-        source = dict(getattr(reader, "source", None) or {"format": fmt, "file": str(input_path)})
+        source = dict(optional_attribute(reader, "source") or {"format": fmt, "file": str(input_path)})
         source["requests"] = count
         if limit is not None:
             source["limit"] = limit

@@ -21,16 +21,20 @@ with the reason, which is reported but does not decide, unless the policy
 marks the signal ``required: true`` (then it holds). Returning
 anything but a valid :class:`SignalResult`, or raising, is reported as an error
 naming the plugin and its distribution.
+
+The base class is :class:`tickgate.interfaces.GateSignal` (one base for every
+plugin kind lives there; it is imported here for the signals' convenience);
+plugin authors import both names from ``tickgate``.
 """
 
 from __future__ import annotations
 
 import math
-from typing import Any, ClassVar, Mapping
+from typing import Any, Mapping
 
 import attrs
 
-from ..interfaces import GateSignal as _GateSignalBase
+from ..interfaces import GateSignal
 
 STATUSES = ("pass", "hold", "rollback", "not_evaluated")
 #: decision rank: the worst status decides (rollback > hold > pass); a signal
@@ -76,20 +80,4 @@ class SignalResult:
     details: Mapping[str, Any] = attrs.field(factory=dict)
 
 
-class GateSignal(_GateSignalBase):
-    """Base class for gate signals (optional: matching the protocol is enough)."""
-
-    response: ClassVar[str] = "hold"
-
-    @classmethod
-    def build(cls, options: Mapping[str, Any]) -> "GateSignal":
-        signal = cls()
-        signal.configure(dict(options))
-        return signal
-
-    def configure(self, options: dict[str, Any]) -> None:
-        """Store validated options (defaults already applied by the schema's author)."""
-        self.options = options
-
-    def evaluate(self, comparison: Any) -> SignalResult:
-        raise NotImplementedError
+__all__ = ["GateSignal", "RANK", "STATUSES", "SignalResult"]

@@ -66,8 +66,6 @@ class TraceReader(WorkloadReader):
 
     #: prefix of generated request ids
     id_prefix: str = "r"
-    #: whether the format carries prefix-block ids (so --block-size means something)
-    default_block_size: int | None = None
 
     def __init__(self) -> None:
         self.source: dict[str, Any] = {}

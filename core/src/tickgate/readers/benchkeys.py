@@ -11,10 +11,12 @@ are in **seconds**. Both adapters read them with these functions.
 from __future__ import annotations
 
 import re
+from pathlib import Path
 from typing import Any, Mapping
 
 from ..errors import InputError
-from .common import Fields, is_number, require_any_key
+from .common import (Fields, is_number, iter_json_lines, parse_engine_json, pick_line, read_text,
+                     require_any_key)
 from .stats import percentile
 from .streams import fingerprint
 
@@ -69,6 +71,80 @@ def require_result(f: Fields, fmt: str, metrics: Mapping[str, str], keys: tuple[
     require_any_key(f, fmt, (*keys, "ttfts", "output_lens"), also=stat_key,
                     expected=f"a bench result: at least one of {', '.join(keys)}, {stats} "
                              "or the per-request arrays ttfts/output_lens")
+
+
+def result_object(path: Path, line: int | None, expected: str, *,
+                  whole_document: bool = False) -> tuple[int | None, Any, list[str]]:
+    """The run a results file holds: ``(line number, JSON value, notes)``.
+
+    The clients append one JSON line per run (``--append-result``,
+    ``--output-file``): the last line is read unless ``line`` (``FILE#LINE``)
+    selects another, and the choice is noted. With ``whole_document`` the file
+    may instead be one JSON document (``--save-result``, pretty-printed or
+    not), whose line number is None. ``expected`` names the format in the
+    error for an empty file.
+    """
+    text = read_text(path)
+    if not text.strip():
+        raise InputError(path, f"empty file: expected {expected}")
+    notes: list[str] = []
+    stripped = text.strip()
+    if not whole_document or ("\n" in stripped and stripped.startswith("{") and _is_jsonl(stripped)):
+        lineno, obj = pick_line(path, list(iter_json_lines(path, text)), line, "result", notes)
+        return lineno, obj, notes
+    if line is not None and line != 1:
+        raise InputError(path, f"holds one result; there is no run on line {line}")
+    return None, parse_engine_json(text, path), notes
+
+
+def _is_jsonl(text: str) -> bool:
+    """A JSON document spread over lines, or one object per line?"""
+    first = text.split("\n", 1)[0].strip()
+    if not first.endswith("}"):
+        return False
+    try:
+        parse_engine_json(first, "<probe>")
+    except InputError:
+        return False
+    return True
+
+
+def result_figures(f: Fields, metrics: Mapping[str, str], counts: tuple[str, ...],
+                   extra_numbers: tuple[str, ...],
+                   ) -> tuple[dict[str, Any], dict[str, Any], dict[str, int | None]]:
+    """The summary figures of a result: ``(aggregates, extra, counts)``.
+
+    Read in one order, so the first bad field is the one reported: the
+    statistics (:func:`summary_percentiles`), the client's ``counts`` (returned
+    as they are: each client places them), duration, throughputs and token
+    totals (into the aggregates), then the client's ``extra_numbers``.
+    """
+    extra: dict[str, Any] = {}
+    agg: dict[str, Any] = dict(summary_percentiles(f, metrics, extra))
+    counted = {key: f.count(key) for key in counts}
+    agg["duration_s"] = f.number("duration")
+    agg["request_throughput"] = f.number("request_throughput")
+    agg["output_throughput"] = f.number("output_throughput")
+    agg["total_input_tokens"] = f.count("total_input_tokens")
+    agg["total_output_tokens"] = f.count("total_output_tokens")
+    for key in extra_numbers:
+        v = f.number(key)
+        if v is not None:
+            extra[key] = v
+    return agg, extra, counted
+
+
+def request_rate(f: Fields, extra: dict[str, Any], words: tuple[str, ...], expected: str) -> None:
+    """``request_rate`` into ``extra``: a number, ``"inf"`` for an infinite rate
+    (the string, or Python's bare ``Infinity``), or one of the client's own
+    ``words``; anything else is an error saying it ``expected`` those."""
+    rate = f.obj.get("request_rate")
+    if isinstance(rate, str) and rate in words:
+        extra["request_rate"] = rate
+    elif is_number(rate):
+        extra["request_rate"] = "inf" if rate == float("inf") else f.number("request_rate")
+    elif rate is not None:
+        raise f.fail("request_rate", f"expected {expected}, got {rate!r}")
 
 
 def has_arrays(obj: Mapping[str, Any]) -> bool:

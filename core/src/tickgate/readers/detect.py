@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import InputError, PluginError, TickgateError
+from ..interfaces import optional_attribute
 from ..plugins import PluginInfo, Registry, get_registry
 from .common import read_head
 
@@ -49,7 +50,7 @@ def detect_format(path: Path | str, registry: Registry | None = None) -> PluginI
     declared = _DECLARED.search(head[:4096])
     if declared is not None:
         kind = declared.group(1).decode("utf-8", "replace")
-        owners = [i for i in registry.of_kind(KIND) if getattr(i.obj, "declared_kind", None) == kind]
+        owners = [i for i in registry.of_kind(KIND) if optional_attribute(i.obj, "declared_kind") == kind]
         if len(owners) == 1:
             return owners[0]
     matches = []
@@ -88,7 +89,7 @@ def read_observations(path: Path | str, format: str = "auto", registry: Registry
     try:
         reader = info.obj()
         if line is not None:
-            if not getattr(reader, "accepts_line", False):
+            if not optional_attribute(reader, "accepts_line"):
                 raise InputError(path, f'format "{info.name}" holds one run per file; "#LINE" selects a run '
                                  "only in appended JSONL results")
             doc = reader.read(base, line=line)
@@ -110,7 +111,7 @@ def read_observations(path: Path | str, format: str = "auto", registry: Registry
         # equivalent for the requests (~50x faster on 100k requests)
         side_from_document(doc, "observations", str(base))
     except InputError as exc:
-        if getattr(info.obj, "declared_kind", None):
+        if optional_attribute(info.obj, "declared_kind"):
             raise  # the file itself is an observations document: its own error, located
         # a mirror's output is plugin data: an invalid document is the mirror's to fix
         raise PluginError(f"{label} returned an invalid observations document for {base}: "

@@ -1,7 +1,8 @@
 """Base classes for the engines' SSE-capture mirrors and evidence parsers.
 
-An adapter subclasses these with its ``name``, ``backend``, ``sniff`` and
-``version(facts)``; framing (:mod:`.sse`) and evidence (:mod:`.streams`) are
+An adapter subclasses these with its ``name``, ``backend`` and ``dialect``
+(an :class:`SseDialect`: what marks its engine's streams and how it names
+their usage layout); framing (:mod:`.sse`) and evidence (:mod:`.streams`) are
 shared because the wire format is the OpenAI one for every engine. The
 observation document carries one request per stream with its ``streaming``
 evidence, and aggregates computed from those requests.
@@ -9,13 +10,16 @@ evidence, and aggregates computed from those requests.
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any, ClassVar
 
+import attrs
+
 from ..interfaces import BackendMirror, EvidenceParser
 from .aggregate import from_requests
-from .common import clean_aggregates, document, provenance, read_text
-from .sse import frame
+from .common import clean_aggregates, document, head_text, provenance, read_text
+from .sse import frame, looks_like_chunks
 from .streams import StreamEvidence, collect, evidence_to_request
 
 
@@ -43,11 +47,49 @@ def capture_notes(evidence: list[StreamEvidence], facts: dict[str, Any]) -> list
     return notes
 
 
-class SseMirrorBase(BackendMirror):
-    backend: ClassVar[str] = ""
+@attrs.frozen
+class SseDialect:
+    """One engine's OpenAI-compatible streams, as its mirror and its evidence
+    parser both recognise and describe them.
+
+    ``claims``: a pattern the head of a capture must contain (the engine's id
+    shape, its extra fields); ``refuses``: one it must not (another engine's
+    markers), or None. ``usage``: ``(fact, label)`` pairs in the order they
+    name the capture's usage layout (the first fact that holds wins; none:
+    ``no-usage``); ``reasoning``: whether ``reasoning_content`` deltas are
+    named in the version too.
+    """
+
+    claims: re.Pattern[str]
+    refuses: re.Pattern[str] | None
+    usage: tuple[tuple[str, str], ...]
+    reasoning: bool = False
+
+    def sniff(self, head: bytes) -> bool:
+        text = head_text(head)
+        return (looks_like_chunks(head) and bool(self.claims.search(text))
+                and not (self.refuses is not None and self.refuses.search(text)))
 
     def version(self, facts: dict[str, Any], shape: str) -> str:
-        raise NotImplementedError
+        """``objects; usage layout[; reasoning_content][; shape]`` of a capture."""
+        parts = ["+".join(facts["objects"]) or "chunks"]
+        parts.append(next((label for fact, label in self.usage if facts[fact]), "no-usage"))
+        if self.reasoning and facts["reasoning"]:
+            parts.append("reasoning_content")
+        if shape != "sse":
+            parts.append(shape)
+        return "; ".join(parts)
+
+
+class SseMirrorBase(BackendMirror):
+    backend: ClassVar[str] = ""
+    dialect: ClassVar[SseDialect]
+
+    def sniff(self, path: Path, head: bytes) -> bool:
+        return self.dialect.sniff(head)
+
+    def version(self, facts: dict[str, Any], shape: str) -> str:
+        return self.dialect.version(facts, shape)
 
     def read(self, path: Path) -> dict[str, Any]:
         evidence, facts, shape = read_capture(path, self.name)
@@ -63,6 +105,11 @@ class SseMirrorBase(BackendMirror):
 
 class SseEvidenceBase(EvidenceParser):
     """``parse`` returns ``[{"request_id": ..., "streaming": {...}}]`` sorted by id."""
+
+    dialect: ClassVar[SseDialect]
+
+    def sniff(self, path: Path, head: bytes) -> bool:
+        return self.dialect.sniff(head)
 
     def parse(self, path: Path) -> list[dict[str, Any]]:
         evidence, _, _ = read_capture(path, self.name)

@@ -14,6 +14,7 @@ import attrs
 import pytest
 
 from ..errors import InputError, TickgateError
+from ..interfaces import optional_attribute
 from ..schemas import data_file, load_schema, validate
 from .contracts import PluginContract
 from .support import across_hash_seeds, canonical, clean_failure, fresh_registry, garbage_files, write_json
@@ -179,7 +180,7 @@ class WorkloadReaderContract(_FileReaderContract):
         from ..plugins import get_registry
 
         cls = get_registry().get(self.kind, self.plugin_name).obj
-        if not getattr(cls, "reads_parts", False):
+        if not optional_attribute(cls, "reads_parts"):
             pytest.skip("the reader reads whole files only")
         sample = self.sample_path(tmp_path)
         parts = split(sample)
@@ -192,7 +193,7 @@ class WorkloadReaderContract(_FileReaderContract):
         requests += second.read_part(sample, {}, parts[1])
         first.join_parts(sample, state, second.part_state(), False)
         assert requests == expected
-        assert getattr(first, "source", None) == getattr(whole, "source", None)
+        assert optional_attribute(first, "source") == optional_attribute(whole, "source")
 
 
 def synthetic_run(label: str, ids: list[str], seed: int = 7) -> dict[str, Any]:

@@ -14,8 +14,7 @@ from __future__ import annotations
 
 from typing import Any, Iterator, Mapping
 
-from tickgate.interfaces import AdmissionContext, AdmissionPolicy
-from tickgate.model import Request
+from tickgate import AdmissionContext, AdmissionPolicy, Request
 
 OPTIONS_SCHEMA: Mapping[str, Any] = {
     "type": "object",

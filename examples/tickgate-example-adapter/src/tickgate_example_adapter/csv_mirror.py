@@ -15,7 +15,7 @@ Why each piece is here:
 
 * ``sniff`` looks only at the head (first 64 KiB) and claims nothing but the
   exact header, so auto-detection never steals another engine's CSV.
-* Every bad cell is an :class:`~tickgate.errors.InputError` with the file, the
+* Every bad cell is an :class:`tickgate.InputError` with the file, the
   line and the column, so a user fixes the file instead of reading a traceback.
 * Provenance names the file, the format, the detected version and this
   distribution, and notes what was computed rather than read.
@@ -28,8 +28,7 @@ import math
 from pathlib import Path
 from typing import Any, Iterable
 
-from tickgate.errors import InputError
-from tickgate.interfaces import BackendMirror
+from tickgate import BackendMirror, InputError
 
 FORMAT = "example-csv"
 DISTRIBUTION = "tickgate-example-adapter"

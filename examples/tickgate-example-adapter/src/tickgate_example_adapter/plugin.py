@@ -7,8 +7,7 @@ registry is built.
 
 from __future__ import annotations
 
-from tickgate import hookimpl
-from tickgate.hookspecs import Register
+from tickgate import Register, hookimpl
 
 
 @hookimpl

@@ -1,27 +1,14 @@
-"""Shared test helpers: run the real CLI in a subprocess, locate repository files."""
+"""Shared helpers of the core's tests: run the real CLI in a subprocess, locate repository files
+(the hypothesis profile and the kit's fixtures: the repository's conftest.py)."""
 
 from __future__ import annotations
 
-import json
 import os
-import subprocess
-import sys
 from pathlib import Path
-from typing import Any
 
 import pytest
-from hypothesis import settings
 
-# Property tests draw the same examples on every run (CI is a gate: a run must not fail because
-# it happened to draw a new example). Set TICKGATE_HYPOTHESIS_EXPLORE=1 to draw fresh random
-# examples when hunting for bugs (docs/DEVELOPING.md); pin what it finds with @example.
-settings.register_profile("tickgate-deterministic", derandomize=True)
-settings.register_profile("tickgate-explore", derandomize=False)
-settings.load_profile("tickgate-explore" if os.environ.get("TICKGATE_HYPOTHESIS_EXPLORE") else
-                      "tickgate-deterministic")
-
-#: the kit's fixtures (``tickgate_dist``) for every test, as a third-party adapter's conftest enables them
-pytest_plugins = ["tickgate.testing"]
+from tickgate import testing
 
 REPO = Path(__file__).resolve().parents[1]
 FIXTURES = REPO / "fixtures"
@@ -63,24 +50,9 @@ LIFO = """
 """
 
 
-class CliResult:
-    def __init__(self, proc: subprocess.CompletedProcess[str]) -> None:
-        self.returncode = proc.returncode
-        self.stdout = proc.stdout
-        self.stderr = proc.stderr
-
-    def json(self) -> Any:
-        return json.loads(self.stdout)
-
-
-def run_cli(*args: str, env: dict[str, str] | None = None, cwd: Path | None = None) -> CliResult:
-    """Run ``python -m tickgate ARGS`` in a fresh process (as users do)."""
-    full_env = dict(os.environ)
-    if env:
-        full_env.update(env)
-    proc = subprocess.run([sys.executable, "-m", "tickgate", *args], capture_output=True, text=True,
-                          env=full_env, cwd=cwd or REPO, timeout=600)
-    return CliResult(proc)
+def run_cli(*args: str, env: dict[str, str] | None = None, cwd: Path | None = None) -> testing.CliResult:
+    """Run ``python -m tickgate ARGS`` in a fresh process (as users do), from the repository root."""
+    return testing.run_cli(*args, env=env, cwd=cwd or REPO)
 
 
 def children() -> list[int]:

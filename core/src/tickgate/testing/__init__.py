@@ -23,7 +23,7 @@ observations schema and ``tickgate gate``::
 For tests of the loading path itself, ``make_dist`` / ``install_package``
 write a fake distribution with entry points (a subprocess finds it through
 the returned ``PYTHONPATH``) and the ``tickgate_dist`` fixture does the same
-for the test process too.
+for the test process too; ``run_cli`` runs the real command in a fresh process.
 
 See docs/plugins.md ("The contract kit", "Fake distributions").
 """
@@ -32,6 +32,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from .cli import CliResult, run_cli
 from .contracts import AdmissionPolicyContract, PluginContract, SchedulerContract
 from .io_contracts import BackendMirrorContract, GateSignalContract, WorkloadReaderContract
 from .dists import install_package, make_dist
@@ -41,6 +42,7 @@ from .support import contract_workload, fresh_registry
 __all__ = [
     "AdmissionPolicyContract",
     "BackendMirrorContract",
+    "CliResult",
     "GateSignalContract",
     "PluginContract",
     "SchedulerContract",
@@ -49,6 +51,7 @@ __all__ = [
     "fresh_registry",
     "install_package",
     "make_dist",
+    "run_cli",
     "tickgate_dist",
 ]
 

@@ -21,12 +21,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import REPO
 
-from tickgate.model import Request
+from tickgate import Request
 from tickgate.policy import load_policy
 from tickgate.replay import replay
 from tickgate_vllm.conformance import load_reference_workload, scheduler_options
+
+REPO = Path(__file__).resolve().parents[3]
+
 
 REF = REPO / "fixtures" / "vllm-reference"
 TIMING = {"fixed_ms": 5.0, "per_prefill_token_ms": 0.03, "per_decode_seq_ms": 0.25,

@@ -10,12 +10,15 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from conftest import REPO, run_cli
-from tickgate.errors import InputError
-from tickgate.model import Request
+from tickgate.testing import run_cli
+from tickgate import InputError
+from tickgate import Request
 from tickgate.policy import load_policy
 from tickgate.replay import replay
 from tickgate_vllm.conformance import load_reference_workload, scheduler_options
+
+REPO = Path(__file__).resolve().parents[3]
+
 
 REF = REPO / "fixtures" / "vllm-reference"
 TIMING = {"fixed_ms": 5.0, "per_prefill_token_ms": 0.03, "per_decode_seq_ms": 0.25,

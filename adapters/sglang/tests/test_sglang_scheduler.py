@@ -15,15 +15,15 @@ from typing import Any
 import pytest
 
 
-from tickgate.errors import InputError
-from tickgate.model import Request
+from tickgate import InputError
+from tickgate import Request
 from tickgate.plugins import get_registry
 from tickgate.policy import load_policy
 from tickgate.replay import replay
 from tickgate.sources import open_requests
 from tickgate.workload import read_workload
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[3]
 AZURE = REPO / "fixtures" / "realdata" / "traces" / "AzureLLMInferenceTrace_code.csv"
 TIMING = {"fixed_ms": 2.0, "per_prefill_token_ms": 0.01, "per_decode_seq_ms": 0.1}
 

@@ -12,8 +12,8 @@ from typing import Any
 
 import pytest
 
-from tickgate.errors import InputError
-from tickgate.model import Request
+from tickgate import InputError
+from tickgate import Request
 from tickgate.plugins import get_registry
 from tickgate.policy import load_policy
 from tickgate.replay import replay
@@ -21,7 +21,7 @@ from tickgate.sources import open_requests
 from tickgate.workload import read_workload
 from tickgate_trtllm.micro_batch import micro_batch
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[3]
 AZURE = REPO / "fixtures" / "realdata" / "traces" / "AzureLLMInferenceTrace_code.csv"
 PRESETS = sorted((REPO / "policies").glob("trtllm-*.yaml"))
 

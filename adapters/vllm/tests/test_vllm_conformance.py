@@ -14,7 +14,7 @@ import pytest
 
 from tickgate_vllm.conformance import compare, load_reference_workload, read_steps, run_mirror
 
-REF = Path(__file__).resolve().parents[1] / "fixtures" / "vllm-reference"
+REF = Path(__file__).resolve().parents[3] / "fixtures" / "vllm-reference"
 CASES = [c["name"] for c in json.loads((REF / "cases.json").read_text())]
 
 

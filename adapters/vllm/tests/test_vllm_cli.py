@@ -5,7 +5,10 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from conftest import REPO, run_cli
+from tickgate.testing import run_cli
+
+REPO = Path(__file__).resolve().parents[3]
+
 
 REF = REPO / "fixtures" / "vllm-reference"
 

@@ -21,8 +21,8 @@ from .errors import TickgateError, one_line
 LAZY_COMMANDS: dict[str, str] = {
     "replay": "tickgate.commands.replay:replay_command",
     "import": "tickgate.commands.importer:import_command",
-    "validate": "tickgate.commands.misc:validate_command",
-    "plugins": "tickgate.commands.misc:plugins_command",
+    "validate": "tickgate.commands.validate:validate_command",
+    "plugins": "tickgate.commands.plugins:plugins_command",
     "normalize": "tickgate.commands.normalize:normalize_command",
     "gate": "tickgate.commands.gate:gate_command",
     "schema": "tickgate.commands.schema:schema_command",

@@ -366,8 +366,7 @@ def _bad_candidate(policy: Any, value: Any) -> Exception:
 
     name = getattr(policy, "name", type(policy).__name__)
     try:
-        info = get_registry().get("admission", name)
-        who = f'admission "{name}" from {info.distribution} {info.version}'
+        who = get_registry().get("admission", name).label()
     except Exception:
         who = f'admission "{name}"'
     return PluginError(f"{who} offered {type(value).__name__} as a candidate, not a tickgate.model.Request")

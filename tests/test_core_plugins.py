@@ -132,3 +132,11 @@ def test_in_process_registration() -> None:
     info = registry.get("workload_reader", "thing")
     assert (info.obj, info.distribution, info.version) == (Thing, "mine", "9")
     assert registry.names("workload_reader") == ["thing"]
+
+
+def test_messages_name_a_plugin_one_way() -> None:
+    from tickgate.plugins import PluginInfo
+
+    info = PluginInfo("gate_signal", "p95", object(), "toy-adapter", "1.2.3", "toy")
+    assert info.label() == 'gate_signal "p95" from toy-adapter 1.2.3'
+    assert info.label("gate signal") == 'gate signal "p95" from toy-adapter 1.2.3'

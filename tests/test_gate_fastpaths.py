@@ -22,8 +22,9 @@ from tickgate.gate.fastpath import add_batch
 from tickgate.gate.inputs import read_side
 from tickgate.gate.join import Comparison, join
 from tickgate.gate.observations import Side, side_from_document
-from tickgate.gate.stats import quantile, select_quantile
+from tickgate.gate.stats import select_quantile
 from tickgate.plugins import Registry
+from tickgate.quantile import quantile
 
 BASE = {"request_id": "r", "model": "m", "accelerator": "h100", "route": "/v1/chat/completions",
         "output_fingerprint": "ff", "latency_ms": 12.5, "ttft_ms": 3, "itl_p95_ms": 1.0, "tokens_in": 10,

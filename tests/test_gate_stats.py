@@ -8,14 +8,8 @@ import random
 import pytest
 
 from tickgate.gate.stats import (_RankQuantile, derive_seed, min_pairs_for_quantile, min_pairs_for_rate,
-                                 paired_quantile_delta, quantile, resample_indices, select_quantile)
-
-
-def test_quantile_interpolates_between_closest_ranks():
-    assert quantile([1.0, 2.0, 3.0, 4.0], 0.5) == 2.5
-    assert quantile([10.0], 0.95) == 10.0
-    assert quantile(list(map(float, range(101))), 0.95) == 95.0
-    assert quantile([0.0, 10.0], 0.95) == pytest.approx(9.5)
+                                 paired_quantile_delta, resample_indices, select_quantile)
+from tickgate.quantile import quantile
 
 
 @pytest.mark.parametrize("shape", ["lognormal", "ties", "descending"])

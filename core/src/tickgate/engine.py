@@ -29,10 +29,6 @@ class Sink(Protocol):
     def arrival(self, request: Request) -> None: ...
 
 
-def _plugin_label(info: Any) -> str:
-    return f'{info.kind} "{info.name}" from {info.distribution} {info.version}'
-
-
 def build_scheduler(policy: Policy, clock: Clock, registry: Registry | None = None, *,
                     prefix_block_size: int | None = None) -> tuple[Scheduler, dict[str, Any]]:
     """Instantiate the policy's scheduler with its allocator and admission policy.
@@ -92,7 +88,7 @@ def _guard(info: Any, fn: Any, policy: Policy, section: str) -> Any:
     except TickgateError:
         raise
     except Exception as exc:
-        raise PluginError(f"{_plugin_label(info)} failed: {type(exc).__name__}: {exc}") from exc
+        raise PluginError(f"{info.label()} failed: {type(exc).__name__}: {exc}") from exc
 
 
 def run(
@@ -201,7 +197,7 @@ def culprit(exc: BaseException, default: str) -> str:
         if info is not None:
             blamed = info
         tb = tb.tb_next
-    return _plugin_label(blamed) if blamed is not None else default
+    return blamed.label() if blamed is not None else default
 
 
 def _idle(record: TickRecord) -> bool:

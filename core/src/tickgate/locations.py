@@ -35,9 +35,12 @@ def json_path(parts: Any) -> str:
     return out
 
 
-def _open(path: Path, expected: str, mode: str, **kw: Any) -> IO[Any]:
+@contextlib.contextmanager
+def reading(path: Path | str, expected: str = "a file") -> Iterator[None]:
+    """The file system's errors while reading ``path`` as the one-line errors
+    every reader words the same way (``expected``: what the file should be)."""
     try:
-        return open(path, mode, **kw)
+        yield
     except FileNotFoundError:
         raise InputError(path, "file not found") from None
     except IsADirectoryError:
@@ -57,6 +60,11 @@ def open_text(path: Path, expected: str = "a file") -> Iterator[IO[str]]:
             raise InputError(path, f"not UTF-8 text ({exc.reason})") from None
 
 
+def _open(path: Path, expected: str, mode: str, **kw: Any) -> IO[Any]:
+    with reading(path, expected):
+        return open(path, mode, **kw)
+
+
 def open_binary(path: Path, expected: str = "a file") -> IO[bytes]:
     """Open a file to read its bytes, with errors that name it (a JSON
     document read by :class:`tickgate.jsonstream.JsonStream`, which checks
@@ -65,22 +73,15 @@ def open_binary(path: Path, expected: str = "a file") -> IO[bytes]:
 
 
 def read_text(path: Path, *, limit: int = MAX_DOCUMENT_BYTES) -> str:
-    try:
+    with reading(path):
         size = path.stat().st_size
-    except FileNotFoundError:
-        raise InputError(path, "file not found") from None
-    except OSError as exc:
-        raise InputError(path, f"cannot read: {exc.strerror}") from None
     if size > limit:
         raise InputError(path, f"file is {size} bytes; the limit for this kind of file is {limit}")
     try:
-        return path.read_text(encoding="utf-8")
+        with reading(path):
+            return path.read_text(encoding="utf-8")
     except UnicodeDecodeError as exc:
         raise InputError(path, f"not UTF-8 text (byte {exc.start})") from None
-    except IsADirectoryError:
-        raise InputError(path, "is a directory, expected a file") from None
-    except OSError as exc:
-        raise InputError(path, f"cannot read: {exc.strerror}") from None
 
 
 def _yaml_to_plain(node: Any, path: list[Any], locs: Locations, file: Path,

@@ -43,6 +43,12 @@ class PluginInfo:
     entry_point: str
     description: str = ""
 
+    def label(self, noun: str | None = None) -> str:
+        """How messages name this plugin: ``scheduler "seed" from tickgate 0.1.0``,
+        with ``noun`` instead of the kind where a message says it in words
+        (``"gate signal"`` for ``gate_signal``)."""
+        return plugin_checks.where(self.name, self.distribution, self.version, noun or self.kind)
+
     def to_json(self) -> dict[str, str]:
         return {
             "kind": self.kind,
@@ -199,10 +205,8 @@ class Registry:
                 try:
                     module = ep.load()
                 except Exception as exc:
-                    raise PluginError(
-                        f'Error importing plugin "{ep.name}" from {dist} {version}: '
-                        f"{type(exc).__name__}: {exc}"
-                    ) from exc
+                    raise PluginError(f"Error importing {plugin_checks.where(ep.name, dist, version)}: "
+                                      f"{type(exc).__name__}: {exc}") from exc
                 self.add_module(module, source)
             except PluginError as exc:  # kept, not raised: `tickgate plugins` shows it as a row
                 self.broken.append(BrokenPlugin(source, one_line(str(exc))))

@@ -18,7 +18,7 @@ from .plugins import PluginInfo, Registry, get_registry
 from .schemas import data_file, load_schema, validate
 from .timing import TimingModel
 
-#: policy section -> plugin kind
+#: policy section -> the kind of plugin it names (``tickgate schema`` closes the same sections)
 SECTIONS = {"scheduler": "scheduler", "admission": "admission", "kv_allocator": "kv_allocator"}
 
 

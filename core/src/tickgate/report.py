@@ -20,6 +20,7 @@ from typing import Any, Iterable, Mapping
 
 from .jsonio import dumps_line, plain_float, stdlib_line
 from .model import Request, RequestOutcome, TickRecord
+from .quantile import interpolate
 from .serialize import outcome_to_json
 
 DETAIL_LIMIT = 10_000
@@ -29,29 +30,21 @@ def _round(value: float, digits: int = 6) -> float:
     return round(float(value), digits)
 
 
-def percentile(sorted_values: Any, q: float) -> float:
-    """Linear interpolation between closest ranks (numpy's default method)."""
-    n = len(sorted_values)
-    if n == 0:
-        raise ValueError("no values")
-    pos = (n - 1) * q / 100.0
-    lo = int(pos)
-    hi = min(lo + 1, n - 1)
-    frac = pos - lo
-    return sorted_values[lo] + (sorted_values[hi] - sorted_values[lo]) * frac
-
-
 def distribution(values: Iterable[float], digits: int = 6) -> dict[str, Any] | None:
+    """count, mean, p50/p90/p95/p99 (:mod:`tickgate.quantile`, numpy's "linear") and max."""
     data = sorted(values)
     if not data:
         return None
+    last = len(data) - 1
+    # the index from the whole percent, (n - 1) * p / 100, as reports always had it
+    # (not quantile(data, p / 100): the last bit differs, see tickgate.quantile)
     return {
         "count": len(data),
         "mean": _round(sum(data) / len(data), digits),
-        "p50": _round(percentile(data, 50), digits),
-        "p90": _round(percentile(data, 90), digits),
-        "p95": _round(percentile(data, 95), digits),
-        "p99": _round(percentile(data, 99), digits),
+        "p50": _round(interpolate(data, last * 50 / 100.0), digits),
+        "p90": _round(interpolate(data, last * 90 / 100.0), digits),
+        "p95": _round(interpolate(data, last * 95 / 100.0), digits),
+        "p99": _round(interpolate(data, last * 99 / 100.0), digits),
         "max": _round(data[-1], digits),
     }
 

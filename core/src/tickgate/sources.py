@@ -54,7 +54,7 @@ def open_requests(path: Path, input_format: str = "workload", *, block_size: int
 
 def _checked(info: Any, stream: Iterable[Any]) -> Iterator[Request]:
     """A reader is plugin code: its failures and wrong values name it."""
-    label = f'workload reader "{info.name}" from {info.distribution} {info.version}'
+    label = info.label("workload reader")
     try:
         for item in stream:
             if type(item) is not Request:

@@ -5,7 +5,7 @@ No vLLM code does this: it computes what ``Scheduler.schedule()`` +
 ``update_from_output()`` (``vllm/v1/core/sched/scheduler.py``) decide while every
 running request is a plain decoder, with the blocks
 ``KVCacheManager.allocate_slots()`` (``kv_cache_manager.py``) pops for them,
-without visiting each request (docs/vllm.md, "the decode group").
+without visiting each request (docs/vllm.md, "Speed").
 
 Under fcfs, most steps decode every running request one token; a step then
 changes each one's fields the same way (one more token, one more block every

@@ -14,10 +14,9 @@ spans fcfs traffic in O(1) per span; these are the per-request spans.
 from __future__ import annotations
 
 import math
-from itertools import repeat
 from typing import TYPE_CHECKING, Callable
 
-from tickgate import Horizon, PluginError, TickRecord, TimingModel, tick_record
+from tickgate import Horizon, PluginError, TickRecord, tick_record
 
 from .v1_request import RequestState
 
@@ -206,36 +205,13 @@ class Spans:
 
     def _timed_limit(self, limit: int, until_ms: float | None, r: int, ctx0: int) -> tuple[int, float]:
         """Cut the span so every step starts before the next arrival; also the
-        span's duration, summed exactly as the engine would step by step.
-        ``r`` requests decode, with ``ctx0`` tokens of context in the first step."""
+        span's duration, summed exactly as the engine would step by step
+        (:meth:`tickgate.TimingModel.decode_span`). ``r`` requests
+        decode, with ``ctx0`` tokens of context in the first step."""
         timing = self.timing
         assert timing is not None
-        now0 = now = self.clock.now_ms
-        n = 0
-        if type(timing) is TimingModel:
-            # TimingModel.step_ms(0, r, ctx), evaluated in the same order: the
-            # first three terms do not change inside the span
-            base = timing.fixed_ms + timing.per_prefill_token_ms * 0 + timing.per_decode_seq_ms * r
-            per_ctx = timing.per_context_token_ms
-            # step n's context is ctx0 + n * r: the range yields it, same ints, same sums
-            contexts = range(ctx0, ctx0 + limit * r, r) if r else repeat(ctx0, limit)
-            if until_ms is None:
-                for ctx in contexts:
-                    now = now + (base + per_ctx * ctx)
-                n = limit
-            else:
-                for ctx in contexts:
-                    if now >= until_ms:
-                        break
-                    now = now + (base + per_ctx * ctx)
-                    n += 1
-        else:
-            step_ms = timing.step_ms
-            while n < limit:
-                if until_ms is not None and now >= until_ms:
-                    break
-                now = now + step_ms(0, r, ctx0 + n * r)
-                n += 1
+        now0 = self.clock.now_ms
+        n, now = timing.decode_span(now0, r, ctx0, limit, until_ms)
         total = now - now0
         # make the engine's single addition land exactly where step-by-step would
         while now0 + total < now:
@@ -333,7 +309,6 @@ def longest_fitting(limit: int, allocs: Callable[[int], int], free: int) -> int:
         else:
             hi = mid
     return lo
-
 
 
 def _next_up(x: float) -> float:

@@ -8,9 +8,12 @@ if TYPE_CHECKING:  # pragma: no cover
     from .v1_scheduler import VllmV1Scheduler
 
 
-def _hist_percentile(hist: dict[int, int], count: int, q: float) -> int:
-    """Nearest-rank percentile of a value -> steps histogram (exact, no per-step storage)."""
-    rank = max(1, -(-count * q // 100))
+def _hist_percentile(hist: dict[int, int], count: int, percent: int) -> int:
+    """Nearest-rank percentile (numpy's "inverted_cdf") of a value -> steps histogram,
+    for a whole ``percent``: exact in integers, no per-step storage. Not
+    :func:`tickgate.quantile.quantile` (linear between ranks): a step schedules
+    a whole number of tokens, and this figure is one of them."""
+    rank = max(1, -(-count * percent // 100))
     seen = 0
     for value in sorted(hist):
         seen += hist[value]

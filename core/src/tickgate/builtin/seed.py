@@ -30,22 +30,20 @@ Fast-forward: when a step would admit nothing and every active request
 decodes (no more of them than the batch width), the following steps make
 the same decisions until the next completion or arrival. Such a run is
 returned as one record with ``span`` > 1 (the fingerprint merges runs, so it
-is unchanged). Step latencies are still added one step at a time, in the
-same order as single steps would, so every time in the report is the same
+is unchanged). The timing model prices the span
+(:meth:`~tickgate.timing.TimingModel.decode_span`), adding step latencies in
+the same order as single steps would, so every time in the report is the same
 float; a span is only taken when the engine's ``now + duration`` lands on
 exactly that time. Cost then grows with events, not with decoded tokens.
 """
 
 from __future__ import annotations
 
-from bisect import bisect_left
 from collections import deque
-from itertools import accumulate
 from typing import Any, Mapping
 
 from ..interfaces import AdmissionContext, AdmissionPolicy, BuildContext, Horizon, Scheduler, optional_attribute
 from ..model import Request, RequestOutcome, TickRecord, completed_outcome, rejected_outcome
-from ..timing import TimingModel
 
 OPTIONS_SCHEMA: Mapping[str, Any] = {
     "type": "object",
@@ -67,51 +65,8 @@ OPTIONS_SCHEMA: Mapping[str, Any] = {
 }
 
 
-#: longest span taken at once (bounds the list of step end times)
+#: longest span taken at once (a longer run takes several records)
 MAX_SPAN = 1 << 16
-
-
-def _step_ends(timing: TimingModel, start: float, seqs: int, context: int, steps: int,
-               until: float | None) -> list[float]:
-    """End times of up to ``steps`` decode-only steps of ``seqs`` sequences
-    reading ``context`` tokens (growing by ``seqs`` a step), starting at
-    ``start``; computed in growing chunks and stopped at the first end at or
-    after ``until`` (no later step may start), so the cost follows the span.
-
-    Bit-identical to adding ``timing.step_ms(0, seqs, context)`` to the clock
-    one step at a time (``accumulate`` adds left to right, and for the stock
-    model ``step_ms(0, n, c)`` is exactly ``base + per_context_token_ms * c``
-    with ``base`` evaluated in the same order), but runs in C.
-    """
-    stock = type(timing).step_ms is TimingModel.step_ms
-    base = timing.fixed_ms + timing.per_prefill_token_ms * 0 + timing.per_decode_seq_ms * seqs
-    per_ctx = timing.per_context_token_ms
-    out: list[float] = []
-    t = start
-    chunk = steps
-    if until is not None:
-        # Durations never shrink (the context only grows), so the first one bounds
-        # how many steps can start before ``until``; +2 absorbs rounding, and the
-        # loop below carries on in case the estimate still falls short.
-        first = base + per_ctx * context if stock else timing.step_ms(0, seqs, context)
-        if first > 0:
-            chunk = max(2, min(steps, int((until - start) / first) + 2))
-    while len(out) < steps:
-        k = min(chunk, steps - len(out))
-        contexts = range(context, context + k * seqs, seqs)
-        context += k * seqs
-        if stock:
-            durations: Any = map(base.__add__, map(per_ctx.__mul__, contexts))
-        else:
-            durations = (timing.step_ms(0, seqs, c) for c in contexts)
-        ends = list(accumulate(durations, initial=t))
-        del ends[0]
-        out += ends
-        t = ends[-1]
-        if until is not None and t >= until:
-            break
-        chunk *= 4
-    return out
 
 
 class _Active:
@@ -302,17 +257,11 @@ class SeedScheduler(Scheduler):
         first_end: float | None = None
         if timing is not None:
             start = clock.now_ms
-            until = horizon.until_ms
-            ends = _step_ends(timing, start, n, sum(e.request.prompt_tokens + e.decoded for e in active), steps,
-                              until)
-            steps = len(ends)
-            if until is not None:
-                # step k (k >= 1) starts at ends[k - 1]; it runs only if that is before the arrival
-                steps = bisect_left(ends, until, 0, steps - 1) + 1
-                if steps < 2:
-                    return None
-            t = ends[steps - 1]
-            first_end = ends[0]
+            context = sum(e.request.prompt_tokens + e.decoded for e in active)
+            steps, t = timing.decode_span(start, n, context, steps, horizon.until_ms)
+            if steps < 2:
+                return None
+            first_end = start + timing.step_ms(0, n, context)
             duration = t - start
             if start + duration != t:
                 return None  # the engine's clock would not land on t exactly
@@ -417,8 +366,7 @@ def _bad_candidate(policy: Any, value: Any) -> Exception:
 
     name = getattr(policy, "name", type(policy).__name__)
     try:
-        info = get_registry().get("admission", name)
-        who = f'admission "{name}" from {info.distribution} {info.version}'
+        who = get_registry().get("admission", name).label()
     except Exception:
         who = f'admission "{name}"'
     return PluginError(f"{who} offered {type(value).__name__} as a candidate, not a tickgate.model.Request")

@@ -19,10 +19,6 @@ from typing import Any, Mapping
 
 import click
 
-#: policy section -> plugin kind (as in tickgate.policy.SECTIONS)
-SELECTION_SECTIONS = {"scheduler": "scheduler", "admission": "admission", "kv_allocator": "kv_allocator"}
-
-
 def _options(info: Any) -> Mapping[str, Any]:
     schema = getattr(info.obj, "options_schema", None)
     return schema if isinstance(schema, Mapping) and schema else {"type": "object"}
@@ -38,6 +34,7 @@ def _choice(info: Any, extra: Mapping[str, Any], required: list[str]) -> dict[st
 def policy_schema(registry: Any = None) -> dict[str, Any]:
     """The policy schema with every installed plugin's options in place."""
     from ..plugins import get_registry
+    from ..policy import SECTIONS
     from ..schemas import load_schema
 
     registry = registry or get_registry()
@@ -45,7 +42,7 @@ def policy_schema(registry: Any = None) -> dict[str, Any]:
     schema["$id"] = "https://tickgate.dev/schemas/policy.combined.schema.json"
     schema["description"] = ("tickgate policy file, with the options of every plugin installed when "
                              "`tickgate schema` ran.")
-    for section, kind in SELECTION_SECTIONS.items():
+    for section, kind in SECTIONS.items():
         choices = [_choice(info, {}, ["name"]) for info in registry.of_kind(kind)]
         schema["properties"][section] = {"oneOf": choices} if choices else {"not": {}}
     gate = copy.deepcopy(load_schema("gate-section.schema.json"))

@@ -34,10 +34,6 @@ class GateConfig:
     signals: list[ConfiguredSignal]
 
 
-def plugin_label(info: PluginInfo) -> str:
-    return f'gate signal "{info.name}" from {info.distribution} {info.version}'
-
-
 def load_gate_config(policy: Policy, registry: Registry | None = None) -> GateConfig:
     path = policy.path
     if "gate" not in policy.data:
@@ -70,7 +66,8 @@ def load_gate_config(policy: Policy, registry: Registry | None = None) -> GateCo
         except TickgateError:
             raise
         except Exception as exc:
-            raise PluginError(f"{plugin_label(info)} failed to build: {type(exc).__name__}: {exc}") from exc
+            raise PluginError(f"{info.label('gate signal')} failed to build: "
+                              f"{type(exc).__name__}: {exc}") from exc
         signals.append(ConfiguredSignal(sid, info, signal, bool(entry.get("dry_run", False)), options,
                                         bool(entry.get("required", False))))
     return GateConfig(policy.source or path, int(section.get("seed", 0)), section.get("segments"), signals)

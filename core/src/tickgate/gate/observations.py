@@ -19,7 +19,7 @@ from typing import Any, Callable
 
 from ..errors import InputError
 from ..schemas import load_schema, validate
-from .stats import quantile
+from ..quantile import quantile
 
 NAN = math.nan
 #: categorical request fields that default to the run-level value

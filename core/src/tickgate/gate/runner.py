@@ -18,7 +18,7 @@ import attrs
 
 from ..errors import PluginError
 from ..progress import OFF, Progress
-from .config import ConfiguredSignal, GateConfig, plugin_label
+from .config import ConfiguredSignal, GateConfig
 from .join import Comparison
 from .protocol import RANK, SignalResult
 
@@ -32,7 +32,7 @@ class Outcome:
 
 
 def _check(configured: ConfiguredSignal, result: Any) -> SignalResult:
-    label = plugin_label(configured.info)
+    label = configured.info.label("gate signal")
     if not isinstance(result, SignalResult):
         raise PluginError(f"{label} returned {type(result).__name__}, not a SignalResult")
     try:
@@ -60,7 +60,8 @@ def evaluate(config: GateConfig, comparison: Comparison, progress: Progress = OF
         except PluginError:
             raise
         except Exception as exc:
-            raise PluginError(f"{plugin_label(configured.info)} failed: {type(exc).__name__}: {exc}") from exc
+            raise PluginError(f"{configured.info.label('gate signal')} failed: "
+                              f"{type(exc).__name__}: {exc}") from exc
         result = _check(configured, result)
         if result.status == "not_evaluated" and configured.required:
             result = attrs.evolve(result, status="hold", reason="missing_evidence",

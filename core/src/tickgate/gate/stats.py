@@ -29,17 +29,7 @@ from typing import Any, Sequence
 
 import attrs
 
-
-def quantile(sorted_values: Sequence[float], q: float) -> float:
-    """Linear interpolation between closest ranks (numpy's default), q in 0..1."""
-    n = len(sorted_values)
-    if n == 0:
-        raise ValueError("no values")
-    pos = (n - 1) * q
-    lo = int(pos)
-    hi = lo + 1 if lo + 1 < n else lo
-    frac = pos - lo
-    return sorted_values[lo] + (sorted_values[hi] - sorted_values[lo]) * frac
+from ..quantile import quantile
 
 
 def select_quantile(values: Sequence[float], q: float) -> float:

@@ -1,4 +1,4 @@
-"""What every trace reader shares: opening files, parsing numbers with located
+"""What every trace reader shares: opening files, the CSV row loop, parsing numbers with located
 errors, the arrival-order rule, and the provenance record.
 
 Rules common to all formats (see docs/importers.md):
@@ -26,6 +26,7 @@ from typing import Any, Iterator, Mapping
 from ..errors import InputError, TickgateError
 from ..interfaces import WorkloadReader
 from ..locations import MAX_INT, open_text
+from ..model import Request
 from ..workload import MAX_TOKENS
 
 #: how many skipped line numbers the provenance record keeps
@@ -136,6 +137,72 @@ class TraceReader(WorkloadReader):
         if skipped.by_reason:
             source["skipped"] = skipped.to_json()
         self.source = source
+
+
+class CsvRow:
+    """One data row of a CSV trace, read by column name, with errors that name
+    the file and line."""
+
+    __slots__ = ("path", "line", "cells", "index")
+
+    def __init__(self, path: Path, line: int, cells: list[str], index: dict[str, int]) -> None:
+        self.path = path
+        self.line = line
+        self.cells = cells
+        self.index = index
+
+    def text(self, column: str) -> str:
+        return field(self.path, self.cells, self.index[column], column, self.line)
+
+    def count(self, column: str) -> int:
+        """A token count (:func:`parse_count`)."""
+        path, line = self.path, self.line
+        return parse_count(path, line, column, field(path, self.cells, self.index[column], column, line))
+
+    def seconds(self, column: str) -> float:
+        """A time in seconds (:func:`parse_seconds`)."""
+        path, line = self.path, self.line
+        return parse_seconds(path, line, column, field(path, self.cells, self.index[column], column, line))
+
+    def error(self, message: str) -> InputError:
+        return InputError(self.path, message, line=self.line)
+
+
+class CsvTraceReader(TraceReader):
+    """Base of the CSV trace readers: the row loop, its counts, skips and
+    progress written once; a format says how one row becomes a request.
+
+    A subclass names the ``columns`` its header must hold, the ``time_column``
+    rows are ordered by and how errors name the format (``csv_format``), and
+    implements :meth:`request`. Per-file state goes in an override of
+    :meth:`start` (which calls this one).
+    """
+
+    columns: tuple[str, ...] = ()
+    time_column: str = ""
+    csv_format: str = ""
+
+    def read(self, path: Path, options: Mapping[str, Any]) -> Iterator[Request]:
+        self.start(path, options)
+        order = ArrivalOrder(path, self.time_column)
+        request = self.request
+        rows = requests = 0
+        for line, cells, index in csv_rows(path, self.columns, self.csv_format):
+            rows += 1
+            got = request(CsvRow(path, line, cells, index), order)
+            if got.__class__ is str:
+                self.skipped.add(got, line)  # type: ignore[arg-type]
+                self.progress(rows, requests)
+                continue
+            requests += 1
+            self.progress(rows, requests)
+            yield got  # type: ignore[misc]
+        self.progress(rows, requests)
+
+    def request(self, row: CsvRow, order: "ArrivalOrder") -> Request | str:
+        """The request of one data row (its time checked with ``order``), or
+        why the row is skipped: a reason as :class:`SkipTally` counts it."""
+        raise NotImplementedError
 
 
 def parse_count(path: Path, line: int, column: str, text: str) -> int:

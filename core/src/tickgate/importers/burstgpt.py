@@ -18,52 +18,34 @@ keeps them in the workload header's ``source.skipped``.
 
 from __future__ import annotations
 
-from pathlib import Path
-from typing import Any, Iterator, Mapping
-
-from ..errors import InputError
 from ..model import Request
-from ._common import ArrivalOrder, TraceReader, csv_rows, field, parse_count, parse_seconds
+from ._common import ArrivalOrder, CsvRow, CsvTraceReader
 
 COLUMNS = ("Timestamp", "Model", "Request tokens", "Response tokens", "Total tokens", "Log Type")
 FAILED = "failed request (Response tokens == 0)"
 
 
-class BurstGptReader(TraceReader):
+class BurstGptReader(CsvTraceReader):
     name = "burstgpt"
     description = "BurstGPT CSV (Timestamp s, Model, Request/Response tokens, Log Type); failed rows reported."
     id_prefix = "bg"
+    columns = COLUMNS
+    time_column = "Timestamp"
+    csv_format = "burstgpt"
 
-    def read(self, path: Path, options: Mapping[str, Any]) -> Iterator[Request]:
-        self.start(path, options)
-        order = ArrivalOrder(path, "Timestamp")
-        rows = requests = 0
-        for line, row, col in csv_rows(path, COLUMNS, "burstgpt"):
-            its, imodel, ireq, iresp, ilog = (col["Timestamp"], col["Model"], col["Request tokens"],
-                                              col["Response tokens"], col["Log Type"])
-            rows += 1
-            ts = parse_seconds(path, line, "Timestamp", field(path, row, its, "Timestamp", line))
-            order.check(ts, line)
-            prompt = parse_count(path, line, "Request tokens",
-                                 field(path, row, ireq, "Request tokens", line))
-            output = parse_count(path, line, "Response tokens",
-                                 field(path, row, iresp, "Response tokens", line))
-            model = field(path, row, imodel, "Model", line)
-            log_type = field(path, row, ilog, "Log Type", line)
-            if not model or not log_type:
-                raise InputError(path, f"{'Model' if not model else 'Log Type'}: expected a "
-                                 "non-empty value", line=line)
-            if output == 0:
-                self.skipped.add(FAILED, line)
-                self.progress(rows, requests)
-                continue
-            if prompt == 0:
-                self.skipped.add("zero Request tokens", line)
-                self.progress(rows, requests)
-                continue
-            requests += 1
-            self.progress(rows, requests)
-            yield Request(id=self.request_id(line), prompt_tokens=prompt, max_output_tokens=output,
-                          arrival_ms=(ts - order.origin) * 1000.0,  # type: ignore[operator]
-                          tenant=log_type, lane=model)
-        self.progress(rows, requests)
+    def request(self, row: CsvRow, order: ArrivalOrder) -> Request | str:
+        ts = row.seconds("Timestamp")
+        order.check(ts, row.line)
+        prompt = row.count("Request tokens")
+        output = row.count("Response tokens")
+        model = row.text("Model")
+        log_type = row.text("Log Type")
+        if not model or not log_type:
+            raise row.error(f"{'Model' if not model else 'Log Type'}: expected a non-empty value")
+        if output == 0:
+            return FAILED
+        if prompt == 0:
+            return "zero Request tokens"
+        return Request(id=self.request_id(row.line), prompt_tokens=prompt, max_output_tokens=output,
+                       arrival_ms=(ts - order.origin) * 1000.0,  # type: ignore[operator]
+                       tenant=log_type, lane=model)

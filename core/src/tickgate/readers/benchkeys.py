@@ -15,9 +15,9 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from ..errors import InputError
+from ..quantile import quantile
 from .common import (Fields, is_number, iter_json_lines, parse_engine_json, pick_line, read_text,
                      require_any_key)
-from .stats import percentile
 from .streams import fingerprint
 
 _STAT = re.compile(r"^(mean|median|std|min|max|p(\d+(?:\.\d+)?))_(.+)_ms$")
@@ -209,7 +209,7 @@ def requests_from_arrays(f: Fields, *, backend: str, model: str | None,
             req["ttft_ms"] = round(ttft * 1000, 6)
             req["itl_ms"] = [round(g * 1000, 6) for g in gaps]
             if gaps:
-                req["itl_p95_ms"] = round(percentile(sorted(req["itl_ms"]), 0.95), 6)
+                req["itl_p95_ms"] = round(quantile(sorted(req["itl_ms"]), 0.95), 6)
             if "latencies" in present:
                 req["latency_ms"] = round(_seconds(f, "latencies", i, present["latencies"][i]) * 1000, 6)
             else:

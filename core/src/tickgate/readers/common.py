@@ -18,7 +18,7 @@ from typing import Any, Callable, Iterable, Iterator, Mapping
 
 from ..errors import InputError, json_problem
 from ..jsonio import loads
-from ..locations import MAX_DOCUMENT_BYTES
+from ..locations import MAX_DOCUMENT_BYTES, reading
 
 HEAD_BYTES = 64 * 1024
 #: engine outputs with per-request arrays get big; still bounded
@@ -26,29 +26,16 @@ MAX_NATIVE_BYTES = 4 * MAX_DOCUMENT_BYTES
 
 
 def read_bytes(path: Path, *, limit: int = MAX_NATIVE_BYTES) -> bytes:
-    try:
+    with reading(path):
         size = path.stat().st_size
         if size > limit:
             raise InputError(path, f"file is {size} bytes; the limit for engine outputs is {limit}")
         return path.read_bytes()
-    except FileNotFoundError:
-        raise InputError(path, "file not found") from None
-    except IsADirectoryError:
-        raise InputError(path, "is a directory, expected a file") from None
-    except OSError as exc:
-        raise InputError(path, f"cannot read: {exc.strerror}") from None
 
 
 def read_head(path: Path) -> bytes:
-    try:
-        with path.open("rb") as fh:
-            return fh.read(HEAD_BYTES)
-    except FileNotFoundError:
-        raise InputError(path, "file not found") from None
-    except IsADirectoryError:
-        raise InputError(path, "is a directory, expected a file") from None
-    except OSError as exc:
-        raise InputError(path, f"cannot read: {exc.strerror}") from None
+    with reading(path), path.open("rb") as fh:
+        return fh.read(HEAD_BYTES)
 
 
 def read_text(path: Path, *, limit: int = MAX_NATIVE_BYTES) -> str:
@@ -120,14 +107,25 @@ class Fields:
     def has(self, key: str) -> bool:
         return self.obj.get(key) is not None
 
-    def number(self, key: str, *, required: bool = False, minimum: float | None = 0.0) -> float | None:
+    def _typed(self, key: str, required: bool, what: str, accepts: Callable[[Any], bool],
+               quote: bool) -> Any:
+        """The value at ``key``, None when absent (an error when ``required``), an
+        error saying ``what`` was expected when ``accepts`` refuses it (with the
+        value shortened when ``quote``)."""
         v = self.obj.get(key)
         if v is None:
             if required:
-                raise self.fail(key, "is required (a number)")
+                raise self.fail(key, f"is required ({what})")
             return None
-        if not is_number(v):
-            raise self.fail(key, f"expected a number, got {_type(v)} {_short(v)}")
+        if not accepts(v):
+            raise self.fail(key, f"expected {what}, got {_type(v)} {_short(v)}" if quote
+                            else f"expected {what}, got {_type(v)}")
+        return v
+
+    def number(self, key: str, *, required: bool = False, minimum: float | None = 0.0) -> float | None:
+        v = self._typed(key, required, "a number", is_number, True)
+        if v is None:
+            return None
         if not math.isfinite(v):
             self.notes.append(f"{self.where(key)} is {v}; ignored")
             return None
@@ -144,32 +142,28 @@ class Fields:
         return int(v)
 
     def string(self, key: str, *, required: bool = False) -> str | None:
-        v = self.obj.get(key)
-        if v is None:
-            if required:
-                raise self.fail(key, "is required (a string)")
-            return None
-        if not isinstance(v, str):
-            raise self.fail(key, f"expected a string, got {_type(v)} {_short(v)}")
-        return v
+        return self._typed(key, required, "a string", _is_str, True)
 
     def sub(self, key: str, *, required: bool = False) -> "Fields | None":
-        v = self.obj.get(key)
+        v = self._typed(key, required, "an object", _is_dict, False)
         if v is None:
-            if required:
-                raise self.fail(key, "is required (an object)")
             return None
-        if not isinstance(v, dict):
-            raise self.fail(key, f"expected an object, got {_type(v)}")
         return Fields(v, self.path, line=self.line, prefix=self.where(key), notes=self.notes)
 
     def array(self, key: str) -> list[Any] | None:
-        v = self.obj.get(key)
-        if v is None:
-            return None
-        if not isinstance(v, list):
-            raise self.fail(key, f"expected an array, got {_type(v)}")
-        return v
+        return self._typed(key, False, "an array", _is_list, False)
+
+
+def _is_str(v: Any) -> bool:
+    return isinstance(v, str)
+
+
+def _is_dict(v: Any) -> bool:
+    return isinstance(v, dict)
+
+
+def _is_list(v: Any) -> bool:
+    return isinstance(v, list)
 
 
 def not_this_format(path: Path | str, fmt: str, expected: str, *, found: Iterable[Any] | None = None,

@@ -58,8 +58,8 @@ def detect_format(path: Path | str, registry: Registry | None = None) -> PluginI
         try:
             claimed = bool(info.obj().sniff(path, head))
         except Exception as exc:  # a plugin bug must not become a traceback
-            raise PluginError(f'backend mirror "{info.name}" from {info.distribution} {info.version} '
-                              f"failed to sniff {path}: {type(exc).__name__}: {exc}") from exc
+            raise PluginError(f'{info.label("backend mirror")} failed to sniff {path}: '
+                              f"{type(exc).__name__}: {exc}") from exc
         if claimed:
             matches.append(info)
     if not matches:
@@ -85,7 +85,7 @@ def read_observations(path: Path | str, format: str = "auto", registry: Registry
     registry = registry or get_registry()
     base, line = split_selector(path)
     info = detect_format(path, registry) if format == "auto" else mirror(format, registry, base)
-    label = f'backend mirror "{info.name}" from {info.distribution} {info.version}'
+    label = info.label("backend mirror")
     try:
         reader = info.obj()
         if line is not None:

@@ -21,10 +21,6 @@ from .common import read_head
 KIND = "evidence_parser"
 
 
-def _label(info: PluginInfo) -> str:
-    return f'evidence parser "{info.name}" from {info.distribution} {info.version}'
-
-
 def choose_parser(path: Path, format: str = "auto", registry: Registry | None = None) -> PluginInfo:
     registry = registry or get_registry()
     known = ", ".join(registry.names(KIND)) or "none installed"
@@ -39,7 +35,8 @@ def choose_parser(path: Path, format: str = "auto", registry: Registry | None = 
             if info.obj().sniff(path, head):
                 claims.append(info)
         except Exception as exc:
-            raise PluginError(f"{_label(info)} failed to sniff {path}: {type(exc).__name__}: {exc}") from exc
+            raise PluginError(f"{info.label('evidence parser')} failed to sniff {path}: "
+                              f"{type(exc).__name__}: {exc}") from exc
     if len(claims) != 1:
         which = "no" if not claims else f"several ({', '.join(c.name for c in claims)})"
         raise InputError(path, f"{which} evidence parsers recognise this capture; known: {known} "
@@ -54,11 +51,12 @@ def parse_evidence(path: Path, format: str = "auto", registry: Registry | None =
     except TickgateError:
         raise
     except Exception as exc:
-        raise PluginError(f"{_label(info)} failed to parse {path}: {type(exc).__name__}: {exc}") from exc
+        raise PluginError(f"{info.label('evidence parser')} failed to parse {path}: "
+                          f"{type(exc).__name__}: {exc}") from exc
     if not isinstance(items, list) or not all(
             isinstance(i, dict) and isinstance(i.get("request_id"), str) and isinstance(i.get("streaming"), dict)
             for i in items):
-        raise PluginError(f"{_label(info)} returned something other than a list of "
+        raise PluginError(f"{info.label('evidence parser')} returned something other than a list of "
                           "{request_id, streaming} entries for " + str(path))
     return items
 

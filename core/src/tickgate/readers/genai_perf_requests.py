@@ -34,9 +34,9 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import InputError
+from ..quantile import quantile
 from .aggregate import from_requests
 from .common import Fields, clean_aggregates, document, is_number, load_engine_json, provenance
-from .stats import percentile
 from .streams import fingerprint
 
 
@@ -139,7 +139,7 @@ def _request(f: Fields) -> tuple[int, dict[str, Any], str | None]:
     gaps = [round((b - a) / 1e6, 6) for a, b in zip(content_times, content_times[1:])]
     req["itl_ms"] = gaps
     if gaps:
-        req["itl_p95_ms"] = round(percentile(sorted(gaps), 0.95), 6)
+        req["itl_p95_ms"] = round(quantile(sorted(gaps), 0.95), 6)
     req["output_fingerprint"] = fingerprint("".join(texts))
     return sent, req, model
 

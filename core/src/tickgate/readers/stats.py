@@ -1,11 +1,11 @@
-"""Percentile helpers shared by every reader.
+"""Sample summaries and histogram quantiles shared by every reader.
 
 Readers turn per-request arrays (bench ``--save-detailed`` arrays, aiperf
 records, SSE gaps) and Prometheus histograms into the ``percentiles`` objects
 of the observation schema. One implementation keeps every format's numbers
-comparable: exact-sample percentiles use linear interpolation between closest
-ranks (numpy's default, which is also what vLLM's and SGLang's bench clients
-use), histogram quantiles use Prometheus' ``histogram_quantile`` rule.
+comparable: exact-sample percentiles are :func:`tickgate.quantile.quantile`
+(numpy's "linear", which is also what vLLM's and SGLang's bench clients use),
+histogram quantiles use Prometheus' ``histogram_quantile`` rule.
 """
 
 from __future__ import annotations
@@ -13,19 +13,10 @@ from __future__ import annotations
 import math
 from typing import Iterable, Sequence
 
+from ..quantile import quantile
+
 #: percentile keys the observation schema knows, with their quantile
 SCHEMA_QUANTILES: dict[str, float] = {"p50": 0.50, "p90": 0.90, "p95": 0.95, "p99": 0.99, "p999": 0.999}
-
-
-def percentile(sorted_values: Sequence[float], q: float) -> float:
-    """The ``q`` quantile (0..1) of already sorted values, linear interpolation."""
-    if not sorted_values:
-        raise ValueError("percentile of no values")
-    pos = (len(sorted_values) - 1) * q
-    lo = math.floor(pos)
-    hi = min(lo + 1, len(sorted_values) - 1)
-    frac = pos - lo
-    return sorted_values[lo] + (sorted_values[hi] - sorted_values[lo]) * frac
 
 
 def summarize(values: Iterable[float], *, ndigits: int = 6) -> dict[str, float]:
@@ -43,13 +34,13 @@ def summarize(values: Iterable[float], *, ndigits: int = 6) -> dict[str, float]:
     var = math.fsum((v - mean) ** 2 for v in data) / n
     out = {
         "mean": mean,
-        "median": percentile(data, 0.5),
+        "median": quantile(data, 0.5),
         "std": math.sqrt(var),
         "min": data[0],
         "max": data[-1],
     }
     for key, q in SCHEMA_QUANTILES.items():
-        out[key] = percentile(data, q)
+        out[key] = quantile(data, q)
     return {k: round(v, ndigits) for k, v in out.items()}
 
 

@@ -23,9 +23,9 @@ import attrs
 
 from ..errors import InputError
 from ..locations import json_path
+from ..quantile import quantile
 from .common import not_this_format
 from .sse import DONE, Event, Framed
-from .stats import percentile
 
 
 @attrs.define
@@ -222,7 +222,7 @@ def evidence_to_request(ev: StreamEvidence, backend: str) -> dict[str, Any]:
         req["itl_ms"] = list(st["gaps_ms"])
         if st["gaps_ms"]:
             gaps = sorted(st["gaps_ms"])
-            req["itl_p95_ms"] = round(percentile(gaps, 0.95), 6)
+            req["itl_p95_ms"] = round(quantile(gaps, 0.95), 6)
     req["streaming"] = st
     return req
 

@@ -126,13 +126,13 @@ def test_a_child_that_dies_is_a_clear_error(tmp_path: Path) -> None:
     ("1", False, True), ("yes", False, True), ("", False, False),
 ])
 def test_the_switch(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, setting: str, big: bool, expected: bool) -> None:
-    import tickgate.forking as forking
+    import tickgate.parallel.switch as switch
 
     path = tmp_path / "w.json"
     path.write_text("{}")
     monkeypatch.setenv("TICKGATE_PARALLEL", setting)
-    monkeypatch.setattr(forking, "MIN_BYTES", 1 if big else 1 << 40)
-    monkeypatch.setattr(forking, "cores", lambda: 2)
+    monkeypatch.setattr(switch, "MIN_BYTES", 1 if big else 1 << 40)
+    monkeypatch.setattr(switch, "cores", lambda: 2)
     assert helpers_wanted(path) is expected
 
 

@@ -13,50 +13,15 @@ are identical either way.
 
 from __future__ import annotations
 
-import multiprocessing
 import os
 import signal
-from pathlib import Path
 from typing import Callable
 
-ENV = "TICKGATE_PARALLEL"
-#: inputs at least this big get helper processes
-MIN_BYTES = 4 * 1024 * 1024
-
-_OFF = ("0", "false", "no", "off")
-_ON = ("1", "true", "yes", "on")
-
-
-def cores() -> int:
-    try:
-        return len(os.sched_getaffinity(0))  # what this process may use, not what the machine has
-    except (AttributeError, OSError):  # pragma: no cover - not Linux
-        return os.cpu_count() or 1
-
-
-def can_fork() -> bool:
-    return hasattr(os, "fork") and "fork" in multiprocessing.get_all_start_methods()
-
-
-def helpers_wanted(input_path: Path | None) -> bool:
-    """Whether a replay or an import of ``input_path`` should use helper processes."""
-    setting = os.environ.get(ENV, "").strip().lower()
-    if setting in _OFF or not can_fork():
-        return False
-    if setting in _ON:
-        return True
-    if input_path is None or cores() < 2:
-        return False
-    try:
-        return input_path.stat().st_size >= MIN_BYTES
-    except OSError:
-        return False  # reading in-process reports it
-
-
-#: pipe ends this process holds to talk to its helpers. A helper forked later
-#: inherits them and must close them: a copy of another helper's write end in
-#: the wrong process would keep that helper from ever seeing end-of-input.
-_held: set[int] = set()
+# what is left here moves onto tickgate.parallel.helper.Helper helper by helper; until then
+# both share the switch, the pipes and the set of held pipe ends
+from .parallel.frames import PIPE_BYTES, pipe  # noqa: F401
+from .parallel.helper import _held
+from .parallel.switch import _OFF, _ON, ENV, MIN_BYTES, can_fork, cores, helpers_wanted  # noqa: F401
 
 
 def hold(*fds: int) -> None:
@@ -120,28 +85,6 @@ def fork_helper(body: Callable[[], None], *, child_closes: tuple[int, ...],
     finally:
         signal.pthread_sigmask(signal.SIG_SETMASK, mask)
     return pid
-
-
-#: bytes a helper's pipe can hold (Linux's unprivileged maximum by default):
-#: a burst of records or requests fills 64 KiB in well under a millisecond, and
-#: then the faster side waits on the slower one's time slice
-PIPE_BYTES = 1 << 20
-
-
-def pipe() -> tuple[int, int]:
-    """``os.pipe()``, enlarged to ``PIPE_BYTES`` where the system allows it."""
-    read_fd, write_fd = os.pipe()
-    try:
-        import fcntl
-    except ImportError:  # pragma: no cover - not a POSIX system (no helpers there anyway)
-        return read_fd, write_fd
-    set_size = getattr(fcntl, "F_SETPIPE_SZ", None)  # Linux only
-    if set_size is not None:
-        try:
-            fcntl.fcntl(write_fd, set_size, PIPE_BYTES)
-        except OSError:  # over the user's pipe-buffer quota: the default size works too
-            pass
-    return read_fd, write_fd
 
 
 def write_all(fd: int, data: bytes) -> None:

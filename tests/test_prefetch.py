@@ -1,4 +1,4 @@
-"""Reading a workload ahead in a forked child (tickgate.prefetch) changes nothing:
+"""Reading a workload ahead in a forked child (tickgate.parallel.prefetch) changes nothing:
 the same requests, the same errors at the same request, the same reports."""
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from conftest import POLICIES, children, run_cli
 from tickgate.errors import InputError, TickgateError
 from tickgate.model import Request
 from tickgate.forking import helpers_wanted
-from tickgate.prefetch import BATCH, prefetched
+from tickgate.parallel.prefetch import BATCH, prefetched
 from tickgate.workload import WorkloadHeader, read_workload, write_workload
 
 pytestmark = pytest.mark.skipif(not hasattr(os, "fork"), reason="prefetch needs fork")

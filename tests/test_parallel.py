@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import signal
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -19,6 +20,27 @@ pytestmark = pytest.mark.skipif(not hasattr(os, "fork"), reason="helpers need fo
 
 def _fds() -> list[str]:
     return sorted(os.listdir("/proc/self/fd"))
+
+
+def test_the_gate_follows_the_switch_and_its_own_threshold(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from tickgate.parallel import switch
+    from tickgate.parallel.gate_sides import worth_it
+
+    small, big = tmp_path / "small.json", tmp_path / "big.json"
+    small.write_bytes(b"x" * 10)
+    big.write_bytes(b"x" * 100)
+    monkeypatch.setattr(switch, "cores", lambda: 2)
+    monkeypatch.setattr(switch, "SIDES_MIN_BYTES", 50)
+    monkeypatch.setattr(switch, "MIN_BYTES", 5)
+    monkeypatch.delenv("TICKGATE_PARALLEL", raising=False)
+    assert switch.helpers_wanted(small) and not worth_it(small, big) and worth_it(big, big)
+    monkeypatch.setattr(switch, "cores", lambda: 1)
+    assert not worth_it(big, big)
+    monkeypatch.setenv("TICKGATE_PARALLEL", "1")
+    assert worth_it(small, small)
+    monkeypatch.setenv("TICKGATE_PARALLEL", "0")
+    monkeypatch.setattr(switch, "cores", lambda: 2)
+    assert not worth_it(big, big) and not switch.helpers_wanted(big)
 
 
 def _helper(body: Any, **more: Any) -> Helper:

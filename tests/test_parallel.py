@@ -1,25 +1,79 @@
-"""The helper processes share one Helper (tickgate.parallel): a child's errors arrive
-as they were raised, and nothing outlives the Helper (process or fd)."""
+"""The helper processes share one switch and one Helper (tickgate.parallel): every fork
+of the four goes through it, ``TICKGATE_PARALLEL=0`` turns them all off, a child's
+errors arrive as they were raised, and nothing outlives the Helper (process or fd)."""
 
 from __future__ import annotations
 
+import json
 import os
 import signal
+import subprocess
+import sys
+import time
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from conftest import children
+from conftest import FIXTURES, POLICIES, REPO, children
 from tickgate.errors import InputError, PluginError, TickgateError
 from tickgate.parallel import helper as helper_module
 from tickgate.parallel.helper import Channel, Helper
 
 pytestmark = pytest.mark.skipif(not hasattr(os, "fork"), reason="helpers need fork")
 
+MOONCAKE = FIXTURES / "realdata" / "traces" / "mooncake_conversation_trace.jsonl"
+
 
 def _fds() -> list[str]:
     return sorted(os.listdir("/proc/self/fd"))
+
+
+def _commands(tmp_path: Path) -> list[list[str]]:
+    bundle = json.loads((FIXTURES / "release_gate_safe.json").read_text())
+    base, cand = tmp_path / "base.json", tmp_path / "cand.json"
+    base.write_text(json.dumps(bundle["baseline"]))
+    cand.write_text(json.dumps(bundle["candidate"]))
+    return [
+        ["replay", "--input", str(FIXTURES / "workload.json"), "--output", str(tmp_path / "r.json"), "--quiet"],
+        ["import", "mooncake", str(MOONCAKE), "--output", str(tmp_path / "w.json"), "--quiet"],
+        ["gate", "--baseline", str(base), "--candidate", str(cand), "--output", str(tmp_path / "g.json")],
+    ]
+
+
+@pytest.mark.parametrize("setting", ["1", "0"])
+def test_every_helper_forks_through_the_one_helper_and_the_switch_turns_all_off(
+        setting: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    from tickgate.cli import main
+
+    forks: list[int] = []
+    roles: list[str] = []
+    real_fork, real_start = os.fork, Helper.start
+
+    def counted_fork() -> int:
+        pid = real_fork()
+        if pid:
+            forks.append(pid)
+        return pid
+
+    def counted_start(self: Helper) -> Helper:
+        roles.append(self._role)
+        return real_start(self)
+
+    monkeypatch.setattr(os, "fork", counted_fork)
+    monkeypatch.setattr(Helper, "start", counted_start)
+    monkeypatch.setenv("TICKGATE_PARALLEL", setting)
+    monkeypatch.chdir(REPO)
+    for argv in _commands(tmp_path):
+        assert main(argv) == 0, capsys.readouterr().err
+    if setting == "0":
+        assert forks == roles == []
+    else:
+        assert len(forks) == len(roles)  # no fork but a Helper's
+        assert [r.split(" /")[0] for r in roles] == [
+            "computing the fingerprint and summary", "reading the workload ahead",
+            "reading the second half of", "reading"]
+    assert not children()
 
 
 def test_the_gate_follows_the_switch_and_its_own_threshold(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -120,3 +174,56 @@ def test_leaving_early_stops_a_child_blocked_on_a_full_pipe() -> None:
             assert len(helper.receive()) == 65536
             1 / 0
     assert not children() and _fds() == before and not helper_module._held
+
+
+def test_ctrl_c_leaves_no_helper_behind(tmp_path: Path) -> None:
+    """A terminal's Ctrl-C signals the whole process group: the helpers die, the
+    replay says "aborted", exit 130, and no process of the group is left."""
+    from tickgate.model import Request
+    from tickgate.workload import WorkloadHeader, write_workload
+
+    workload = tmp_path / "w.json"
+    with workload.open("w") as fh:
+        write_workload(fh, WorkloadHeader(block_size=16), (
+            Request(id=f"r{i}", prompt_tokens=300 + i % 700, max_output_tokens=50 + i % 200, arrival_ms=i * 2.0)
+            for i in range(60_000)))
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "tickgate", "replay", "--input", str(workload), "--policy",
+         str(POLICIES / "vllm-v1-bench.yaml"), "--output", str(tmp_path / "r.json")],
+        env={**os.environ, "TICKGATE_PARALLEL": "1"}, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        text=True, start_new_session=True)
+    try:
+        for _ in range(600):  # both helpers forked (at most a minute)
+            if len(_children_of(proc.pid)) == 2 or proc.poll() is not None:
+                break
+            time.sleep(0.1)
+        assert len(_children_of(proc.pid)) == 2, "the replay did not fork its two helpers"
+        os.killpg(proc.pid, signal.SIGINT)
+        _, err = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:  # pragma: no cover - only when the test fails
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+    assert (proc.returncode, err) == (130, "\naborted\n")  # click's word for a KeyboardInterrupt
+    assert _group(proc.pid) == [] and not (tmp_path / "r.json").exists()
+
+
+def _children_of(pid: int) -> list[int]:
+    try:
+        return [int(c) for c in Path(f"/proc/{pid}/task/{pid}/children").read_text().split()]
+    except OSError:
+        return []
+
+
+def _group(pgid: int) -> list[int]:
+    """Processes still in process group ``pgid`` (the replay's session)."""
+    left = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                stat = Path(f"/proc/{entry}/stat").read_text()
+            except OSError:
+                continue
+            if int(stat.rsplit(")", 1)[1].split()[3]) == pgid:
+                left.append(int(entry))
+    return left

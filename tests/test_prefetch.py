@@ -12,8 +12,8 @@ import pytest
 from conftest import POLICIES, children, run_cli
 from tickgate.errors import InputError, TickgateError
 from tickgate.model import Request
-from tickgate.forking import helpers_wanted
 from tickgate.parallel.prefetch import BATCH, prefetched
+from tickgate.parallel.switch import helpers_wanted
 from tickgate.workload import WorkloadHeader, read_workload, write_workload
 
 pytestmark = pytest.mark.skipif(not hasattr(os, "fork"), reason="prefetch needs fork")

@@ -14,10 +14,11 @@ from pathlib import Path
 ENV = "TICKGATE_PARALLEL"
 #: inputs at least this big get helper processes (replay, import)
 MIN_BYTES = 4 * 1024 * 1024
-#: the gate's reader child, for a pair of sides each at least this big: it
-#: hands back a side's columns pickled (0.6 s of a 1M-pair gate, docs/gate.md),
-#: a cost the replay's and the import's helpers do not have; measured to save
-#: 25 % at 48 MB a side (docs/DEVELOPING.md, "Helper processes")
+#: the gate's reader child, for a pair of sides each at least this big: it hands
+#: the whole side back in one pickled frame after reading it (0.6 s of a 1M-pair
+#: gate, docs/gate.md), where the replay's helpers stream as they go. Measured
+#: (docs/DEVELOPING.md, "Helper processes"): 25 % saved at 48 MB a side, nothing
+#: from 4 to 33 MiB a side, where MIN_BYTES would start it
 SIDES_MIN_BYTES = 32 * 1024 * 1024
 
 _OFF = ("0", "false", "no", "off")

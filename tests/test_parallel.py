@@ -35,7 +35,8 @@ def _commands(tmp_path: Path) -> list[list[str]]:
     base.write_text(json.dumps(bundle["baseline"]))
     cand.write_text(json.dumps(bundle["candidate"]))
     return [
-        ["replay", "--input", str(FIXTURES / "workload.json"), "--output", str(tmp_path / "r.json"), "--quiet"],
+        ["replay", "--input", str(FIXTURES / "workload.json"), "--output", str(tmp_path / "r.json"),
+         "--quiet"],
         ["import", "mooncake", str(MOONCAKE), "--output", str(tmp_path / "w.json"), "--quiet"],
         ["gate", "--baseline", str(base), "--candidate", str(cand), "--output", str(tmp_path / "g.json")],
     ]
@@ -43,7 +44,8 @@ def _commands(tmp_path: Path) -> list[list[str]]:
 
 @pytest.mark.parametrize("setting", ["1", "0"])
 def test_every_helper_forks_through_the_one_helper_and_the_switch_turns_all_off(
-        setting: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+        setting: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
     from tickgate.cli import main
 
     forks: list[int] = []
@@ -57,7 +59,7 @@ def test_every_helper_forks_through_the_one_helper_and_the_switch_turns_all_off(
         return pid
 
     def counted_start(self: Helper) -> Helper:
-        roles.append(self._role)
+        roles.append(self.role)
         return real_start(self)
 
     monkeypatch.setattr(os, "fork", counted_fork)
@@ -76,7 +78,8 @@ def test_every_helper_forks_through_the_one_helper_and_the_switch_turns_all_off(
     assert not children()
 
 
-def test_the_gate_follows_the_switch_and_its_own_threshold(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_gate_follows_the_switch_and_its_own_threshold(tmp_path: Path,
+                                                           monkeypatch: pytest.MonkeyPatch) -> None:
     from tickgate.parallel import switch
     from tickgate.parallel.gate_sides import worth_it
 
@@ -157,8 +160,8 @@ def test_a_child_that_dies_names_itself_and_the_switch() -> None:
         os.kill(os.getpid(), signal.SIGKILL)
 
     with _helper(body) as helper:
-        with pytest.raises(TickgateError, match=r"^the process doing a test \(pid \d+\) was killed by signal 9; "
-                                                r"TICKGATE_PARALLEL=0 does it here instead$"):
+        with pytest.raises(TickgateError, match=r"^the process doing a test \(pid \d+\) was killed by "
+                                                r"signal 9; TICKGATE_PARALLEL=0 does it here instead$"):
             helper.result()
     assert not children()
 
@@ -185,13 +188,13 @@ def test_ctrl_c_leaves_no_helper_behind(tmp_path: Path) -> None:
     workload = tmp_path / "w.json"
     with workload.open("w") as fh:
         write_workload(fh, WorkloadHeader(block_size=16), (
-            Request(id=f"r{i}", prompt_tokens=300 + i % 700, max_output_tokens=50 + i % 200, arrival_ms=i * 2.0)
-            for i in range(60_000)))
+            Request(id=f"r{i}", prompt_tokens=300 + i % 700, max_output_tokens=50 + i % 200,
+                    arrival_ms=i * 2.0) for i in range(60_000)))
     proc = subprocess.Popen(
         [sys.executable, "-m", "tickgate", "replay", "--input", str(workload), "--policy",
          str(POLICIES / "vllm-v1-bench.yaml"), "--output", str(tmp_path / "r.json")],
-        env={**os.environ, "TICKGATE_PARALLEL": "1"}, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-        text=True, start_new_session=True)
+        env={**os.environ, "TICKGATE_PARALLEL": "1"}, cwd=REPO, stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE, text=True, start_new_session=True)
     try:
         for _ in range(600):  # both helpers forked (at most a minute)
             if len(_children_of(proc.pid)) == 2 or proc.poll() is not None:
@@ -205,7 +208,7 @@ def test_ctrl_c_leaves_no_helper_behind(tmp_path: Path) -> None:
             os.killpg(proc.pid, signal.SIGKILL)
             proc.wait()
     assert (proc.returncode, err) == (130, "\naborted\n")  # click's word for a KeyboardInterrupt
-    assert _group(proc.pid) == [] and not (tmp_path / "r.json").exists()
+    assert _group_is_gone(proc.pid) and not (tmp_path / "r.json").exists()
 
 
 def _children_of(pid: int) -> list[int]:
@@ -215,15 +218,10 @@ def _children_of(pid: int) -> list[int]:
         return []
 
 
-def _group(pgid: int) -> list[int]:
-    """Processes still in process group ``pgid`` (the replay's session)."""
-    left = []
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            try:
-                stat = Path(f"/proc/{entry}/stat").read_text()
-            except OSError:
-                continue
-            if int(stat.rsplit(")", 1)[1].split()[3]) == pgid:
-                left.append(int(entry))
-    return left
+def _group_is_gone(pgid: int) -> bool:
+    """No process (zombies included) is left in process group ``pgid``."""
+    try:
+        os.killpg(pgid, 0)
+    except ProcessLookupError:
+        return True
+    return False

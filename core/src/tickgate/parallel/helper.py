@@ -70,7 +70,7 @@ class Helper:
     def __init__(self, body: Callable[[Channel], Any], *, role: str, instead: str, doing: str,
                  early: str = "", to_child: bool = False) -> None:
         self._body = body
-        self._role, self._instead, self._doing, self._early = role, instead, doing, early
+        self.role, self._instead, self._doing, self._early = role, instead, doing, early
         self._to_child = to_child
         self.pid = 0
         self._stream: IO[bytes] | None = None  # from the child
@@ -141,10 +141,11 @@ class Helper:
     # -- child to parent ---------------------------------------------------------------------
     def receive(self) -> Any:
         """The next value the child sent; its error raised; an error if it died first."""
-        kind, value = self._next()
-        if kind != _VALUE:
-            raise RuntimeError(f"{self._doing} in a child process ended before sending what was expected")
-        return value
+        return self._expect(_VALUE)
+
+    def result(self) -> Any:
+        """What the body returned (after every value it sent was received)."""
+        return self._expect(_END)
 
     def __iter__(self) -> Iterator[Any]:
         """The values the child sends, until its body returns."""
@@ -154,11 +155,11 @@ class Helper:
                 return
             yield value
 
-    def result(self) -> Any:
-        """What the body returned (after every value it sent was received)."""
+    def _expect(self, expected: str) -> Any:
         kind, value = self._next()
-        if kind != _END:
-            raise RuntimeError(f"{self._doing} in a child process sent more than was expected")
+        if kind != expected:  # the parent and its body disagree on what comes next: a bug
+            raise RuntimeError(f"{self._doing} in a child process: a frame {kind!r} came, "
+                               f"{expected!r} was expected")
         return value
 
     def _next(self) -> tuple[str, Any]:
@@ -176,7 +177,7 @@ class Helper:
     def _died(self) -> TickgateError:
         self._reaped = True
         how = _how_it_ended(self.pid)
-        return TickgateError(f"the process {self._role} (pid {self.pid}) {how}{self._early}; "
+        return TickgateError(f"the process {self.role} (pid {self.pid}) {how}{self._early}; "
                              f"{ENV}=0 {self._instead}")
 
     # -- the child -----------------------------------------------------------------------------

@@ -19,7 +19,7 @@ process and its children) and the peak RSS of the process tree
   ``replay`` around ``tickgate.cli.main``; every setting's report must be
   byte-identical, or the script fails;
 * ``tickgate gate`` of two neutral files (``bench_gate.py``'s writer):
-  ``TICKGATE_PARALLEL=0`` against the default (``gate/parallel``).
+  ``TICKGATE_PARALLEL=0`` against the default (``gate_sides``).
 
 Child processes run with PYTHONHASHSEED=0; the load average is printed before
 and after. A script, not a test: the figures depend on the machine and its load.
@@ -132,7 +132,7 @@ def main() -> None:
         write_side(cand, args.pairs, 2, 1.0)
     out = work / "g.json"
     gate = [tg, "gate", "--baseline", str(base), "--candidate", str(cand), "--output", str(out)]
-    _print(f"gate, {args.pairs} pairs", _rounds({"no helper": (gate, off, out), "gate/parallel": (gate, env, out)},
+    _print(f"gate, {args.pairs} pairs", _rounds({"no helper": (gate, off, out), "gate_sides": (gate, env, out)},
                                               args.rounds))
     print(f"\nload average after: {os.getloadavg()}")
 

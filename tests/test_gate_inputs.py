@@ -266,7 +266,7 @@ def _split_bundle(tmp_path: Path, name: str) -> tuple[Path, Path]:
 
 
 def test_parallel_read_gives_the_same_sides_as_reading_in_turn(tmp_path, monkeypatch):
-    from tickgate.gate.parallel import read_pair
+    from tickgate.parallel.gate_sides import read_pair
 
     monkeypatch.setenv("TICKGATE_PLUGINS", "tickgate")
     base, cand = _split_bundle(tmp_path, "release_gate_bad.json")
@@ -279,7 +279,7 @@ def test_parallel_read_gives_the_same_sides_as_reading_in_turn(tmp_path, monkeyp
 
 
 def test_parallel_read_reraises_the_childs_located_error(tmp_path, monkeypatch):
-    from tickgate.gate.parallel import read_pair
+    from tickgate.parallel.gate_sides import read_pair
 
     monkeypatch.setenv("TICKGATE_PLUGINS", "tickgate")
     base, cand = _split_bundle(tmp_path, "release_gate_safe.json")

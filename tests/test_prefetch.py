@@ -1,4 +1,4 @@
-"""Reading a workload ahead in a forked child (tickgate.prefetch) changes nothing:
+"""Reading a workload ahead in a forked child (tickgate.parallel.prefetch) changes nothing:
 the same requests, the same errors at the same request, the same reports."""
 
 from __future__ import annotations
@@ -12,8 +12,8 @@ import pytest
 from conftest import POLICIES, children, run_cli
 from tickgate.errors import InputError, TickgateError
 from tickgate.model import Request
-from tickgate.forking import helpers_wanted
-from tickgate.prefetch import BATCH, prefetched
+from tickgate.parallel.prefetch import BATCH, prefetched
+from tickgate.parallel.switch import helpers_wanted
 from tickgate.workload import WorkloadHeader, read_workload, write_workload
 
 pytestmark = pytest.mark.skipif(not hasattr(os, "fork"), reason="prefetch needs fork")
@@ -126,13 +126,13 @@ def test_a_child_that_dies_is_a_clear_error(tmp_path: Path) -> None:
     ("1", False, True), ("yes", False, True), ("", False, False),
 ])
 def test_the_switch(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, setting: str, big: bool, expected: bool) -> None:
-    import tickgate.forking as forking
+    import tickgate.parallel.switch as switch
 
     path = tmp_path / "w.json"
     path.write_text("{}")
     monkeypatch.setenv("TICKGATE_PARALLEL", setting)
-    monkeypatch.setattr(forking, "MIN_BYTES", 1 if big else 1 << 40)
-    monkeypatch.setattr(forking, "cores", lambda: 2)
+    monkeypatch.setattr(switch, "MIN_BYTES", 1 if big else 1 << 40)
+    monkeypatch.setattr(switch, "cores", lambda: 2)
     assert helpers_wanted(path) is expected
 
 

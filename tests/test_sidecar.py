@@ -1,4 +1,4 @@
-"""Fingerprint and summary in a forked child (tickgate.sidecar): the same report,
+"""Fingerprint and summary in a forked child (tickgate.parallel.sidecar): the same report,
 byte for byte, for every scheduler; children always cleaned up; failures clear."""
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from tickgate.model import Request, RequestOutcome, TickRecord
 from tickgate.policy import load_policy
 from tickgate.replay import replay
 from tickgate.report import FingerprintSink, SummarySink
-from tickgate.sidecar import BATCH, Sidecar
+from tickgate.parallel.sidecar import BATCH, Sidecar
 from tickgate.sources import open_requests
 
 pytestmark = pytest.mark.skipif(not hasattr(os, "fork"), reason="the sidecar needs fork")
@@ -132,7 +132,7 @@ def test_helper_pipes_hold_a_mebibyte_where_the_system_allows() -> None:
     import fcntl
     import os
 
-    from tickgate.forking import PIPE_BYTES, pipe
+    from tickgate.parallel.frames import PIPE_BYTES, pipe
 
     if not hasattr(fcntl, "F_GETPIPE_SZ"):
         pytest.skip("pipe sizes are Linux's")

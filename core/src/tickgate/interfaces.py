@@ -281,7 +281,7 @@ class AdmissionContext:
 @attrs.frozen
 class FilePart:
     r"""The lines of a trace file one process reads when ``tickgate import``
-    splits a large file between two (:mod:`tickgate.import_parts`).
+    splits a large file between two (:mod:`tickgate.parallel.import_parts`).
 
     ``start`` is the byte offset of line ``first_line`` (a line start); the part
     ends before line ``stop_line`` (``None``: at the end of the file). Lines are

@@ -13,7 +13,7 @@ from .interfaces import Clock
 from .model import Request
 from .policy import Policy
 from .report import DETAIL_LIMIT, FingerprintSink, SummarySink, TraceSink
-from .sidecar import Sidecar
+from .parallel.sidecar import Sidecar
 
 #: what the error for a timed workload under an untimed policy suggests adding:
 #: docs/timing.md's example, as one line of YAML (tests parse it and replay with it)
@@ -35,7 +35,7 @@ def replay(
 
     The optional JSONL trace is written incrementally and atomically: it only
     appears if the replay finishes. ``sidecar``: compute the fingerprint and
-    summary in a forked child (:mod:`tickgate.sidecar`; same report).
+    summary in a forked child (:mod:`tickgate.parallel.sidecar`; same report).
     """
     clock = Clock()
     if prefix_block_size is None and inputs:

@@ -15,7 +15,7 @@ def open_requests(path: Path, input_format: str = "workload", *, block_size: int
                   limit: int | None = None, prefetch: bool = False) -> tuple[Iterable[Request], dict[str, Any]]:
     """Return a lazy request stream and a description of the input for reports.
 
-    ``prefetch``: read a workload file in a forked child (:mod:`tickgate.prefetch`;
+    ``prefetch``: read a workload file in a forked child (:mod:`tickgate.parallel.prefetch`;
     the same requests); the replay command asks for it on large files."""
     inputs: dict[str, Any] = {"workload": str(path), "format": input_format}
     if input_format == "workload":
@@ -24,7 +24,7 @@ def open_requests(path: Path, input_format: str = "workload", *, block_size: int
         workload = read_workload(path)
         stream: Iterable[Request] = workload.requests
         if prefetch:
-            from .prefetch import prefetched
+            from .parallel.prefetch import prefetched
 
             stream = prefetched(stream)
         if workload.header.description:

@@ -46,7 +46,7 @@ def import_command(fmt: str, input_path: Path, output_path: Path, limit: int | N
     import contextlib
     import itertools
 
-    from .. import import_parts
+    from ..parallel import import_parts
     from ..atomic import atomic_writer, check_writable, spool_file
     from ..errors import InputError, PluginError
     from ..interfaces import optional_attribute
@@ -74,7 +74,7 @@ def import_command(fmt: str, input_path: Path, output_path: Path, limit: int | N
     second_spool = spool_file(output_path) if parts else contextlib.nullcontext()
     with spool_file(output_path) as spool, second_spool as second, \
             progress("import", unit=" requests", quiet=quiet) as bar:  # on a terminal only
-        if parts:  # two processes, half the file each (tickgate.import_parts); the bar counts this one's
+        if parts:  # two processes, half the file each (parallel/import_parts.py); the bar counts this one's
             first_count, second_count = import_parts.read_in_parts(reader, input_path, options, parts, spool,
                                                                    second, counted=bar.counted)
             count = first_count + second_count

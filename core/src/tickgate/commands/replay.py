@@ -31,7 +31,7 @@ def replay_command(input_path: Path, output_path: Path, policy_path: Path | None
                    limit: int | None, detail_limit: int, quiet: bool) -> None:
     """Replay a workload through the policy's scheduler and write a report."""
     from ..errors import InputError
-    from ..forking import helpers_wanted
+    from ..parallel.switch import helpers_wanted
     from ..policy import load_policy
     from ..progress import progress
     from ..replay import replay

@@ -36,7 +36,7 @@ def gate_files(policy_path: Path | str, *, bundle: Path | str | None = None,
         base, cand = read_bundle(bundle)
     else:
         assert baseline is not None and candidate is not None
-        from .parallel import read_pair, worth_it
+        from ..parallel.gate_sides import read_pair, worth_it
 
         if registry is None and worth_it(Path(baseline), Path(candidate)):
             get_registry()  # loaded once here, inherited by the child

@@ -99,7 +99,7 @@ class TraceReader(WorkloadReader):
     def request_id(self, line: int) -> str:
         return f"{self.id_prefix}-{line:08d}"
 
-    # -- reading a file in two parts (tickgate.import_parts) -------------------
+    # -- reading a file in two parts (tickgate.parallel.import_parts) ----------
     # A reader that sets ``reads_parts`` keeps its ArrivalOrder in ``order`` while
     # it reads a part; the rest is common to every format.
     order: ArrivalOrder | None = None

@@ -176,7 +176,7 @@ class WorkloadReaderContract(_FileReaderContract):
         """A reader that declares ``reads_parts`` (``tickgate import`` may split a
         large file between two processes): the two halves of the sample, joined,
         are the requests and the ``source`` of one ``read``."""
-        from ..import_parts import split
+        from ..parallel.import_parts import split
         from ..plugins import get_registry
 
         cls = get_registry().get(self.kind, self.plugin_name).obj

@@ -4,10 +4,11 @@ Reading a trace row by row (decoding, checking, building requests) and
 encoding the workload lines is all ``tickgate import`` does, and no row depends
 on the rows just before it, except for the arrival-order check. So for a large
 file, with a second core and a reader that can read part of a file
-(:attr:`tickgate.interfaces.WorkloadReader.reads_parts`), a forked child reads
-and encodes the second half into its own spool file while this process does the
-first half; the output is the two spools in order, byte for byte what one
-process writes (tests/test_import_parts.py).
+(:attr:`tickgate.interfaces.WorkloadReader.reads_parts`), a forked child (a
+:class:`~tickgate.parallel.helper.Helper`) reads and encodes the second half
+into its own spool file while this process does the first half; the output is
+the two spools in order, byte for byte what one process writes
+(tests/test_import_parts.py).
 
 The file is cut at a line start near its middle; the child is told the
 line number there (lines counted as Python's text files count them). Errors
@@ -20,17 +21,14 @@ process: every block id crossed the pipe.
 
 from __future__ import annotations
 
-import marshal
-import os
-import signal
 from pathlib import Path
 from typing import IO, Any, Callable, Iterable, Mapping
 
-from .errors import TickgateError, error_as_data, error_from_data
-from .forking import fork_helper, helpers_wanted, how_it_ended, write_all
-from .interfaces import FilePart, WorkloadReader, optional_attribute
-from .model import Request
-from .workload import write_requests
+from ..interfaces import FilePart, WorkloadReader, optional_attribute
+from ..model import Request
+from ..workload import write_requests
+from .helper import Channel, Helper
+from .switch import helpers_wanted
 
 #: bytes read at a time while counting the lines before the cut
 _CHUNK = 1 << 20
@@ -75,43 +73,21 @@ def read_in_parts(reader: WorkloadReader, path: Path, options: Mapping[str, Any]
     ``parts[1]`` to ``second_spool`` in a child; the number of each. The
     reader's ``source`` describes the whole file afterwards. ``counted`` wraps
     this process's requests (progress: :meth:`tickgate.progress.Progress.counted`)."""
-    read_fd, write_fd = os.pipe()
-
-    def child() -> None:  # pragma: no cover - runs in the child; tested through the parent
+    def second_half(channel: Channel) -> None:  # pragma: no cover - runs in the child
+        count = None  # the second half failed
         try:
-            count = write_requests(second_spool, reader.read_part(path, options, parts[1]))
+            written = write_requests(second_spool, reader.read_part(path, options, parts[1]))
             second_spool.flush()
-            result: tuple[Any, ...] = ("ok", count, reader.part_state())
-        except Exception as exc:
-            result = ("failed", error_as_data(exc), reader.part_state())
-        write_all(write_fd, marshal.dumps(result))
-        os.close(write_fd)
+            count = written
+        finally:  # the check across the cut needs the state, whether the half was read or failed
+            channel.send((count, reader.part_state()))
 
-    pid = fork_helper(child, child_closes=(read_fd,), parent_closes=(write_fd,))
-    reaped = False
-    try:
+    # an error in the first half leaves the block: the child is stopped, its half does not matter
+    with Helper(second_half, role=f"reading the second half of {path}",
+                instead="reads it in this process instead", doing="reading a trace") as helper:
         first = write_requests(first_spool, counted(reader.read_part(path, options, parts[0])))
         first_state = reader.part_state()
-        with os.fdopen(read_fd, "rb") as pipe:
-            read_fd = -1
-            data = pipe.read()
-        if not data:
-            reaped = True
-            raise TickgateError(f"the process reading the second half of {path} (pid {pid}) {how_it_ended(pid)}; "
-                                "TICKGATE_PARALLEL=0 reads it in this process instead")
-        os.waitpid(pid, 0)
-        reaped = True
-    finally:
-        if read_fd >= 0:
-            os.close(read_fd)
-        if not reaped:  # the first half failed: the second does not matter
-            try:
-                os.kill(pid, signal.SIGTERM)
-            except ProcessLookupError:  # pragma: no cover - already gone
-                pass
-            os.waitpid(pid, 0)
-    kind, outcome, second_state = marshal.loads(data)
-    reader.join_parts(path, first_state, second_state, kind != "ok")
-    if kind != "ok":
-        raise error_from_data(outcome[0], outcome[1], "reading a trace")
-    return first, outcome
+        second, second_state = helper.receive()
+        reader.join_parts(path, first_state, second_state, second is None)
+        helper.result()  # the end of the child, or the error of the second half
+    return first, second

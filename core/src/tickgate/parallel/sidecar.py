@@ -4,8 +4,9 @@ Rolling records up (the canonical body of every record, SHA-256, counters,
 per-request distributions) is a sixth of a large replay and does not feed back
 into scheduling, so on a second core a child runs the two sinks while the
 parent schedules. The parent hands each event over as plain values, in
-batches through a pipe (``marshal``; ``pickle`` for a batch marshal refuses,
-such as a third-party scheduler's exotic ``detail``); the child rebuilds the
+batches, as frames through a pipe (:mod:`tickgate.parallel.frames`:
+``marshal``, or ``pickle`` for a batch marshal refuses, such as a third-party
+scheduler's exotic ``detail``); the child rebuilds the
 records and outcomes and feeds them to the same :class:`FingerprintSink` and
 :class:`SummarySink` code, in the same order, then sends back the digest and
 the summary sink. The report is byte-identical to an in-process run
@@ -17,19 +18,14 @@ an error when the parent collects the results.
 
 from __future__ import annotations
 
-import marshal
-import os
-import pickle
-import signal
 from operator import attrgetter
 from typing import Any
 
 import attrs
 
-from .errors import TickgateError, error_as_data, error_from_data
-from .forking import drop, fork_helper, hold, how_it_ended, pipe, write_all
-from .model import Request, RequestOutcome, TickRecord, tick_record
-from .report import EncodedDetail, FingerprintSink, SummarySink
+from ..model import Request, RequestOutcome, TickRecord, tick_record
+from ..report import EncodedDetail, FingerprintSink, SummarySink
+from .helper import Channel, Helper
 
 #: events per message
 BATCH = 512
@@ -64,13 +60,11 @@ class Sidecar:
     def __init__(self, detail_limit: int) -> None:
         self._events: list[Any] = []
         self._kept = detail_limit  # records whose detail the summary still keeps (SummarySink.ticks)
-        to_child, self._to_child = pipe()
-        self._from_child, from_parent = os.pipe()
-        self.pid = fork_helper(lambda: _serve(to_child, from_parent, detail_limit),
-                               child_closes=(self._to_child, self._from_child),
-                               parent_closes=(to_child, from_parent))
-        self._done = False
-        hold(self._to_child, self._from_child)
+        self._helper = Helper(lambda channel: _serve(channel, detail_limit), to_child=True,
+                              role="computing the fingerprint and summary",
+                              instead="computes them in this process instead",
+                              doing="computing the fingerprint and summary").start()
+        self.pid = self._helper.pid
 
     # -- sink protocol (parent side) ---------------------------------------------
     def arrival(self, request: Request) -> None:
@@ -95,79 +89,29 @@ class Sidecar:
 
     def _flush(self) -> None:
         events, self._events = self._events, []
-        try:
-            data = b"m" + marshal.dumps(events)
-        except ValueError:  # a value marshal does not know (a plugin's detail): pickle knows more
-            data = b"p" + pickle.dumps(events, pickle.HIGHEST_PROTOCOL)
-        try:
-            write_all(self._to_child, len(data).to_bytes(8, "little"))
-            write_all(self._to_child, data)
-        except BrokenPipeError:
-            raise self._died() from None
-
-    def _died(self) -> TickgateError:
-        how = how_it_ended(self.pid)
-        self._done = True
-        return TickgateError(f"the process computing the fingerprint and summary (pid {self.pid}) {how}; "
-                             "TICKGATE_PARALLEL=0 computes them in this process instead")
+        self._helper.send(events)
 
     # -- end ---------------------------------------------------------------------
     def finish(self) -> tuple[str, SummarySink]:
         """Send what is left, and collect (fingerprint hexdigest, summary sink)."""
         try:
             self._flush()
-            drop(self._to_child)
-            os.close(self._to_child)  # end of events
-            self._to_child = -1
-            drop(self._from_child)
-            with os.fdopen(self._from_child, "rb") as pipe:
-                self._from_child = -1
-                data = pipe.read()
-            if not data:
-                raise self._died()
-            os.waitpid(self.pid, 0)
-            self._done = True
-            kind, value = pickle.loads(data)
-            if kind != "ok":
-                raise error_from_data(kind, value, "computing the fingerprint and summary")
-            return value  # type: ignore[no-any-return]
+            self._helper.done_sending()
+            return self._helper.result()  # type: ignore[no-any-return]
         finally:
             self.close()
 
     def close(self) -> None:
         """Stop the child if :meth:`finish` did not run to its end (the replay failed)."""
-        for fd in (self._to_child, self._from_child):
-            if fd >= 0:
-                drop(fd)
-                os.close(fd)
-        self._to_child = self._from_child = -1
-        if not self._done:
-            self._done = True
-            try:
-                os.kill(self.pid, signal.SIGTERM)
-            except ProcessLookupError:  # pragma: no cover
-                pass
-            os.waitpid(self.pid, 0)
+        self._helper.close()
 
 
-def _serve(fd_in: int, fd_out: int, detail_limit: int) -> None:  # pragma: no cover - runs in the child
+def _serve(channel: Channel, detail_limit: int) -> tuple[str, SummarySink]:  # pragma: no cover - in the child
     fingerprint = FingerprintSink()
     summary = SummarySink(detail_limit=detail_limit)
-    try:
-        with os.fdopen(fd_in, "rb") as pipe:
-            read = pipe.read
-            while True:
-                head = read(8)
-                if len(head) < 8:
-                    break  # the parent closed: all events are in
-                data = read(int.from_bytes(head, "little"))
-                events = marshal.loads(data[1:]) if data[:1] == b"m" else pickle.loads(data[1:])
-                _replay_events(events, fingerprint, summary)
-        result: tuple[str, Any] = ("ok", (fingerprint.hexdigest(), summary))
-    except Exception as exc:  # comes back as data, raised again in the parent
-        result = error_as_data(exc)
-    write_all(fd_out, pickle.dumps(result, pickle.HIGHEST_PROTOCOL))
-    os.close(fd_out)
+    for events in channel:  # until the parent is done: all events are in
+        _replay_events(events, fingerprint, summary)
+    return fingerprint.hexdigest(), summary
 
 
 def _replay_events(events: list[Any], fingerprint: FingerprintSink,

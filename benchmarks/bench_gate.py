@@ -80,9 +80,9 @@ def breakdown(workdir: Path, pairs: int) -> dict[str, float]:
     """Seconds per stage of one gate, measured in this process."""
     from tickgate.gate.config import load_gate_config
     from tickgate.gate.inputs import read_side
-    from tickgate.gate.join import join
+    from tickgate.gate.comparison import join
     from tickgate.gate.report import build_report
-    from tickgate.gate.runner import Outcome
+    from tickgate.gate.decision import Outcome
     from tickgate.gate.segments import segment_summaries
     from tickgate.policy import load_policy
 

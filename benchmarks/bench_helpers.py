@@ -42,10 +42,10 @@ from benchproc import run_measured
 #: runs ``tickgate.cli.main`` with the replay helpers set one by one
 DRIVER = """
 import sys
-import tickgate.replay, tickgate.sources
+import tickgate.replay, tickgate.replay.sources
 prefetch, sidecar = sys.argv[1] == "1", sys.argv[2] == "1"
-open_requests, replay = tickgate.sources.open_requests, tickgate.replay.replay
-tickgate.sources.open_requests = lambda *a, **k: open_requests(*a, **{**k, "prefetch": prefetch})
+open_requests, replay = tickgate.replay.sources.open_requests, tickgate.replay.replay
+tickgate.replay.sources.open_requests = lambda *a, **k: open_requests(*a, **{**k, "prefetch": prefetch})
 tickgate.replay.replay = lambda *a, **k: replay(*a, **{**k, "sidecar": sidecar})
 from tickgate.cli import main
 sys.exit(main(sys.argv[3:]))

@@ -77,10 +77,10 @@ def per_process(argv: list[str], workdir: Path) -> list[tuple[str, int]]:
 def _schedule_only(workload: str, policy_path: str, phase: str) -> None:
     """Run under valgrind: read ``workload`` into a list, then (``phase ==
     "schedule"``) run the engine loop with the policy's scheduler and no sinks."""
-    from tickgate.engine import build_scheduler, run
+    from tickgate.replay.engine import build_scheduler, run
     from tickgate.interfaces import Clock
     from tickgate.policy import load_policy
-    from tickgate.sources import open_requests
+    from tickgate.replay.sources import open_requests
 
     policy = load_policy(Path(policy_path))
     stream, inputs = open_requests(Path(workload), "workload", block_size=None, limit=None)

@@ -90,20 +90,20 @@ class _Replaying(_Replayer):
 
 def _replay_command(workload: Path, policy: Path, output: Path, scheduler: Any) -> float:
     """Wall seconds of ``tickgate replay`` run in this process; ``scheduler``, if
-    given, stands in for the policy's (``tickgate.replay.build_scheduler``)."""
-    import tickgate.replay
+    given, stands in for the policy's (``tickgate.replay.run.build_scheduler``)."""
+    import tickgate.replay.run
     from tickgate.cli import main as cli
 
-    build = tickgate.replay.build_scheduler
+    build = tickgate.replay.run.build_scheduler
     if scheduler is not None:
-        tickgate.replay.build_scheduler = lambda *a, **k: (scheduler, build(*a, **k)[1])
+        tickgate.replay.run.build_scheduler = lambda *a, **k: (scheduler, build(*a, **k)[1])
     try:
         start = time.perf_counter()
         code = cli(["replay", "--input", str(workload), "--policy", str(policy), "--output", str(output),
                     "--quiet"])
         seconds = time.perf_counter() - start
     finally:
-        tickgate.replay.build_scheduler = build
+        tickgate.replay.run.build_scheduler = build
     if code:
         raise SystemExit(f"tickgate replay exited {code}")
     return seconds
@@ -117,12 +117,12 @@ def main() -> int:
                     help="also time the replay command with its helpers, with the scheduler and scheduling free")
     args = ap.parse_args()
 
-    from tickgate.engine import build_scheduler, run
+    from tickgate.replay.engine import build_scheduler, run
     from tickgate.interfaces import Clock
     from tickgate.policy import load_policy
     from tickgate.replay import replay
-    from tickgate.report import FingerprintSink, SummarySink
-    from tickgate.sources import open_requests
+    from tickgate.replay.report import FingerprintSink, SummarySink
+    from tickgate.replay.sources import open_requests
 
     policy = load_policy(args.policy)
     perf = time.perf_counter  # wall time of each part

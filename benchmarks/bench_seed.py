@@ -27,7 +27,7 @@ REPO = Path(__file__).resolve().parents[1]
 
 def generate(path: Path, n: int, seed: int, rate: float = 0.18) -> None:
     from tickgate.model import Request
-    from tickgate.workload import WorkloadHeader, write_workload
+    from tickgate.replay.workload import WorkloadHeader, write_workload
 
     rng = random.Random(seed)
 

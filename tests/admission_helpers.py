@@ -8,7 +8,7 @@ from typing import Any
 
 from tickgate.policy import load_policy
 from tickgate.replay import replay
-from tickgate.sources import open_requests
+from tickgate.replay.sources import open_requests
 
 REPO = Path(__file__).resolve().parents[1]
 ADM = REPO / "fixtures" / "admission"

@@ -17,9 +17,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from conftest import POLICIES, run_cli
-from tickgate.blockruns import block_runs, expand_runs, run_starts
+from tickgate.replay.blockruns import block_runs, expand_runs, run_starts
 from tickgate.model import Request
-from tickgate.workload import read_workload, write_workload, WorkloadHeader
+from tickgate.replay.workload import read_workload, write_workload, WorkloadHeader
 from tickgate_vllm.v1_scheduler import prompt_block_keys
 
 # ids drawn from a small range so that runs, repeats and shared prefixes are common

@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 
 from tickgate.errors import TickgateError
 from tickgate.policy import load_policy
-from tickgate.workload import read_workload
+from tickgate.replay.workload import read_workload
 
 json_scalars = st.one_of(st.none(), st.booleans(), st.integers(-(10**30), 10**30),
                          st.floats(allow_nan=False, allow_infinity=False), st.text(max_size=8))

@@ -10,12 +10,12 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tickgate.engine import build_scheduler, run
+from tickgate.replay.engine import build_scheduler, run
 from tickgate.interfaces import Clock
 from tickgate.model import Request, RequestOutcome, TickRecord, tick_record
 from tickgate.plugins import get_registry
 from tickgate.policy import Policy, Selection
-from tickgate.report import FingerprintSink
+from tickgate.replay.report import FingerprintSink
 
 
 def make_policy(page_size: int, kv_pages: int, budget: int, width: int, aging: int) -> Policy:

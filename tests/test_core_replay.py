@@ -194,7 +194,7 @@ def test_arrivals_in_ms_need_a_timing_model(tmp_path: Path) -> None:
 def test_python_api_and_cli_agree(tmp_path: Path) -> None:
     from tickgate.policy import load_policy
     from tickgate.replay import replay
-    from tickgate.workload import read_workload
+    from tickgate.replay.workload import read_workload
 
     api = replay(read_workload(FIXTURES / "workload.json").requests, load_policy(POLICIES / "default.yaml"))
     cli_report = _replay(tmp_path, FIXTURES / "workload.json")
@@ -216,7 +216,7 @@ def test_a_copy_of_a_bundled_policy_is_named_by_its_path(tmp_path: Path) -> None
 
 
 def test_outcomes_read_back_into_values(tmp_path: Path) -> None:
-    from tickgate.serialize import outcome_from_json, outcome_to_json
+    from tickgate.replay.serialize import outcome_from_json, outcome_to_json
 
     policy = (POLICIES / "default.yaml").read_text() + "timing:\n  fixed_ms: 3.3333\n"
     ppath = tmp_path / "timed.yaml"
@@ -232,7 +232,7 @@ def test_outcomes_read_back_into_values(tmp_path: Path) -> None:
 def test_a_timed_workload_under_an_untimed_preset_says_what_to_add(tmp_path: Path) -> None:
     """The seed presets have no timing section; an imported trace (arrivals in ms) needs
     one. The error gives a snippet that, added to a copy of the preset, makes it replay."""
-    from tickgate.replay import TIMING_EXAMPLE
+    from tickgate.replay.run import TIMING_EXAMPLE
 
     workload = tmp_path / "w.json"
     res = run_cli("import", "splitwise", str(FIXTURES / "realdata" / "traces" / "splitwise_sim_test_trace.csv"),

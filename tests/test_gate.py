@@ -27,13 +27,13 @@ def _core_plugins_only(monkeypatch):
 
 
 def gate(fixture: str, policy: str = "gate-default.yaml") -> dict[str, Any]:
-    from tickgate.gate.api import gate_files
+    from tickgate.gate.pipeline import gate_files
 
     return gate_files(POLICIES / policy, bundle=FIXTURES / fixture)
 
 
 def gate_docs(base: dict[str, Any], cand: dict[str, Any], policy: str = "gate-default.yaml") -> dict[str, Any]:
-    from tickgate.gate.api import run_gate
+    from tickgate.gate.pipeline import run_gate
     from tickgate.gate.config import load_gate_config
     from tickgate.gate.observations import side_from_document
     from tickgate.policy import load_policy
@@ -149,7 +149,7 @@ def latency_policy(tmp_path):
 
 
 def _gate_policy(base, cand, policy_path):
-    from tickgate.gate.api import run_gate
+    from tickgate.gate.pipeline import run_gate
     from tickgate.gate.config import load_gate_config
     from tickgate.gate.observations import side_from_document
     from tickgate.policy import load_policy
@@ -201,7 +201,7 @@ def test_dry_run_signal_is_reported_but_does_not_decide(tmp_path):
     text = (POLICIES / "gate-default.yaml").read_text().replace(
         "    - name: latency-p95\n", "    - name: latency-p95\n      dry_run: true\n")
     policy.write_text(text)
-    from tickgate.gate.api import gate_files
+    from tickgate.gate.pipeline import gate_files
 
     report = gate_files(policy, bundle=FIXTURES / "gate/p95_regression.json")
     assert report["decision"] == "promote"

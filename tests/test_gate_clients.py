@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 
 from conftest import REPO, run_cli
-from tickgate.gate.api import gate_files
+from tickgate.gate.pipeline import gate_files
 
 CLIENTS = REPO / "fixtures" / "realdata" / "clients"
 SMALL = REPO / "policies" / "gate-small-sample.yaml"

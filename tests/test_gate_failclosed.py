@@ -15,7 +15,7 @@ import pytest
 from conftest import FIXTURES, POLICIES
 
 from tickgate.errors import InputError, PluginError
-from tickgate.gate.api import run_gate
+from tickgate.gate.pipeline import run_gate
 from tickgate.gate.config import load_gate_config
 from tickgate.gate.observations import side_from_document
 from tickgate.gate.protocol import GateSignal, SignalResult

@@ -17,10 +17,10 @@ import pytest
 from conftest import POLICIES
 
 from tickgate.errors import InputError
-from tickgate.gate import tails
-from tickgate.gate.fastpath import add_batch
+from tickgate.gate import tail_quantiles as tails
+from tickgate.gate.batch_columns import add_batch
 from tickgate.gate.inputs import read_side
-from tickgate.gate.join import Comparison, join
+from tickgate.gate.comparison import Comparison, join
 from tickgate.gate.observations import Side, side_from_document
 from tickgate.gate.stats import select_quantile
 from tickgate.plugins import Registry
@@ -220,7 +220,7 @@ def test_join_of_sides_in_the_same_order_equals_the_general_join(monkeypatch):
     ids = [f"r{i:04d}" for i in range(300)]
     b, c = _side("b", ids, random.Random(1)), _side("c", ids, random.Random(2))
     fast = join(b, c)
-    from tickgate.gate import join as join_module
+    from tickgate.gate import comparison as join_module
 
     monkeypatch.setattr(join_module, "ascending", lambda ids: False)
     slow = join(b, c)
@@ -304,8 +304,8 @@ def test_fast_paths_give_the_same_report_as_the_plain_paths(tmp_path, monkeypatc
     """A 21k-pair gate with a regressed segment, skewed and many-valued
     segments (and, unless clean, errors, missing values and unmatched
     requests), through every speed path and then with them all switched off."""
-    from tickgate.gate import join as join_module
-    from tickgate.gate.api import run_gate
+    from tickgate.gate import comparison as join_module
+    from tickgate.gate.pipeline import run_gate
     from tickgate.gate.config import load_gate_config
     from tickgate.policy import load_policy
 

@@ -13,7 +13,7 @@ import pytest
 from conftest import FIXTURES, POLICIES
 
 from tickgate.errors import InputError, PluginError
-from tickgate.gate.fastpath import add_batch
+from tickgate.gate.batch_columns import add_batch
 from tickgate.gate.inputs import load_observations, read_bundle, read_side
 from tickgate.gate.observations import Side, side_from_document
 from tickgate.hookspecs import hookimpl
@@ -211,7 +211,7 @@ def test_engine_native_files_go_through_the_one_mirror_that_claims_them(tmp_path
     cand = _toy(tmp_path / "cand.toy", [(r, lat, "changed" if r == "q7" else o) for r, lat, o in rows])
     doc = load_observations(base, registry=reg)
     assert doc["run"]["provenance"]["format"] == "toybench" and len(doc["requests"]) == 300
-    from tickgate.gate.api import gate_files
+    from tickgate.gate.pipeline import gate_files
 
     report = gate_files(POLICIES / "gate-default.yaml", baseline=base, candidate=cand, registry=reg)
     assert report["decision"] == "rollback"

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from conftest import FIXTURES, POLICIES, run_cli
-from tickgate.gate.api import gate_files
+from tickgate.gate.pipeline import gate_files
 
 DEFAULT = POLICIES / "gate-default.yaml"
 CLIENTS = FIXTURES / "realdata" / "clients"

@@ -24,7 +24,7 @@ from tickgate.model import Request
 from tickgate.plugins import get_registry
 from tickgate.policy import load_policy
 from tickgate.replay import replay
-from tickgate.sources import open_requests
+from tickgate.replay.sources import open_requests
 
 
 def install(**hooks: Any) -> None:
@@ -171,7 +171,7 @@ def test_register_evidence_parsers(tmp_path: Path) -> None:
 
 
 def test_register_gate_signals(tmp_path: Path) -> None:
-    from tickgate.gate.api import gate_files
+    from tickgate.gate.pipeline import gate_files
 
     class MinPairs(GateSignal):
         name = "min-pairs"

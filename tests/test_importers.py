@@ -13,7 +13,7 @@ from conftest import FIXTURES, REPO, run_cli
 from tickgate.cli import main
 from tickgate.errors import InputError, TickgateError
 from tickgate.plugins import get_registry
-from tickgate.workload import read_workload
+from tickgate.replay.workload import read_workload
 
 TRACES = FIXTURES / "realdata" / "traces"
 MOONCAKE = TRACES / "mooncake_conversation_trace.jsonl"

@@ -183,7 +183,7 @@ def test_ctrl_c_leaves_no_helper_behind(tmp_path: Path) -> None:
     """A terminal's Ctrl-C signals the whole process group: the helpers die, the
     replay says "aborted", exit 130, and no process of the group is left."""
     from tickgate.model import Request
-    from tickgate.workload import WorkloadHeader, write_workload
+    from tickgate.replay.workload import WorkloadHeader, write_workload
 
     workload = tmp_path / "w.json"
     with workload.open("w") as fh:

@@ -14,7 +14,7 @@ from tickgate.errors import InputError, TickgateError
 from tickgate.model import Request
 from tickgate.parallel.prefetch import BATCH, prefetched
 from tickgate.parallel.switch import helpers_wanted
-from tickgate.workload import WorkloadHeader, read_workload, write_workload
+from tickgate.replay.workload import WorkloadHeader, read_workload, write_workload
 
 pytestmark = pytest.mark.skipif(not hasattr(os, "fork"), reason="prefetch needs fork")
 

@@ -9,7 +9,7 @@ import random
 import pytest
 
 from tickgate.quantile import interpolate, quantile
-from tickgate.report import distribution
+from tickgate.replay.report import distribution
 
 
 def test_quantile_interpolates_between_closest_ranks():

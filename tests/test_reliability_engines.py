@@ -21,11 +21,11 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from conftest import POLICIES
-from tickgate.engine import build_scheduler, run
+from tickgate.replay.engine import build_scheduler, run
 from tickgate.interfaces import Clock
 from tickgate.model import Request, RequestOutcome, TickRecord
 from tickgate.policy import load_policy
-from tickgate.report import FingerprintSink
+from tickgate.replay.report import FingerprintSink
 
 SETTINGS = settings(max_examples=15, deadline=None, derandomize=True,
                     suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])

@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 
+from tickgate import TimingModel
 from tickgate.errors import PluginError, ReplayError
 from tickgate.hookspecs import hookimpl
 from tickgate.interfaces import AdmissionPolicy, Horizon, WorkloadReader
@@ -15,7 +16,7 @@ from tickgate.model import Request, TickRecord
 from tickgate.plugins import get_registry
 from tickgate.policy import load_policy
 from tickgate.replay import replay
-from tickgate.sources import open_requests
+from tickgate.replay.sources import open_requests
 
 from conftest import POLICIES
 
@@ -134,7 +135,7 @@ def test_a_stall_with_timed_arrivals_pending_is_still_caught(tmp_path: Path) -> 
     register("register_schedulers", Stuck)
     policy = policy_with(tmp_path, scheduler="stuck")
     policy = type(policy)(policy.path, policy.data, policy.locations, policy.selections,
-                          __import__("tickgate.timing").timing.TimingModel(fixed_ms=1.0), policy.max_ticks)
+                          TimingModel(fixed_ms=1.0), policy.max_ticks)
     requests = [Request(id=f"r{i}", prompt_tokens=1, max_output_tokens=1, arrival_ms=float(i * 10**6))
                 for i in range(3)]
     with pytest.raises(ReplayError, match="no progress for 100000 steps"):

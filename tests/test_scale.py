@@ -26,8 +26,8 @@ from tickgate.builtin.seed import SeedScheduler
 from tickgate.model import Request, TickRecord
 from tickgate.policy import load_policy
 from tickgate.replay import replay
-from tickgate.report import canonical_body
-from tickgate.sources import open_requests
+from tickgate.replay.report import canonical_body
+from tickgate.replay.sources import open_requests
 
 TRACES = FIXTURES / "realdata" / "traces"
 SEED_BENCH = REPO / "benchmarks" / "policies" / "seed-bench.yaml"

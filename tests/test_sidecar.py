@@ -15,9 +15,9 @@ from tickgate.errors import InputError, TickgateError
 from tickgate.model import Request, RequestOutcome, TickRecord
 from tickgate.policy import load_policy
 from tickgate.replay import replay
-from tickgate.report import FingerprintSink, SummarySink
+from tickgate.replay.report import FingerprintSink, SummarySink
 from tickgate.parallel.sidecar import BATCH, Sidecar
-from tickgate.sources import open_requests
+from tickgate.replay.sources import open_requests
 
 pytestmark = pytest.mark.skipif(not hasattr(os, "fork"), reason="the sidecar needs fork")
 

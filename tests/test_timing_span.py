@@ -9,7 +9,7 @@ import attrs
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tickgate.timing import SPAN_CHUNK, TimingModel
+from tickgate.replay.timing import SPAN_CHUNK, TimingModel
 
 
 def step_by_step(model: TimingModel, start: float, seqs: int, context: int, steps: int,

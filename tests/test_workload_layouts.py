@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 import tickgate.jsonstream as jsonstream
 from tickgate.errors import InputError
-from tickgate.workload import read_workload, request_from_dict
+from tickgate.replay.workload import read_workload, request_from_dict
 
 REQUESTS = [
     {"id": "a", "prompt_tokens": 16, "max_output_tokens": 2, "arrival_tick": 0, "prefix_blocks": [1, 2]},

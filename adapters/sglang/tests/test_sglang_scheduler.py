@@ -20,8 +20,8 @@ from tickgate import Request
 from tickgate.plugins import get_registry
 from tickgate.policy import load_policy
 from tickgate.replay import replay
-from tickgate.sources import open_requests
-from tickgate.workload import read_workload
+from tickgate.replay.sources import open_requests
+from tickgate.replay.workload import read_workload
 
 REPO = Path(__file__).resolve().parents[3]
 AZURE = REPO / "fixtures" / "realdata" / "traces" / "AzureLLMInferenceTrace_code.csv"

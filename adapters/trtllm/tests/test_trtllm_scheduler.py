@@ -17,8 +17,8 @@ from tickgate import Request
 from tickgate.plugins import get_registry
 from tickgate.policy import load_policy
 from tickgate.replay import replay
-from tickgate.sources import open_requests
-from tickgate.workload import read_workload
+from tickgate.replay.sources import open_requests
+from tickgate.replay.workload import read_workload
 from tickgate_trtllm.micro_batch import micro_batch
 
 REPO = Path(__file__).resolve().parents[3]

@@ -179,7 +179,7 @@ def _workload_files() -> list[Path]:
 
 @pytest.mark.parametrize("preset", ["vllm-v1-bench", "vllm-v1-priority"])
 def test_presets_replay_the_fixture_workloads(tmp_path: Path, preset: str) -> None:
-    from tickgate.workload import read_workload
+    from tickgate.replay.workload import read_workload
 
     files = _workload_files()
     assert files
@@ -202,7 +202,7 @@ def test_presets_replay_the_fixture_workloads(tmp_path: Path, preset: str) -> No
 def test_byte_identical_across_hash_seeds(tmp_path: Path) -> None:
     requests, config = load_reference_workload(REF / "prefix-fcfs.workload.json", None)
     from tickgate.atomic import write_json
-    from tickgate.workload import WorkloadHeader, write_workload
+    from tickgate.replay.workload import WorkloadHeader, write_workload
 
     wl = tmp_path / "w.json"
     with wl.open("w") as fh:

@@ -24,7 +24,7 @@ from .model import Request, RequestOutcome, TickRecord
 
 if TYPE_CHECKING:  # pragma: no cover
     from .gate.protocol import SignalResult
-    from .timing import TimingModel
+    from .replay.timing import TimingModel
 
 EMPTY_OPTIONS: Mapping[str, Any] = {"type": "object", "additionalProperties": False, "properties": {}}
 
@@ -381,7 +381,7 @@ class GateSignal(Plugin):
 
     ``build(options)`` returns a configured signal (this base stores the
     validated options as ``self.options``); ``evaluate(comparison)`` gets a
-    :class:`tickgate.gate.join.Comparison` (baseline and candidate joined by
+    :class:`tickgate.gate.comparison.Comparison` (baseline and candidate joined by
     request id, column by column) and returns a
     :class:`tickgate.gate.protocol.SignalResult` (status ``pass``/``hold``/
     ``rollback``, reason, baseline/candidate/delta/threshold, confidence

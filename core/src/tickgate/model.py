@@ -1,7 +1,7 @@
 """Value types shared by the engine, the schedulers and the report.
 
 Requests arrive from untrusted files, so they are validated once at the
-boundary (:mod:`tickgate.workload`); inside the engine these classes are plain,
+boundary (:mod:`tickgate.replay.workload`); inside the engine these classes are plain,
 frozen values. Slots keep a million of them affordable.
 """
 
@@ -213,7 +213,7 @@ def rejected_outcome(request: Request, reason: str, *, tick: int, arrival_tick: 
 
     A reason that quotes the request's own numbers gives ``key`` (the same text with
     the numbers taken out) and the numbers as ``figures``, so that a report counts
-    one reason, not one per request (:class:`~tickgate.report.SummarySink`).
+    one reason, not one per request (:class:`~tickgate.replay.report.SummarySink`).
     """
     return RequestOutcome(
         id=request.id, status="rejected", reason=reason,

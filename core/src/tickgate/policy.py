@@ -16,7 +16,7 @@ from .errors import InputError, PluginError, TickgateError
 from .locations import Locations, load_yaml
 from .plugins import PluginInfo, Registry, get_registry
 from .schemas import data_file, load_schema, validate
-from .timing import TimingModel
+from .replay.timing import TimingModel
 
 #: policy section -> the kind of plugin it names (``tickgate schema`` closes the same sections)
 SECTIONS = {"scheduler": "scheduler", "admission": "admission", "kv_allocator": "kv_allocator"}

@@ -31,7 +31,7 @@ decodes (no more of them than the batch width), the following steps make
 the same decisions until the next completion or arrival. Such a run is
 returned as one record with ``span`` > 1 (the fingerprint merges runs, so it
 is unchanged). The timing model prices the span
-(:meth:`~tickgate.timing.TimingModel.decode_span`), adding step latencies in
+(:meth:`~tickgate.replay.timing.TimingModel.decode_span`), adding step latencies in
 the same order as single steps would, so every time in the report is the same
 float; a span is only taken when the engine's ``now + duration`` lands on
 exactly that time. Cost then grows with events, not with decoded tokens.

@@ -29,7 +29,7 @@ def gate_command(bundle: Path | None, baseline: Path | None, candidate: Path | N
     """Gate a release. Exit 0 promote, 10 hold, 20 rollback, 2 invalid input."""
     from ..cli import exit_with
     from ..schemas import data_file
-    from ..gate.api import gate_files
+    from ..gate.pipeline import gate_files
     from ..progress import progress
 
     if bundle is not None and (baseline is not None or candidate is not None):

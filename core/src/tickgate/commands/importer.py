@@ -52,7 +52,7 @@ def import_command(fmt: str, input_path: Path, output_path: Path, limit: int | N
     from ..interfaces import optional_attribute
     from ..plugins import get_registry
     from ..progress import progress
-    from ..workload import WORKLOAD_TAIL, WorkloadHeader, workload_head, write_requests
+    from ..replay.workload import WORKLOAD_TAIL, WorkloadHeader, workload_head, write_requests
 
     try:
         info = get_registry().get("workload_reader", fmt)

@@ -35,7 +35,7 @@ def replay_command(input_path: Path, output_path: Path, policy_path: Path | None
     from ..policy import load_policy
     from ..progress import progress
     from ..replay import replay
-    from ..sources import open_requests
+    from ..replay.sources import open_requests
 
     if block_size is not None and input_format == "workload":
         raise InputError(input_path, "--block-size applies to trace formats (--input-format); a workload "

@@ -14,7 +14,7 @@ def validate_command(policies: tuple[Path, ...]) -> None:
     the plugins build together (what replay would refuse, validate refuses).
     Every file is checked: one line each, exit status 2 if any is refused."""
     from ..cli import exit_with
-    from ..engine import build_scheduler
+    from ..replay.engine import build_scheduler
     from ..errors import TickgateError, one_line
     from ..interfaces import Clock
     from ..policy import load_policy

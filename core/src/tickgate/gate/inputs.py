@@ -18,7 +18,7 @@ from ..schemas import load_schema, validate
 from ..jsonstream import JsonStream, json_key
 from ..locations import open_binary
 from ..readers.common import read_head
-from .fastpath import add_batch
+from .batch_columns import add_batch
 from .observations import Side, check_envelope, side_from_document
 
 NEUTRAL = "neutral"

@@ -10,7 +10,7 @@ A signal is a class registered through ``register_gate_signals``::
 
         @classmethod
         def build(cls, options): ...     # -> configured instance
-        def evaluate(self, comparison):  # tickgate.gate.join.Comparison -> SignalResult
+        def evaluate(self, comparison):  # tickgate.gate.comparison.Comparison -> SignalResult
 
 ``evaluate`` must be deterministic (seed from ``comparison.seed_for(id)``) and
 must fail closed: evidence it cannot read is a ``hold`` (reason

@@ -9,9 +9,9 @@ from __future__ import annotations
 from typing import Any
 
 from .config import GateConfig
-from .join import Comparison
+from .comparison import Comparison
 from .observations import Side
-from .runner import Outcome, decide
+from .decision import Outcome, decide
 
 #: documented in docs/gate.md; distinct from 2 (invalid input) and 3 (internal error)
 EXIT_CODES = {"promote": 0, "hold": 10, "rollback": 20}

@@ -13,7 +13,7 @@ import operator
 from itertools import compress
 from typing import Any
 
-from .join import Comparison, gather
+from .comparison import Comparison, gather
 
 SIDES = ("baseline", "candidate")
 #: (report field, column) summarised with their p95 per side

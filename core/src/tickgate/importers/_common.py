@@ -27,7 +27,7 @@ from ..errors import InputError, TickgateError
 from ..interfaces import WorkloadReader
 from ..locations import MAX_INT, open_text
 from ..model import Request
-from ..workload import MAX_TOKENS
+from ..replay.workload import MAX_TOKENS
 
 #: how many skipped line numbers the provenance record keeps
 SKIPPED_LINES_KEPT = 20

@@ -26,7 +26,7 @@ from typing import IO, Any, Callable, Iterable, Mapping
 
 from ..interfaces import FilePart, WorkloadReader, optional_attribute
 from ..model import Request
-from ..workload import write_requests
+from ..replay.workload import write_requests
 from .helper import Channel, Helper
 from .switch import helpers_wanted
 

@@ -24,7 +24,7 @@ from typing import Any
 import attrs
 
 from ..model import Request, RequestOutcome, TickRecord, tick_record
-from ..report import EncodedDetail, FingerprintSink, SummarySink
+from ..replay.report import EncodedDetail, FingerprintSink, SummarySink
 from .helper import Channel, Helper
 
 #: events per message
@@ -53,7 +53,7 @@ class _Arrival:
 
 
 class Sidecar:
-    """A sink for :func:`tickgate.engine.run` that forwards to a child running
+    """A sink for :func:`tickgate.replay.engine.run` that forwards to a child running
     a :class:`FingerprintSink` and a :class:`SummarySink`; :meth:`finish` returns
     (fingerprint, summary sink). Always end it with :meth:`finish` or :meth:`close`."""
 

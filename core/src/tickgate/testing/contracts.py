@@ -89,7 +89,7 @@ class SelectionContract(PluginContract):
     def run_replay(self, policy_path: Path, workload: Path) -> dict[str, Any]:
         from ..policy import load_policy
         from ..replay import replay
-        from ..sources import open_requests
+        from ..replay.sources import open_requests
 
         fresh_registry()
         requests, inputs = open_requests(workload)

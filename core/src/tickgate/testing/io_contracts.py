@@ -135,7 +135,7 @@ class WorkloadReaderContract(_FileReaderContract):
     kind = "workload_reader"
 
     def read(self, path: Path) -> Any:
-        from ..sources import open_requests
+        from ..replay.sources import open_requests
 
         fresh_registry()
         stream, _ = open_requests(path, self.plugin_name)
@@ -156,7 +156,7 @@ class WorkloadReaderContract(_FileReaderContract):
         self.check_output(requests, self.sample_path(tmp_path))
 
     def test_requests_round_trip_through_the_workload_schema(self, tmp_path: Path) -> None:
-        from ..sources import open_requests
+        from ..replay.sources import open_requests
 
         requests = self.read(self.sample_path(tmp_path))
         rows = [{k: (list(v) if isinstance(v, tuple) else v) for k, v in attrs.asdict(r).items()
@@ -230,7 +230,7 @@ class GateSignalContract(PluginContract):
                           {"version": 1, "gate": {"seed": 11, "signals": [entry]}})
 
     def gate(self, tmp_path: Path, baseline: dict[str, Any], candidate: dict[str, Any]) -> dict[str, Any]:
-        from ..gate.api import gate_files
+        from ..gate.pipeline import gate_files
 
         fresh_registry()
         return gate_files(self.gate_policy(tmp_path), baseline=write_json(tmp_path / "b.json", baseline),

@@ -21,7 +21,7 @@ def main(argv: list[str]) -> int:
     if what == "replay":
         from ..policy import load_policy
         from ..replay import replay
-        from ..sources import open_requests
+        from ..replay.sources import open_requests
 
         requests, inputs = open_requests(Path(args[1]))
         out = replay(requests, load_policy(args[0]), inputs=inputs)
@@ -30,12 +30,12 @@ def main(argv: list[str]) -> int:
 
         out = load_observations(Path(args[1]), args[0])
     elif what == "reader":
-        from ..sources import open_requests
+        from ..replay.sources import open_requests
 
         stream, _ = open_requests(Path(args[1]), args[0])
         out = [attrs.asdict(r) for r in stream]
     elif what == "gate":
-        from ..gate.api import gate_files
+        from ..gate.pipeline import gate_files
 
         out = gate_files(args[0], baseline=args[1], candidate=args[2])
     else:

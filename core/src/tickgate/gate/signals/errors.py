@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..join import Comparison
+from ..comparison import Comparison
 from ..protocol import GateSignal, SignalResult
 from ..stats import min_pairs_for_rate
 from .common import FRACTION, id_text, ids, pct, schema

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..join import Comparison
+from ..comparison import Comparison
 from ..observations import COMPLETE_STREAM, NO_STREAM, Side
 from ..protocol import GateSignal, SignalResult
 from .common import DEFAULT_SEGMENT_KEYS, FRACTION, SEGMENT_KEYS, aggregate_count, id_text, ids, no_join, pct, schema

@@ -23,7 +23,7 @@ import math
 from statistics import NormalDist
 from typing import Any
 
-from ..join import Comparison
+from ..comparison import Comparison
 from ..protocol import GateSignal, SignalResult
 from .common import FRACTION, id_text, ids, no_join, not_recorded, pct, schema
 

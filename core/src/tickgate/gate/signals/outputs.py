@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any, Mapping
 
-from ..join import Comparison, gather
+from ..comparison import Comparison, gather
 from ..protocol import GateSignal, SignalResult
 from ..stats import min_pairs_for_rate
 from .common import FRACTION, id_text, ids, no_join, not_recorded, pct, schema

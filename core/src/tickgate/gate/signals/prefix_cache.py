@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..join import Comparison
+from ..comparison import Comparison
 from ..protocol import GateSignal, SignalResult
 from .common import FRACTION, not_recorded, pct, schema
 

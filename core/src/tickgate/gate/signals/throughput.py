@@ -28,7 +28,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..join import Comparison, gather
+from ..comparison import Comparison, gather
 from ..protocol import GateSignal, SignalResult
 from .common import DEFAULT_SEGMENT_KEYS, SEGMENT_KEYS, aggregate_count, not_recorded, pct, schema
 

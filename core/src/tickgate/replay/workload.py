@@ -24,12 +24,12 @@ from typing import Any, Callable, Iterable, Iterator, Mapping
 import attrs
 
 from .blockruns import block_runs, expand_runs
-from .errors import InputError
-from .jsonio import dumps_line, plain_float, stdlib_line
-from .jsonstream import JsonStream, json_key
-from .locations import MAX_INT, Locations, open_binary
-from .model import Request
-from .schemas import load_schema, validate
+from ..errors import InputError
+from ..jsonio import dumps_line, plain_float, stdlib_line
+from ..jsonstream import JsonStream, json_key
+from ..locations import MAX_INT, Locations, open_binary
+from ..model import Request
+from ..schemas import load_schema, validate
 
 _INT_FIELDS = ("prompt_tokens", "max_output_tokens")
 _OPTIONAL_INT = ("priority", "arrival_tick", "deadline_tick")

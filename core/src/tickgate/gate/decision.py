@@ -19,7 +19,7 @@ import attrs
 from ..errors import PluginError
 from ..progress import OFF, Progress
 from .config import ConfiguredSignal, GateConfig
-from .join import Comparison
+from .comparison import Comparison
 from .protocol import RANK, SignalResult
 
 DECISIONS = {"pass": "promote", "hold": "hold", "rollback": "rollback"}

@@ -6,14 +6,14 @@ import contextlib
 from pathlib import Path
 from typing import Any, Iterable
 
-from .atomic import atomic_writer
+from ..atomic import atomic_writer
 from .engine import build_scheduler, run
-from .errors import TickLimitExceeded
-from .interfaces import Clock
-from .model import Request
-from .policy import Policy
+from ..errors import TickLimitExceeded
+from ..interfaces import Clock
+from ..model import Request
+from ..policy import Policy
 from .report import DETAIL_LIMIT, FingerprintSink, SummarySink, TraceSink
-from .parallel.sidecar import Sidecar
+from ..parallel.sidecar import Sidecar
 
 #: what the error for a timed workload under an untimed policy suggests adding:
 #: docs/timing.md's example, as one line of YAML (tests parse it and replay with it)
@@ -58,7 +58,7 @@ def replay(
         first = next(it, None)
         timed = first is not None and first.arrival_ms is not None
         if timed and policy.timing is None:
-            from .errors import InputError
+            from ..errors import InputError
 
             raise InputError(policy.path, "the workload gives arrivals in ms (arrival_ms); the policy needs a "
                              "'timing' section to map them onto steps: add one to "
@@ -69,7 +69,7 @@ def replay(
         try:
             run(stream, scheduler, clock, sinks, timed=timed, max_ticks=policy.max_ticks, label=label)
         except TickLimitExceeded as exc:
-            from .errors import InputError
+            from ..errors import InputError
 
             if policy.max_ticks is not None:
                 raise InputError(policy.path, f"replay exceeded the tick limit of {exc.limit} steps (raise it "

@@ -25,7 +25,7 @@ from typing import Any, Sequence
 
 import attrs
 
-from .memo import ColumnMemo
+from .column_cache import ColumnMemo
 from .observations import NO_STREAM, Side, ascending
 from .stats import derive_seed
 

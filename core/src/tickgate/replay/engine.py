@@ -10,11 +10,11 @@ from __future__ import annotations
 
 from typing import Any, Iterable, Protocol
 
-from .errors import ConfigError, InputError, PluginError, ReplayError, TickgateError, TickLimitExceeded
-from .interfaces import AdmissionContext, BuildContext, Clock, Horizon, Scheduler, optional_attribute
-from .model import Request, RequestOutcome, TickRecord
-from .plugins import Registry, get_registry
-from .policy import Policy, require_section
+from ..errors import ConfigError, InputError, PluginError, ReplayError, TickgateError, TickLimitExceeded
+from ..interfaces import AdmissionContext, BuildContext, Clock, Horizon, Scheduler, optional_attribute
+from ..model import Request, RequestOutcome, TickRecord
+from ..plugins import Registry, get_registry
+from ..policy import Policy, require_section
 
 DEFAULT_MAX_TICKS = 50_000_000
 #: consecutive steps that change nothing before a replay is declared stuck

@@ -4,11 +4,11 @@ The quantile signals and the segment summaries ask for the same figures
 (p95 latency of the whole run and of every segment, on both sides); at a
 million pairs each exact quantile is a pass over up to a million values, so
 computing each once matters, and segments are answered from the column's
-:class:`~tickgate.gate.tails.Tail`. Results are keyed by the identity of the
+:class:`~tickgate.gate.tail_quantiles.Tail`. Results are keyed by the identity of the
 column object, which is sound only while that object lives: a column is
 remembered only after :meth:`ColumnMemo.keep` registered it, and the memo
 holds a reference to every kept column (the
-:class:`~tickgate.gate.join.Comparison` keeps its aligned and per-segment
+:class:`~tickgate.gate.comparison.Comparison` keeps its aligned and per-segment
 columns for its own lifetime anyway). Columns that were not kept are computed
 every time, never cached by an id that could be reused.
 """
@@ -20,7 +20,7 @@ from itertools import compress
 from typing import Any, Sequence
 
 from .stats import select_quantile
-from .tails import MIN_VALUES, Tail
+from .tail_quantiles import MIN_VALUES, Tail
 
 
 class ColumnMemo:

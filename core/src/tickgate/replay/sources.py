@@ -6,9 +6,9 @@ import itertools
 from pathlib import Path
 from typing import Any, Iterable, Iterator
 
-from .errors import InputError, PluginError, TickgateError
-from .interfaces import optional_attribute
-from .model import Request
+from ..errors import InputError, PluginError, TickgateError
+from ..interfaces import optional_attribute
+from ..model import Request
 
 
 def open_requests(path: Path, input_format: str = "workload", *, block_size: int | None = None,
@@ -24,7 +24,7 @@ def open_requests(path: Path, input_format: str = "workload", *, block_size: int
         workload = read_workload(path)
         stream: Iterable[Request] = workload.requests
         if prefetch:
-            from .parallel.prefetch import prefetched
+            from ..parallel.prefetch import prefetched
 
             stream = prefetched(stream)
         if workload.header.description:
@@ -32,7 +32,7 @@ def open_requests(path: Path, input_format: str = "workload", *, block_size: int
         if workload.header.block_size is not None:
             inputs["block_size"] = workload.header.block_size
     else:
-        from .plugins import get_registry
+        from ..plugins import get_registry
 
         try:
             info = get_registry().get("workload_reader", input_format)

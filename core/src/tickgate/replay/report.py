@@ -18,9 +18,9 @@ import json
 from array import array
 from typing import Any, Iterable, Mapping
 
-from .jsonio import dumps_line, plain_float, stdlib_line
-from .model import Request, RequestOutcome, TickRecord
-from .quantile import interpolate
+from ..jsonio import dumps_line, plain_float, stdlib_line
+from ..model import Request, RequestOutcome, TickRecord
+from ..quantile import interpolate
 from .serialize import outcome_to_json
 
 DETAIL_LIMIT = 10_000

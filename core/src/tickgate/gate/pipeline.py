@@ -10,10 +10,10 @@ from ..policy import load_policy
 from ..progress import OFF, Progress
 from .config import GateConfig, load_gate_config
 from .inputs import read_bundle, read_side
-from .join import join
+from .comparison import join
 from .observations import Side
 from .report import build_report
-from .runner import evaluate
+from .decision import evaluate
 from .segments import segment_summaries
 
 

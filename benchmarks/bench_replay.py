@@ -60,11 +60,12 @@ def _phase(argv: list[str]) -> int:
         code = main(argv)
         wall = time.perf_counter() - start
     me = resource.getrusage(resource.RUSAGE_SELF)
-    # a large replay's helper (the sidecar: docs/workload.md) and an import's (the
-    # second half's reader: docs/importers.md) have their own peak; getrusage gives
-    # the child's, added as if both peaked at once (an upper bound of the total)
+    # a replay's helpers (the workload reader, the sidecar: docs/workload.md) and an
+    # import's (the second half's reader: docs/importers.md) have their own peaks;
+    # getrusage gives the largest child's, counted once per helper as if all
+    # peaked at once (an upper bound of the total)
     kids = resource.getrusage(resource.RUSAGE_CHILDREN)
-    helpers = 1 if kids.ru_maxrss else 0
+    helpers = (1 if argv[0] == "import" else 2) if kids.ru_maxrss else 0
     print(json.dumps({"code": code, "wall_s": wall, "rss_mb": (me.ru_maxrss + helpers * kids.ru_maxrss) / 1024.0,
                       "child_rss_mb": kids.ru_maxrss / 1024.0,
                       "cpu_s": me.ru_utime + me.ru_stime + kids.ru_utime + kids.ru_stime}))

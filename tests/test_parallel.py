@@ -1,5 +1,5 @@
 """The helper processes share one switch and one Helper (tickgate.parallel): every fork
-of the three goes through it, ``TICKGATE_PARALLEL=0`` turns them all off, a child's
+of the four goes through it, ``TICKGATE_PARALLEL=0`` turns them all off, a child's
 errors arrive as they were raised, and nothing outlives the Helper (process or fd)."""
 
 from __future__ import annotations
@@ -73,39 +73,9 @@ def test_every_helper_forks_through_the_one_helper_and_the_switch_turns_all_off(
     else:
         assert len(forks) == len(roles)  # no fork but a Helper's
         assert [r.split(" /")[0] for r in roles] == [
-            "computing the fingerprint and summary", "reading the second half of", "reading"]
+            "computing the fingerprint and summary", "reading the workload ahead",
+            "reading the second half of", "reading"]
     assert not children()
-
-
-@pytest.mark.parametrize("setting,big,expected", [
-    ("0", True, False), ("off", True, False), ("false", True, False),
-    ("1", False, True), ("yes", False, True), ("", False, False), ("", True, True),
-])
-def test_the_switch(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, setting: str, big: bool, expected: bool) -> None:
-    from tickgate.parallel import switch
-
-    path = tmp_path / "w.json"
-    path.write_text("{}")
-    monkeypatch.setenv("TICKGATE_PARALLEL", setting)
-    monkeypatch.setattr(switch, "MIN_BYTES", 1 if big else 1 << 40)
-    monkeypatch.setattr(switch, "cores", lambda: 2)
-    assert switch.helpers_wanted(path) is expected
-
-
-def test_the_replay_starts_its_sidecar_only_for_very_large_workloads(tmp_path: Path,
-                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
-    """The sidecar saves a tenth only from ~1M requests (SIDECAR_MIN_BYTES); smaller
-    replays stay in one process unless TICKGATE_PARALLEL=1 asks for it."""
-    from tickgate.parallel import switch
-
-    path = tmp_path / "w.json"
-    path.write_bytes(b"x" * 1000)
-    monkeypatch.setattr(switch, "cores", lambda: 2)
-    monkeypatch.delenv("TICKGATE_PARALLEL", raising=False)
-    monkeypatch.setattr(switch, "MIN_BYTES", 10)
-    assert switch.helpers_wanted(path) and not switch.helpers_wanted(path, min_bytes=switch.SIDECAR_MIN_BYTES)
-    monkeypatch.setattr(switch, "SIDECAR_MIN_BYTES", 1000)
-    assert switch.helpers_wanted(path, min_bytes=switch.SIDECAR_MIN_BYTES)
 
 
 def test_the_gate_follows_the_switch_and_its_own_threshold(tmp_path: Path,
@@ -226,11 +196,11 @@ def test_ctrl_c_leaves_no_helper_behind(tmp_path: Path) -> None:
         env={**os.environ, "TICKGATE_PARALLEL": "1"}, cwd=REPO, stdout=subprocess.PIPE,
         stderr=subprocess.PIPE, text=True, start_new_session=True)
     try:
-        for _ in range(600):  # the sidecar forked (at most a minute)
-            if len(_children_of(proc.pid)) == 1 or proc.poll() is not None:
+        for _ in range(600):  # both helpers forked (at most a minute)
+            if len(_children_of(proc.pid)) == 2 or proc.poll() is not None:
                 break
             time.sleep(0.1)
-        assert len(_children_of(proc.pid)) == 1, "the replay did not fork its sidecar"
+        assert len(_children_of(proc.pid)) == 2, "the replay did not fork its two helpers"
         os.killpg(proc.pid, signal.SIGINT)
         _, err = proc.communicate(timeout=120)
     finally:

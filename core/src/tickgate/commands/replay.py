@@ -31,7 +31,7 @@ def replay_command(input_path: Path, output_path: Path, policy_path: Path | None
                    limit: int | None, detail_limit: int, quiet: bool) -> None:
     """Replay a workload through the policy's scheduler and write a report."""
     from ..errors import InputError
-    from ..parallel.switch import SIDECAR_MIN_BYTES, helpers_wanted
+    from ..parallel.switch import helpers_wanted
     from ..policy import load_policy
     from ..progress import progress
     from ..replay import replay
@@ -43,11 +43,12 @@ def replay_command(input_path: Path, output_path: Path, policy_path: Path | None
     outputs = {"--output": output_path} if trace_path is None else {"--output": output_path, "--trace": trace_path}
     check_distinct_outputs(outputs, {"--input": input_path, "--policy": policy_path})
     policy = load_policy(policy_path)
-    sidecar = helpers_wanted(input_path, min_bytes=SIDECAR_MIN_BYTES)  # docs/workload.md, "Large replays"
-    requests, inputs = open_requests(input_path, input_format, block_size=block_size, limit=limit)
+    helpers = helpers_wanted(input_path)  # docs/workload.md, "Large replays"
+    requests, inputs = open_requests(input_path, input_format, block_size=block_size, limit=limit,
+                                     prefetch=helpers)
     with progress("replay", unit=" requests", quiet=quiet) as bar:  # arrivals, on a terminal only
         report = replay(bar.counted(requests), policy, trace_path=trace_path, inputs=inputs,
-                        detail_limit=detail_limit, sidecar=sidecar)
+                        detail_limit=detail_limit, sidecar=helpers)
     write_json(output_path, report)
     if not quiet:
         s = report["summary"]

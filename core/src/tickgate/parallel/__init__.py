@@ -1,11 +1,10 @@
 """Helper processes: parts of a command that run in a forked child on a second core.
 
-Each stays only while it saves more than a tenth of its command's wall time
-(docs/DEVELOPING.md, "Helper processes"): a very large replay rolls its records
-up into the fingerprint and summary in a child (:mod:`.sidecar`); an import
-reads the second half of a large trace in a child (:mod:`.import_parts`); a
-gate reads the baseline in a child while it reads the candidate
-(:mod:`.gate_sides`). All three are built the same way:
+Two parts of a large replay do not depend on the scheduler's decisions: reading
+the workload (:mod:`.prefetch`) and rolling records up into the fingerprint and
+summary (:mod:`.sidecar`); an import reads the second half of a large trace in a
+child (:mod:`.import_parts`); a gate reads the baseline in a child while it
+reads the candidate (:mod:`.gate_sides`). All four are built the same way:
 
 * :mod:`.switch` -- the one switch and threshold, :func:`.switch.helpers_wanted`
   (``TICKGATE_PARALLEL=0`` off, ``=1`` forced, else big inputs and two cores);

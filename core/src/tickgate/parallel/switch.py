@@ -12,14 +12,8 @@ import os
 from pathlib import Path
 
 ENV = "TICKGATE_PARALLEL"
-#: inputs at least this big get helper processes (import)
+#: inputs at least this big get helper processes (replay, import)
 MIN_BYTES = 4 * 1024 * 1024
-#: the replay's sidecar (fingerprint and summary in a child), for a workload file
-#: at least this big. Measured (docs/DEVELOPING.md, "Helper processes"): 5 % saved
-#: at 100k requests (15 MB), 12 % at 1M (150 MB), for 17-24 % more CPU; on a
-#: loaded machine it costs (the records cross a pipe to a process that competes
-#: for the same cores)
-SIDECAR_MIN_BYTES = 100 * 1024 * 1024
 #: the gate's reader child, for a pair of sides each at least this big: it hands
 #: the whole side back in one pickled frame after reading it (0.6 s of a 1M-pair
 #: gate, docs/gate.md), where the replay's helpers stream as they go. Measured

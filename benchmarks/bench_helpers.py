@@ -14,10 +14,9 @@ process and its children) and the peak RSS of the process tree
 * ``tickgate import mooncake`` (the 100k-row trace of ``bench_replay.py``):
   ``TICKGATE_PARALLEL=0`` against the default (``import_parts``);
 * ``tickgate replay`` of that workload with ``policies/vllm-v1-bench.yaml``:
-  no helper, ``prefetch`` only, ``sidecar`` only, both (what the command runs).
-  The two are switched one by one by a driver that wraps ``open_requests`` and
-  ``replay`` around ``tickgate.cli.main``; every setting's report must be
-  byte-identical, or the script fails;
+  ``TICKGATE_PARALLEL=0`` against ``=1`` (``prefetch`` and ``sidecar``, as the
+  command runs them on a large file); both reports must be byte-identical, or
+  the script fails;
 * ``tickgate gate`` of two neutral files (``bench_gate.py``'s writer):
   ``TICKGATE_PARALLEL=0`` against the default (``gate_sides``).
 
@@ -38,19 +37,6 @@ from typing import Any
 from bench_gate import write_side
 from bench_replay import DEFAULT_POLICY, mooncake_trace
 from benchproc import run_measured
-
-#: runs ``tickgate.cli.main`` with the replay helpers set one by one
-DRIVER = """
-import sys
-import tickgate.replay, tickgate.replay.sources
-prefetch, sidecar = sys.argv[1] == "1", sys.argv[2] == "1"
-open_requests, replay = tickgate.replay.sources.open_requests, tickgate.replay.replay
-tickgate.replay.sources.open_requests = lambda *a, **k: open_requests(*a, **{**k, "prefetch": prefetch})
-tickgate.replay.replay = lambda *a, **k: replay(*a, **{**k, "sidecar": sidecar})
-from tickgate.cli import main
-sys.exit(main(sys.argv[3:]))
-"""
-
 
 def _tickgate() -> str:
     return str(Path(sys.executable).with_name("tickgate"))
@@ -117,14 +103,10 @@ def main() -> None:
         "no helper": (imp, off, workload), "import_parts": (imp, env, workload)}, args.rounds))
 
     report = work / "r.json"
-    rep = [str(workload), "--policy", str(args.policy), "--output", str(report), "--quiet"]
-
-    def replay(prefetch: int, sidecar: int) -> tuple[list[str], dict[str, str], Path]:
-        return [sys.executable, "-c", DRIVER, str(prefetch), str(sidecar), "replay", "--input", *rep], env, report
-
+    rep = [tg, "replay", "--input", str(workload), "--policy", str(args.policy), "--output", str(report), "--quiet"]
     _print(f"replay, {args.requests} requests, {args.policy.name}", _rounds({
-        "no helper": replay(0, 0), "prefetch": replay(1, 0), "sidecar": replay(0, 1),
-        "prefetch + sidecar": replay(1, 1)}, args.rounds))
+        "no helper": (rep, off, report), "prefetch + sidecar": (rep, {**env, "TICKGATE_PARALLEL": "1"}, report)},
+        args.rounds))
 
     base, cand = work / f"b{args.pairs}.json", work / f"c{args.pairs}.json"
     if not base.exists():

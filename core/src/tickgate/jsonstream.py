@@ -223,17 +223,23 @@ class JsonStream:
         self.expect(b":", "':'", json_path)
         return name  # type: ignore[no-any-return]
 
+    def _opens(self, opening: bytes, closing: bytes, what: str, json_path: str) -> bool:
+        """Consume the opening bracket of ``what``; True (and past it) if it closes at once."""
+        if self.peek() != opening:
+            raise self.error(f"expected {what}, found {self._char() if self.peek() else 'nothing'}", self.pos,
+                             json_path)
+        self.pos += 1
+        if self.peek() == closing:
+            self.pos += 1
+            return True
+        return False
+
     def members(self, json_path: str = "$") -> Iterator[str]:
         """Walk the object that starts here: yields each member's name with the
         stream at its value, which the caller consumes (:meth:`value`,
         :meth:`elements`, :meth:`members`, :meth:`skip`); ends after the
         closing brace. A name given twice is an error."""
-        if self.peek() != b"{":
-            raise self.error(f"expected an object, found {self._char() if self.peek() else 'nothing'}", self.pos,
-                             json_path)
-        self.pos += 1
-        if self.peek() == b"}":
-            self.pos += 1
+        if self._opens(b"{", b"}", "an object", json_path):
             return
         seen: set[str] = set()
         while True:
@@ -251,12 +257,7 @@ class JsonStream:
         afterwards the stream is past its closing bracket. While a batch is
         being looked at, :meth:`element_position` locates its elements.
         ``item`` and ``array`` name them in errors ("a request", "the requests list")."""
-        if self.peek() != b"[":
-            raise self.error(f"expected an array, found {self._char() if self.peek() else 'nothing'}", self.pos,
-                             json_path)
-        self.pos += 1
-        if self.peek() == b"]":
-            self.pos += 1
+        if self._opens(b"[", b"]", "an array", json_path):
             return
         index = 0
         while True:

@@ -40,6 +40,7 @@ code=$?
 set -e
 [ "$code" -eq 10 ] || { echo "expected hold (exit 10) for candidate-slow.csv, got $code" >&2; exit 1; }
 "$tg" schema --output "$work/policy.schema.json"
-# the example's tests, against the installed package (not the source tree)
-"$work/venv/bin/python" -m pytest -q -p no:cacheprovider -o addopts= --rootdir "$PWD" tests
+# the example's tests, against the installed package (not the source tree), without the
+# repository's own conftest.py above it (a third party's package has none)
+"$work/venv/bin/python" -m pytest -q -p no:cacheprovider -o addopts= --rootdir "$PWD" --confcutdir "$PWD" tests
 echo "example-adapter: ok"

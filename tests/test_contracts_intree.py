@@ -12,7 +12,7 @@ from conftest import FIXTURES, POLICIES
 pytest.register_assert_rewrite("tickgate.testing")  # before the import: the kit's asserts explain failures
 
 from tickgate.testing import (AdmissionPolicyContract, BackendMirrorContract, GateSignalContract,
-                              SchedulerContract, WorkloadReaderContract)  # noqa: E402
+                              SchedulerContract, TimingModelContract, WorkloadReaderContract)  # noqa: E402
 
 pytest_plugins = ["tickgate.testing"]
 
@@ -44,6 +44,13 @@ class TestFairShare(AdmissionPolicyContract):
     plugin_name = "fair-share"
     distribution = "tickgate"
     options = {"weights": {"a": 3, "b": 1}}
+
+
+class TestLinearTiming(TimingModelContract):
+    plugin_name = "linear"
+    distribution = "tickgate"
+    options = {"fixed_ms": 4.0, "per_prefill_token_ms": 0.02, "per_decode_seq_ms": 0.15,
+               "per_context_token_ms": 0.0002}
 
 
 class TestVllmBenchMirror(BackendMirrorContract):

@@ -247,8 +247,9 @@ def test_a_timed_workload_under_an_untimed_preset_says_what_to_add(tmp_path: Pat
     # the bundled policy's path: the repository's policies/ in an editable install, site-packages otherwise
     assert line == (f"error: {data_file('policies', 'default.yaml')}: $.timing: the workload gives arrivals in ms "
                     "(arrival_ms); the policy needs a 'timing' section to map them onto steps: add one to a "
-                    "copy of this bundled policy, e.g. `timing: {fixed_ms: 4.0, per_prefill_token_ms: 0.02, "
-                    "per_decode_seq_ms: 0.15, per_context_token_ms: 0.0002}` (docs/timing.md)")
+                    "copy of this bundled policy, e.g. `timing: {name: linear, options: {fixed_ms: 4.0, "
+                    "per_prefill_token_ms: 0.02, per_decode_seq_ms: 0.15, per_context_token_ms: 0.0002}}` "
+                    "(docs/timing.md)")
     copy = tmp_path / "timed.yaml"
     copy.write_text((POLICIES / "default.yaml").read_text() + TIMING_EXAMPLE + "\n")
     res = run_cli("replay", "--input", str(workload), "--policy", str(copy), "--output", str(out))

@@ -19,7 +19,7 @@ from tickgate.builtin.paged import PagedAllocator
 from tickgate.builtin.seed import SeedScheduler
 from tickgate.cli import main
 from tickgate.gate.protocol import GateSignal, SignalResult
-from tickgate.interfaces import AdmissionPolicy, BackendMirror, EvidenceParser, WorkloadReader
+from tickgate.interfaces import AdmissionPolicy, BackendMirror, EvidenceParser, TimingModel, WorkloadReader
 from tickgate.model import Request
 from tickgate.plugins import get_registry
 from tickgate.policy import load_policy
@@ -102,6 +102,28 @@ def test_register_admission_policies(tmp_path: Path) -> None:
     assert report["plugins"]["admission"]["name"] == "lifo"
     assert report["summary"]["completed_requests"] == 4
     assert report["summary"]["trace_fingerprint"] != run(POLICIES / "default.yaml")["summary"]["trace_fingerprint"]
+
+
+def test_register_timing_models(tmp_path: Path) -> None:
+    class PerToken(TimingModel):
+        name = "per-token"
+        description = "ms per step, per token scheduled and per sequence decoded"
+        options_schema = {"type": "object", "additionalProperties": False, "required": ["ms"],
+                          "properties": {"ms": {"type": "number", "minimum": 0}}}
+
+        def step_ms(self, prefill_tokens: int, decode_seqs: int, context_tokens: int) -> float:
+            return self.options["ms"] * (1 + prefill_tokens + decode_seqs)
+
+    install(register_timing_models=lambda register: register(PerToken))
+    timing = "timing: {name: per-token, options: {ms: 0.5}}\n"
+    report = run(policy_with(tmp_path, "version: 1\n", "version: 1\n" + timing))
+    assert report["inputs"]["timing"] == {"name": "per-token", "options": {"ms": 0.5}}
+    untimed = run(POLICIES / "default.yaml")
+    assert report["summary"]["completed_requests"] == untimed["summary"]["completed_requests"] == 4
+    # every step costs 0.5 ms and 0.5 more per token it schedules or decodes
+    steps = report["summary"]["total_ticks"]
+    tokens = report["summary"]["total_prompt_tokens"] + report["summary"]["total_decode_tokens"]
+    assert report["latency"]["busy_ms"] == 0.5 * (steps + tokens)
 
 
 TOY_DOC = {"version": 1, "kind": "tickgate.observations", "run": {"backend": "toy"},

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from tickgate import TimingModel
+from tickgate import LinearTiming
 from tickgate.errors import PluginError, ReplayError
 from tickgate.hookspecs import hookimpl
 from tickgate.interfaces import AdmissionPolicy, Horizon, WorkloadReader
@@ -135,7 +135,7 @@ def test_a_stall_with_timed_arrivals_pending_is_still_caught(tmp_path: Path) -> 
     register("register_schedulers", Stuck)
     policy = policy_with(tmp_path, scheduler="stuck")
     policy = type(policy)(policy.path, policy.data, policy.locations, policy.selections,
-                          TimingModel(fixed_ms=1.0), policy.max_ticks)
+                          LinearTiming(fixed_ms=1.0), policy.max_ticks)
     requests = [Request(id=f"r{i}", prompt_tokens=1, max_output_tokens=1, arrival_ms=float(i * 10**6))
                 for i in range(3)]
     with pytest.raises(ReplayError, match="no progress for 100000 steps"):

@@ -37,6 +37,7 @@ _EXPORTS: dict[str, str] = {
     "EvidenceParser": "interfaces",
     "GateSignal": "interfaces",
     "WorkloadReader": "interfaces",
+    "TimingModel": "interfaces",
     "BuildContext": "interfaces",
     "AdmissionContext": "interfaces",
     "Clock": "interfaces",
@@ -55,7 +56,7 @@ _EXPORTS: dict[str, str] = {
     "completed_outcome": "model",
     "rejected_outcome": "model",
     "EncodedDetail": "replay.report",
-    "TimingModel": "replay.timing",
+    "LinearTiming": "replay.timing",
     "run_starts": "replay.blockruns",
     # errors
     "TickgateError": "errors",

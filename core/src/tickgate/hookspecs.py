@@ -89,6 +89,18 @@ def register_admission_policies(register: Register) -> None:
     """
 
 
+@spec("timing_model")
+def register_timing_models(register: Register) -> None:
+    """Register timing-model classes (kind ``timing_model``).
+
+    A timing model prices an engine step in ms from what the step does, and a
+    span of identical decode steps in one call. See
+    :class:`tickgate.interfaces.TimingModel`. Selected by ``timing.name`` in a
+    policy file (the short spelling, the four coefficients directly under
+    ``timing:``, means ``linear``); built with ``build(options)``.
+    """
+
+
 @spec("backend_mirror")
 def register_backend_mirrors(register: Register) -> None:
     """Register readers of an engine's native output files (kind ``backend_mirror``).

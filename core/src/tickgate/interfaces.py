@@ -1,5 +1,5 @@
 """The plugin interfaces: what a scheduler, KV allocator, admission policy,
-backend mirror, evidence parser, gate signal and workload reader must provide.
+timing model, backend mirror, evidence parser, gate signal and workload reader must provide.
 
 Plugins subclass these bases (or just match them): the bases only hold
 defaults and documentation. Optional attributes are declared on their base
@@ -15,6 +15,10 @@ default. Every plugin class has
 
 from __future__ import annotations
 
+from bisect import bisect_left
+from functools import partial, reduce
+from itertools import accumulate, repeat
+from operator import add
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, Iterable, Iterator, Mapping
 
@@ -24,7 +28,6 @@ from .model import Request, RequestOutcome, TickRecord
 
 if TYPE_CHECKING:  # pragma: no cover
     from .gate.protocol import SignalResult
-    from .replay.timing import TimingModel
 
 EMPTY_OPTIONS: Mapping[str, Any] = {"type": "object", "additionalProperties": False, "properties": {}}
 
@@ -33,6 +36,108 @@ class Plugin:
     name: ClassVar[str] = ""
     description: ClassVar[str] = ""
     options_schema: ClassVar[Mapping[str, Any]] = EMPTY_OPTIONS
+
+
+#: longest run of step end times :meth:`TimingModel.decode_span` holds at once
+SPAN_CHUNK = 1 << 16
+
+
+class TimingModel(Plugin):
+    """Turns what an engine step does into its duration in ms (kind ``timing_model``).
+
+    Selected by a policy's ``timing`` section (``{name: ..., options: {...}}``;
+    docs/timing.md) and built once per policy by :meth:`build` from its
+    validated ``options``. A model is a pure function of its options: the one
+    instance prices every step of a replay (``BuildContext.timing``,
+    ``AdmissionContext.timing``) and never changes a scheduling decision.
+
+    A model implements :meth:`step_ms`; :meth:`decode_span` and
+    :meth:`decode_durations` have defaults built on it. Richer descriptions of
+    a step (the context each prefill attends over, per-sequence context
+    lengths, the parallel layout) are to arrive as further methods with
+    defaults here, so a model written against this interface keeps working.
+    """
+
+    @classmethod
+    def build(cls, options: Mapping[str, Any]) -> "TimingModel":
+        """A model from its validated ``options`` (this base keeps them as ``self.options``).
+        Raise :class:`tickgate.errors.ConfigError` for options that cannot work."""
+        model = cls()
+        model.options = dict(options)
+        return model
+
+    def step_ms(self, prefill_tokens: int, decode_seqs: int, context_tokens: int) -> float:
+        """The duration of one step that schedules ``prefill_tokens`` prompt tokens
+        and decodes ``decode_seqs`` sequences, which read ``context_tokens`` context
+        tokens (attention over the KV cache). Never negative, and never smaller for
+        more context (:meth:`decode_span` relies on it)."""
+        raise NotImplementedError
+
+    def decode_span(self, start_ms: float, seqs: int, context: int, steps: int,
+                    until_ms: float | None = None) -> tuple[int, float]:
+        """Price a run of up to ``steps`` identical decode-only steps in one call.
+
+        Step k (0-based) decodes ``seqs`` sequences that read ``context + k * seqs``
+        context tokens (each sequence's context grows by its new token) and costs
+        ``step_ms(0, seqs, context + k * seqs)``; it starts when step k - 1 ends,
+        step 0 at ``start_ms``. With ``until_ms`` (the next arrival) the run stops
+        before the first step that would start at or after it.
+
+        Returns ``(n, end_ms)``: how many steps run (``steps``, or fewer under
+        ``until_ms``; 0 when ``start_ms >= until_ms``) and when the last of them
+        ends (``start_ms`` for none). ``end_ms`` is bit-identical to adding each
+        step's ``step_ms`` to the clock one at a time, left to right, so a
+        fast-forwarded span lands on the float single steps would (the output
+        digests of tests/test_output_identity.py and the vLLM conformance tests
+        depend on it). ``step_ms`` must not be negative (a step never moves the
+        clock back): the steps that fit are found by bisection.
+
+        The durations come from :meth:`decode_durations` and are summed in C
+        (``reduce``/``accumulate`` add left to right). A model that can do better
+        may override this method, keeping its contract
+        (``TimingModelContract`` checks it against single steps).
+        """
+        if steps <= 0:
+            return 0, start_ms
+        if until_ms is None:
+            return steps, reduce(add, self.decode_durations(seqs, context, steps), start_ms)
+        t = start_ms
+        if t >= until_ms:
+            return 0, t
+        # Durations never shrink (the context only grows), so the first one bounds
+        # how many steps can start before ``until_ms``; +2 absorbs rounding, and
+        # the chunks grow in case the estimate still falls short.
+        first = next(self.decode_durations(seqs, context, 1))
+        chunk = steps
+        if first > 0:
+            chunk = max(2, min(steps, int((until_ms - start_ms) / first) + 2))
+        n = 0
+        while n < steps:
+            k = min(chunk, steps - n, SPAN_CHUNK)
+            starts = list(accumulate(self.decode_durations(seqs, context + n * seqs, k), initial=t))
+            # starts[j] is when step n + j starts (starts[k]: when the chunk ends);
+            # starts[0] = t is before until_ms
+            j = bisect_left(starts, until_ms, 1, k)
+            if j < k:
+                return n + j, starts[j]
+            n += k
+            t = starts[k]
+            if t >= until_ms:
+                break
+            chunk *= 4
+        return n, t
+
+    def decode_durations(self, seqs: int, context: int, k: int) -> Iterator[float]:
+        """The durations of k decode steps of ``seqs`` sequences from ``context``
+        context tokens on, each exactly as :meth:`step_ms` gives it (this default
+        calls it once per step; a model with a closed form may override it)."""
+        contexts: Any = range(context, context + k * seqs, seqs) if seqs else repeat(context, k)
+        return map(partial(self.step_ms, 0, seqs), contexts)
+
+    def to_json(self) -> dict[str, Any]:
+        """What the report records as ``inputs.timing``: a policy ``timing`` section
+        that builds this model again (this base: ``{"name", "options"}``)."""
+        return {"name": self.name, "options": dict(getattr(self, "options", {}))}
 
 
 @attrs.define
@@ -73,7 +178,7 @@ class BuildContext:
     admission policy through :meth:`kv_allocator` and :meth:`admission`."""
 
     clock: Clock
-    timing: "TimingModel | None"
+    timing: TimingModel | None
     make_kv_allocator: Any  # (capacity_pages, page_size, default_name) -> KvAllocator
     make_admission: Any  # (AdmissionContext, default_name) -> AdmissionPolicy | None
     #: tokens per entry of ``Request.prefix_blocks`` (the workload's ``block_size``,
@@ -272,7 +377,7 @@ class AdmissionContext:
 
     kv_capacity_pages: int
     page_size: int
-    timing: "TimingModel | None"
+    timing: TimingModel | None
     allocator: KvAllocator | None = None
     clock: Clock | None = None
     decode_slots: int | None = None
@@ -438,6 +543,7 @@ __all__ = [
     "KvAllocator",
     "Plugin",
     "Scheduler",
+    "TimingModel",
     "WorkloadReader",
     "Request",
     "RequestOutcome",

@@ -12,14 +12,18 @@ from typing import Any, Mapping
 
 import attrs
 
-from .errors import InputError, PluginError, TickgateError
+from .errors import ConfigError, InputError, PluginError, TickgateError
+from .interfaces import TimingModel
 from .locations import Locations, load_yaml
 from .plugins import PluginInfo, Registry, get_registry
 from .schemas import data_file, load_schema, validate
-from .replay.timing import TimingModel
 
 #: policy section -> the kind of plugin it names (``tickgate schema`` closes the same sections)
 SECTIONS = {"scheduler": "scheduler", "admission": "admission", "kv_allocator": "kv_allocator"}
+#: the kind of plugin the ``timing`` section names, and the model its short spelling
+#: (the coefficients directly under ``timing:``, no ``name``) means
+TIMING_KIND = "timing_model"
+DEFAULT_TIMING = "linear"
 
 
 @attrs.frozen
@@ -36,6 +40,7 @@ class Policy:
     data: Mapping[str, Any]
     locations: Locations
     selections: Mapping[str, Selection]
+    #: the timing model the ``timing`` section selected, built (None: untimed)
     timing: TimingModel | None
     max_ticks: int | None
     #: how reports name it: ``bundled:<file>`` for a policy shipped with
@@ -53,6 +58,19 @@ class Policy:
         line, col = self.locations.get(path, (None, None))
         return {"line": line, "column": col, "json_path": path}
 
+    def build_plugin(self, info: PluginInfo, build: Any, *where: Any) -> Any:
+        """``build()`` a plugin this policy selected: a refused configuration
+        (:class:`ConfigError`) is located at ``where`` in the file (``"scheduler",
+        "name"``), any other failure names the plugin."""
+        try:
+            return build()
+        except ConfigError as exc:
+            raise InputError(self.path, str(exc), **self.locate(*where)) from None
+        except TickgateError:
+            raise
+        except Exception as exc:
+            raise PluginError(f"{info.label()} failed: {type(exc).__name__}: {exc}") from exc
+
 
 def default_policy_path() -> Path:
     return data_file("policies", "default.yaml")
@@ -68,22 +86,39 @@ def load_policy(path: Path | str | None = None, *, registry: Registry | None = N
     registry = registry or get_registry()
     selections: dict[str, Selection] = {}
     for section, kind in SECTIONS.items():
-        if section not in data:
-            continue
-        block = data[section]
-        try:
-            info = registry.get(kind, block["name"])
-        except PluginError as exc:
-            line, col = locs.get(f"$.{section}.name", (None, None))
-            raise InputError(path, str(exc), line=line, column=col, json_path=f"$.{section}.name") from None
-        options = block.get("options", {})
-        schema = getattr(info.obj, "options_schema", None)
-        if schema:
-            validate(options, schema, file=path, locations=locs, prefix=(section, "options"))
-        selections[section] = Selection(info, options)
-    timing = TimingModel.from_policy(data.get("timing"))
+        if section in data:
+            block = data[section]
+            selections[section] = _select(registry, kind, block["name"], block.get("options", {}),
+                                          path, locs, (section, "name"), (section, "options"))
+    block = data.get("timing")
+    named = block is not None and "name" in block
+    if block is not None:
+        name, options = (block["name"], block.get("options", {})) if named else (DEFAULT_TIMING, block)
+        at = ("timing", "name") if named else ("timing",)
+        selections["timing"] = _select(registry, TIMING_KIND, name, options, path, locs,
+                                       at, ("timing", "options") if named else ("timing",))
     limits = data.get("limits", {})
-    return Policy(str(path), data, locs, selections, timing, limits.get("max_ticks"), policy_source(path))
+    policy = Policy(str(path), data, locs, selections, None, limits.get("max_ticks"), policy_source(path))
+    chosen = selections.get("timing")
+    if chosen is None:
+        return policy
+    model = policy.build_plugin(chosen.plugin, lambda: chosen.plugin.obj.build(chosen.options), *at)
+    return attrs.evolve(policy, timing=model)
+
+
+def _select(registry: Registry, kind: str, name: str, options: Any, path: Path, locs: Locations,
+            name_at: tuple[str, ...], options_at: tuple[str, ...]) -> Selection:
+    """The plugin a section names, its options validated by its own schema; errors located."""
+    try:
+        info = registry.get(kind, name)
+    except PluginError as exc:
+        where = "$." + ".".join(name_at)
+        line, col = locs.get(where, (None, None))
+        raise InputError(path, str(exc), line=line, column=col, json_path=where) from None
+    schema = getattr(info.obj, "options_schema", None)
+    if schema:
+        validate(options, schema, file=path, locations=locs, prefix=options_at)
+    return Selection(info, options)
 
 
 def policy_source(path: Path | str) -> str:

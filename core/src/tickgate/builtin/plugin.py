@@ -28,3 +28,10 @@ def register_admission_policies(register: Register) -> None:
     from .priority_fcfs import PriorityFcfs
 
     register(PriorityFcfs)
+
+
+@hookimpl
+def register_timing_models(register: Register) -> None:
+    from ..replay.timing import LinearTiming
+
+    register(LinearTiming)

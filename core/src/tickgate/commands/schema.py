@@ -2,9 +2,10 @@
 
 ``schemas/policy.schema.json`` leaves each plugin's ``options`` open because
 plugins are installed separately. This command closes it for *this*
-environment: ``scheduler``, ``admission`` and ``kv_allocator`` become a
+environment: ``scheduler``, ``admission``, ``kv_allocator`` and ``timing`` become a
 ``oneOf`` over the installed plugins of that kind (the name as a ``const``,
-with that plugin's own ``options_schema``), and ``gate`` becomes the gate
+with that plugin's own ``options_schema``; ``timing`` also takes the short
+spelling, the ``linear`` model's options directly), and ``gate`` becomes the gate
 section's schema with each signal's options. Editors (YAML language server,
 ``# yaml-language-server: $schema=...``) then complete and check policy files.
 Output is deterministic: plugins sorted by name, keys sorted.
@@ -34,7 +35,7 @@ def _choice(info: Any, extra: Mapping[str, Any], required: list[str]) -> dict[st
 def policy_schema(registry: Any = None) -> dict[str, Any]:
     """The policy schema with every installed plugin's options in place."""
     from ..plugins import get_registry
-    from ..policy import SECTIONS
+    from ..policy import DEFAULT_TIMING, SECTIONS, TIMING_KIND
     from ..schemas import load_schema
 
     registry = registry or get_registry()
@@ -45,6 +46,12 @@ def policy_schema(registry: Any = None) -> dict[str, Any]:
     for section, kind in SECTIONS.items():
         choices = [_choice(info, {}, ["name"]) for info in registry.of_kind(kind)]
         schema["properties"][section] = {"oneOf": choices} if choices else {"not": {}}
+    models = registry.of_kind(TIMING_KIND)
+    choices = [_choice(info, {}, ["name"]) for info in models]
+    short = [dict(_options(info), description=f"the options of {info.name!r} directly (no name): "
+                  f"the spelling from before timing models were plugins")
+             for info in models if info.name == DEFAULT_TIMING]
+    schema["properties"]["timing"] = {"oneOf": choices + short} if choices else {"not": {}}
     gate = copy.deepcopy(load_schema("gate-section.schema.json"))
     gate.pop("$schema", None)
     gate.pop("$id", None)

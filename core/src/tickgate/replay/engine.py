@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any, Iterable, Protocol
 
-from ..errors import ConfigError, InputError, PluginError, ReplayError, TickgateError, TickLimitExceeded
+from ..errors import InputError, PluginError, ReplayError, TickLimitExceeded
 from ..interfaces import AdmissionContext, BuildContext, Clock, Horizon, Scheduler, optional_attribute
 from ..model import Request, RequestOutcome, TickRecord
 from ..plugins import Registry, get_registry
@@ -60,8 +60,8 @@ def build_scheduler(policy: Policy, clock: Clock, registry: Registry | None = No
         info = kv_sel.plugin if kv_sel is not None else registry.get("kv_allocator", default)
         options = kv_sel.options if kv_sel is not None else {}
         built["kv_allocator"] = {"name": info.name, "options": dict(options)}
-        return _guard(info, lambda: info.obj.build(options, capacity, page_size), policy,
-                      "kv_allocator" if kv_sel is not None else "scheduler")
+        return policy.build_plugin(info, lambda: info.obj.build(options, capacity, page_size),
+                                   "kv_allocator" if kv_sel is not None else "scheduler", "name")
 
     def make_admission(actx: AdmissionContext, default: str | None = "priority-fcfs") -> Any:
         if adm_sel is None and default is None:
@@ -69,26 +69,14 @@ def build_scheduler(policy: Policy, clock: Clock, registry: Registry | None = No
         info = adm_sel.plugin if adm_sel is not None else registry.get("admission", default)
         options = adm_sel.options if adm_sel is not None else {}
         built["admission"] = {"name": info.name, "options": dict(options)}
-        return _guard(info, lambda: info.obj.build(options, actx), policy,
-                      "admission" if adm_sel is not None else "scheduler")
+        return policy.build_plugin(info, lambda: info.obj.build(options, actx),
+                                   "admission" if adm_sel is not None else "scheduler", "name")
 
     ctx = BuildContext(clock=clock, timing=policy.timing, make_kv_allocator=make_kv,
                        make_admission=make_admission, prefix_block_size=prefix_block_size)
-    scheduler = _guard(sched_sel.plugin, lambda: cls.build(sched_sel.options, ctx), policy, "scheduler")
+    scheduler = policy.build_plugin(sched_sel.plugin, lambda: cls.build(sched_sel.options, ctx),
+                                    "scheduler", "name")
     return scheduler, built
-
-
-def _guard(info: Any, fn: Any, policy: Policy, section: str) -> Any:
-    """Build a plugin: a refused configuration is located at its policy section,
-    any other failure names the plugin."""
-    try:
-        return fn()
-    except ConfigError as exc:
-        raise InputError(policy.path, str(exc), **policy.locate(section, "name")) from None
-    except TickgateError:
-        raise
-    except Exception as exc:
-        raise PluginError(f"{info.label()} failed: {type(exc).__name__}: {exc}") from exc
 
 
 def run(

@@ -17,8 +17,8 @@ from ..parallel.sidecar import Sidecar
 
 #: what the error for a timed workload under an untimed policy suggests adding:
 #: docs/timing.md's example, as one line of YAML (tests parse it and replay with it)
-TIMING_EXAMPLE = ("timing: {fixed_ms: 4.0, per_prefill_token_ms: 0.02, per_decode_seq_ms: 0.15, "
-                  "per_context_token_ms: 0.0002}")
+TIMING_EXAMPLE = ("timing: {name: linear, options: {fixed_ms: 4.0, per_prefill_token_ms: 0.02, "
+                  "per_decode_seq_ms: 0.15, per_context_token_ms: 0.0002}}")
 
 
 def replay(

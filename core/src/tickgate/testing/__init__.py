@@ -33,7 +33,7 @@ from __future__ import annotations
 from typing import Any
 
 from .cli import CliResult, run_cli
-from .contracts import AdmissionPolicyContract, PluginContract, SchedulerContract
+from .contracts import AdmissionPolicyContract, PluginContract, SchedulerContract, TimingModelContract
 from .io_contracts import BackendMirrorContract, GateSignalContract, WorkloadReaderContract
 from .dists import install_package, make_dist
 from .fixtures import tickgate_dist
@@ -46,6 +46,7 @@ __all__ = [
     "GateSignalContract",
     "PluginContract",
     "SchedulerContract",
+    "TimingModelContract",
     "WorkloadReaderContract",
     "contract_workload",
     "fresh_registry",

@@ -1,5 +1,5 @@
-"""Contract tests for plugins chosen by a policy file's ``scheduler`` and
-``admission`` sections, and the checks every plugin kind shares.
+"""Contract tests for plugins chosen by a policy file's ``scheduler``,
+``admission`` and ``timing`` sections, and the checks every plugin kind shares.
 
 A contract is a plain class (pytest does not collect it: its name does not
 start with ``Test``); a package subclasses it as ``TestSomething`` and sets
@@ -116,12 +116,17 @@ class SelectionContract(PluginContract):
             assert err.path == str(path) and err.line is not None
             assert (err.json_path or "").startswith(f"$.{self.section}"), err
 
+    def assert_selected(self, report: Mapping[str, Any], policy_path: Path) -> None:
+        """The report names the plugin this contract checks."""
+        assert report["plugins"][self.section]["name"] == self.plugin_name
+
     def test_replay_accounts_for_every_request(self, tmp_path: Path) -> None:
-        report = self.run_replay(self.write_policy(tmp_path), self.workload_path(tmp_path))
+        policy = self.write_policy(tmp_path)
+        report = self.run_replay(policy, self.workload_path(tmp_path))
         summary = report["summary"]
         assert summary["completed_requests"] + report["requests"]["rejected"] == summary["request_count"]
         assert summary["request_count"] > 0 and summary["final_kv_pages"] == 0
-        assert report["plugins"][self.section]["name"] == self.plugin_name
+        self.assert_selected(report, policy)
 
     def test_replay_is_deterministic(self, tmp_path: Path) -> None:
         policy, workload = self.write_policy(tmp_path), self.workload_path(tmp_path)
@@ -207,3 +212,96 @@ class AdmissionPolicyContract(SelectionContract):
                 break
             policy.admitted(offered[0], tick)
         assert len(policy) == 0 or not list(policy.candidates(len(queued) + 2))
+
+
+#: step shapes a timing model is checked on: (prefill tokens, decoding sequences, context tokens)
+STEP_SHAPES: tuple[tuple[int, int, int], ...] = tuple(
+    (prefill, seqs, context) for prefill in (0, 1, 512, 8192) for seqs in (0, 1, 7, 256)
+    for context in (0, 1, 4096, 1_000_000))
+
+
+def decode_steps(model: Any, start: float, seqs: int, context: int, steps: int,
+                 until: float | None) -> tuple[int, float]:
+    """What ``decode_span`` must equal: ``step_ms`` added one step at a time, a
+    step running only if it starts before ``until`` (the engine's way)."""
+    now, n = start, 0
+    while n < steps and (until is None or now < until):
+        now = now + model.step_ms(0, seqs, context + n * seqs)
+        n += 1
+    return n, now
+
+
+class TimingModelContract(SelectionContract):
+    """Set ``plugin_name`` and ``options``; the policy is the shipped default (seed
+    scheduler) with ``timing: {name: <plugin_name>, options: <options>}``, and the
+    workload the kit's, its arrivals in ms (a timed replay)."""
+
+    kind = "timing_model"
+    section = "timing"
+    base_policy: ClassVar[Path | None] = None
+
+    def policy_document(self) -> dict[str, Any]:
+        from ..locations import load_yaml
+
+        doc, _ = load_yaml(Path(self.base_policy or data_file("policies", "default.yaml")))
+        doc = dict(doc)
+        doc["timing"] = {"name": self.plugin_name, "options": dict(self.options)}
+        return doc
+
+    def workload_path(self, tmp_path: Path) -> Path:
+        if self.workload is not None:
+            return self.workload
+        doc = contract_workload()
+        for r in doc["requests"]:
+            r["arrival_ms"] = 7.5 * r.pop("arrival_tick")
+        return write_json(tmp_path / "contract-workload-ms.json", doc)
+
+    def model(self) -> Any:
+        return self.info().obj.build(dict(self.options))
+
+    def assert_selected(self, report: Mapping[str, Any], policy_path: Path) -> None:
+        from ..policy import load_policy
+
+        assert report["inputs"]["timing"] == load_policy(policy_path).timing.to_json()
+        assert report["latency"]["ttft_ms"]["count"] > 0
+
+    def test_steps_are_priced_as_documented(self) -> None:
+        """A finite, non-negative float for every step shape, the same every time, and
+        never less for more context (``decode_span`` bisects on that)."""
+        import math
+
+        model, again = self.model(), self.model()
+        for prefill, seqs, context in STEP_SHAPES:
+            ms = model.step_ms(prefill, seqs, context)
+            assert isinstance(ms, float) and math.isfinite(ms) and ms >= 0, (prefill, seqs, context, ms)
+            assert again.step_ms(prefill, seqs, context) == ms
+            if context:
+                assert model.step_ms(prefill, seqs, context - 1) <= ms, "less context must not cost more"
+
+    def test_a_decode_span_equals_its_single_steps(self) -> None:
+        """``decode_span`` holds exactly the steps, and ends on exactly the float, that
+        adding ``step_ms`` one step at a time would, with and without an arrival ahead."""
+        model = self.model()
+        for seqs, context, steps in ((0, 0, 5), (1, 0, 300), (7, 4096, 1000), (64, 100_000, 70_000)):
+            start = 12.25
+            whole = decode_steps(model, start, seqs, context, steps, None)
+            assert model.decode_span(start, seqs, context, steps) == whole
+            middle = decode_steps(model, start, seqs, context, steps // 2, None)[1]
+            for until in (start, start + 1e-9, middle, (start + whole[1]) / 2, whole[1], whole[1] + 1.0):
+                assert model.decode_span(start, seqs, context, steps, until) == decode_steps(
+                    model, start, seqs, context, steps, until), (seqs, context, steps, until)
+        assert model.decode_span(3.0, 2, 10, 0, 100.0) == (0, 3.0)
+
+    def test_to_json_builds_the_model_again(self, tmp_path: Path) -> None:
+        """The report's ``inputs.timing`` is a ``timing`` section that prices every step the same."""
+        from ..policy import load_policy
+
+        model = self.model()
+        section = json.loads(json.dumps(model.to_json(), allow_nan=False))
+        doc = self.policy_document()
+        doc["timing"] = section
+        fresh_registry()
+        rebuilt = load_policy(self.write_policy(tmp_path, doc)).timing
+        assert rebuilt is not None and rebuilt.to_json() == section
+        for shape in STEP_SHAPES:
+            assert rebuilt.step_ms(*shape) == model.step_ms(*shape)

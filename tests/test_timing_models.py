@@ -131,11 +131,12 @@ def test_plugins_and_schema_show_third_party_models(models: None,
     rows = [line.split() for line in capsys.readouterr().out.splitlines() if line.startswith("timing_model")]
     assert [(r[1], r[2], r[3]) for r in rows] == [
         ("broken", "tickgate-timing-models", "0.3"), ("coefficients", "tickgate-timing-models", "0.3"),
-        ("gpu", "tickgate-timing-models", "0.3"), ("linear", "tickgate", "0.1.0")]
+        ("gpu", "tickgate-timing-models", "0.3"), ("linear", "tickgate", "0.1.0"),
+        ("roofline", "tickgate", "0.1.0")]
     assert main(["schema"]) == 0
     choices = json.loads(capsys.readouterr().out)["properties"]["timing"]["oneOf"]
     names = [c["properties"]["name"]["const"] for c in choices if "name" in c["properties"]]
-    assert names == ["broken", "coefficients", "gpu", "linear"]
+    assert names == ["broken", "coefficients", "gpu", "linear", "roofline"]
     short = [c for c in choices if "name" not in c["properties"]]
     assert len(short) == 1 and sorted(short[0]["properties"]) == sorted(COEFFICIENTS)
 
@@ -157,11 +158,11 @@ def test_the_schema_takes_both_spellings_and_refuses_bad_coefficients(
 
 def test_an_unknown_model_is_located_and_lists_the_known_ones(models: None, tmp_path: Path,
                                                               capsys: pytest.CaptureFixture[str]) -> None:
-    path = policy(tmp_path, "default.yaml", {"name": "roofline", "options": {}})
+    path = policy(tmp_path, "default.yaml", {"name": "vidur", "options": {}})
     line = error_line(capsys, "validate", str(path))
     assert line.startswith(f"error: {path}:")
-    assert line.endswith(': $.timing.name: unknown timing_model "roofline"; '
-                         "available: broken, coefficients, gpu, linear")
+    assert line.endswith(': $.timing.name: unknown timing_model "vidur"; '
+                         "available: broken, coefficients, gpu, linear, roofline")
 
 
 @pytest.mark.parametrize("timing, where", [

@@ -73,6 +73,30 @@ class TimingModel(Plugin):
         more context (:meth:`decode_span` relies on it)."""
         raise NotImplementedError
 
+    def price_step(self, prefill_tokens: int, decode_seqs: int, context_tokens: int,
+                   prefill_seqs: int, prefill_pairs: float, prefill_context: int) -> float:
+        """:meth:`step_ms` with the shape of the step's prefill, which schedulers
+        that know it call instead: ``prefill_seqs`` chunks of prompt are computed,
+        attending ``prefill_pairs`` (query, key) pairs in all (a causal chunk of c
+        tokens after p computed ones attends ``c * p + c * (c + 1) / 2``) and
+        reading ``prefill_context`` tokens of earlier KV (the sum of the p). A
+        decode-only step (``prefill_tokens == 0``) must cost exactly
+        ``step_ms(0, decode_seqs, context_tokens)``. This default ignores the
+        shape, so a model that only implements :meth:`step_ms` keeps working.
+
+        ``context_tokens`` here is the decoding sequences' context only. A
+        scheduler calls this method for steps with prompt chunks when the model
+        overrides it (:attr:`prices_shape`), and :meth:`step_ms` otherwise, with
+        the context it always passed: models that price by ``step_ms`` alone see
+        exactly the calls they saw before this method existed."""
+        return self.step_ms(prefill_tokens, decode_seqs, context_tokens)
+
+    @property
+    def prices_shape(self) -> bool:
+        """Whether this model overrides :meth:`price_step` (schedulers then describe
+        the shape of a step's prefill chunks to it)."""
+        return type(self).price_step is not TimingModel.price_step
+
     def decode_span(self, start_ms: float, seqs: int, context: int, steps: int,
                     until_ms: float | None = None) -> tuple[int, float]:
         """Price a run of up to ``steps`` identical decode-only steps in one call.

@@ -411,6 +411,7 @@ class SglangScheduler(Scheduler):
         scheduled: dict[str, int] = {}
         hit = 0
         grown = 0
+        pairs = earlier = 0  # the chunks' shape, for the timing model's price_step
         self.chunked = None
         for req, prefix in batch:
             if req.new_round:
@@ -428,13 +429,19 @@ class SglangScheduler(Scheduler):
             if not self._ensure(need):
                 raise ReplayError(f"sglang: prefill of {req.request.id} needs {need} tokens; "
                                   f"{self.available} free after eviction")
+            before, n = req.kv_len, req.extend
+            pairs += n * before + n * (n + 1) // 2
+            earlier += before
             req.kv_len += req.extend
             req.pieces += 1
             grown += self._set_own(req)
             scheduled[req.request.id] = req.extend
             self.total_extend += req.extend
         prefill = sum(scheduled.values())
-        duration = self._duration(prefill, 0, 0)
+        if self.timing is not None and self.timing.prices_shape:
+            duration = self.timing.price_step(prefill, 0, 0, len(batch), pairs, earlier)
+        else:
+            duration = self._duration(prefill, 0, 0)
         end_ms = self.clock.now_ms + duration if duration is not None else None
         completed: list[str] = []
         chunk_id = None

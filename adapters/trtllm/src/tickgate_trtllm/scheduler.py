@@ -208,7 +208,10 @@ class TrtllmScheduler(Scheduler):
         admitted: list[str] = []
         chunks: dict[str, int] = {}
         finished_context: list[_Req] = []
+        pairs = earlier = 0  # the chunks' shape, for the timing model's price_step
         for req, size in contexts:
+            pairs += size * req.context_done + size * (size + 1) // 2
+            earlier += req.context_done
             if req.context_done == 0:
                 grown += self._grow(req, -(-req.prompt_len // self.tpb))
                 admitted.append(req.request.id)
@@ -230,7 +233,10 @@ class TrtllmScheduler(Scheduler):
         prefill = sum(chunks.values())
         batch_tokens = prefill + len(generation)
         self.peak_batch_tokens = max(self.peak_batch_tokens, batch_tokens)
-        duration = self._duration(prefill, len(generation), context)
+        if contexts and self.timing is not None and self.timing.prices_shape:
+            duration = self.timing.price_step(prefill, len(generation), context, len(contexts), pairs, earlier)
+        else:
+            duration = self._duration(prefill, len(generation), context)
         end_ms = self.clock.now_ms + duration if duration is not None else None
         used = self.used_blocks
 

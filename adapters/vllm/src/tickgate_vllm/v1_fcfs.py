@@ -133,6 +133,8 @@ class FcfsStep:
             else:
                 prefill_tokens += n
                 pure_decode = False
+            if n > 1:
+                self._chunk(nc - n, n)
             idx += 1
 
         admitted: list[str] = []
@@ -218,6 +220,7 @@ class FcfsStep:
             total += n
             context += nc
             nsched += 1
+            self._chunk(hit, n)
             if nc >= T:
                 decoding, prefill = self._sample(q, n, decoded, firsts, finished)
                 decode_tokens += decoding

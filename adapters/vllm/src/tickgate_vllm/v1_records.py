@@ -18,6 +18,8 @@ from tickgate import EncodedDetail, Request, RequestOutcome, TickRecord, tick_re
 from .v1_request import RequestState
 
 _LENGTH_CAPPED = ("length_capped",)
+#: (chunks, attended pairs, earlier context, chunk tokens) of a step without prefill chunks
+_NO_CHUNKS = (0, 0, 0, 0)
 
 
 class Records:
@@ -27,13 +29,32 @@ class Records:
                    firsts: Iterable[RequestState], tick: int) -> tuple[float | None, float | None]:
         """The step's duration and end (timed replays; ``None`` otherwise); the
         requests in ``firsts`` sampled their first token in it."""
-        duration = (self.timing.step_ms(prefill_tokens, decode_tokens, context)
-                    if self.timing is not None else None)
+        duration = None
+        timing = self.timing
+        if timing is not None:
+            chunks, pairs, before, chunk_tokens = self.chunk_shape
+            if chunks and self.priced_shape:
+                # ``context`` counts every scheduled request's tokens after the
+                # step, a chunk's p + c among them; the decoding sequences' share
+                # is what the chunks (collected by _chunk) leave
+                duration = timing.price_step(prefill_tokens, decode_tokens, context - before - chunk_tokens,
+                                             chunks, pairs, before)
+            else:
+                duration = timing.step_ms(prefill_tokens, decode_tokens, context)
+            self.chunk_shape = _NO_CHUNKS
         end_ms = self.clock.now_ms + duration if duration is not None else None
         for q in firsts:
             q.first_token_tick = tick
             q.first_token_ms = end_ms
         return duration, end_ms
+
+    def _chunk(self, before: int, n: int) -> None:
+        """Count a prompt chunk of ``n`` tokens after ``before`` computed ones for
+        the step's :meth:`~tickgate.interfaces.TimingModel.price_step`."""
+        if not self.priced_shape:
+            return
+        chunks, pairs, ctx, tokens = self.chunk_shape
+        self.chunk_shape = (chunks + 1, pairs + n * before + n * (n + 1) // 2, ctx + before, tokens + n)
 
     def _finish(self, finished: Iterable[RequestState], tick: int, end_ms: float | None) -> list[str]:
         """Release the requests that sampled their last token in this step, in

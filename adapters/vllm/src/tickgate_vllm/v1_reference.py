@@ -144,6 +144,8 @@ class ReferenceStep:
             else:
                 prefill_tokens += n
                 pure_decode = False
+            if n > 1 or kind != "running":
+                self._chunk(before, n)
             q.num_computed_tokens = before + n
             if q.num_computed_tokens >= q.num_tokens:
                 sampled.append(q)

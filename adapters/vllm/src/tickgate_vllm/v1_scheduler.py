@@ -102,6 +102,9 @@ class VllmV1Scheduler(DecodeGroup, Spans, FcfsStep, ReferenceStep, Records, Bloc
         self.block_size = cfg.block_size
         self.clock = ctx.clock
         self.timing = ctx.timing
+        #: the timing model prices a step's prefill chunks by their shape (price_step)
+        self.priced_shape = ctx.timing is not None and ctx.timing.prices_shape
+        self.chunk_shape = (0, 0, 0, 0)  # the step's prefill chunks so far (Records._chunk)
         self.prefix_block_size = ctx.prefix_block_size
         pbs = self.prefix_block_size
         if pbs is not None and pbs % self.block_size and self.block_size % pbs:

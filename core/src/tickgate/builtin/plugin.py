@@ -33,5 +33,7 @@ def register_admission_policies(register: Register) -> None:
 @hookimpl
 def register_timing_models(register: Register) -> None:
     from ..replay.timing import LinearTiming
+    from ..timing.roofline import RooflineTiming
 
     register(LinearTiming)
+    register(RooflineTiming)

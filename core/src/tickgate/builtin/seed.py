@@ -40,6 +40,7 @@ exactly that time. Cost then grows with events, not with decoded tokens.
 from __future__ import annotations
 
 from collections import deque
+from itertools import islice
 from typing import Any, Mapping
 
 from ..interfaces import AdmissionContext, AdmissionPolicy, BuildContext, Horizon, Scheduler, optional_attribute
@@ -194,8 +195,18 @@ class SeedScheduler(Scheduler):
         for entry in decoding:
             context += entry.request.prompt_tokens + entry.decoded
             entry.decoded += 1
-        duration = (self.timing.step_ms(prefill, len(decoding), context)
-                    if self.timing is not None else None)
+        duration = None
+        if self.timing is not None:
+            if new and self.timing.prices_shape:
+                pairs = earlier = 0  # each admitted prompt is one chunk after its prefix hit
+                for entry in islice(reversed(self.active), new):
+                    before = self.prefix_hits.get(entry.request.id, 0)
+                    n = entry.request.prompt_tokens - before
+                    pairs += n * before + n * (n + 1) // 2
+                    earlier += before
+                duration = self.timing.price_step(prefill, len(decoding), context, new, pairs, earlier)
+            else:
+                duration = self.timing.step_ms(prefill, len(decoding), context)
         end_ms = self.clock.now_ms + duration if duration is not None else None
 
         completed: list[str] = []

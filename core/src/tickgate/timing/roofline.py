@@ -1,0 +1,214 @@
+"""The ``roofline`` timing model: a step's duration from the model and the GPU.
+
+A step runs every scheduled token through the model once. Each part of the
+step is priced as a roofline, the larger of its compute time (FLOPs against
+the GPU's dense tensor-core peak x an efficiency) and its memory time (bytes
+against HBM bandwidth x an efficiency), and the parts are added::
+
+    step_ms = step_overhead_ms + per_seq_overhead_us * sequences / 1000
+            + roofline(body matmuls)      2 * tokens * active params / tp   | weights read once / tp
+            + roofline(LM head)           2 * sampled * hidden * vocab / tp | hidden * vocab * 2 bytes / tp
+            + roofline(prefill attention) 4 * layers * heads * head_dim * (query, key) pairs / tp
+                                          | KV of the chunks' earlier context read, their own KV written
+            + roofline(decode attention)  4 * layers * heads * head_dim * context / tp | KV read and written
+            + tensor-parallel all-reduce  2 per layer, ring: 2 (tp - 1) / tp * tokens * hidden * 2 bytes
+                                          over the link, plus a fixed latency each
+
+where tokens = prefill tokens + decoding sequences, sampled = decoding sequences
++ prefill chunks (only the last position of a chunk reaches the LM head, as in
+vLLM's and SGLang's ``compute_logits``), a causal chunk of c tokens after p
+computed ones attends c * p + c * (c + 1) / 2 (query, key) pairs, and a decoding
+sequence with context n attends n + 1. docs/timing.md derives each term, cites
+where the figures come from and lists what is simplified.
+
+The decode-attention term is linear in the context (FLOPs and bytes both grow
+with it, so one of the two always binds), which makes a decode-only step
+``base(seqs) + slope * context``: :meth:`RooflineTiming.decode_durations`
+prices a span of them in closed form, as the linear model does.
+"""
+
+from __future__ import annotations
+
+from itertools import repeat
+from operator import add, mul
+from pathlib import Path
+from typing import Any, Iterator, Mapping
+
+from ..errors import ConfigError
+from ..interfaces import TimingModel
+from .catalogue import DTYPE_BYTES, GpuSpec, ModelSpec, lookup_gpu, lookup_model
+
+__all__ = ["ENGINE_DEFAULTS", "FACTORS", "RooflineTiming"]
+
+#: the free factors ``tickgate timing fit`` may adjust, with what each scales
+FACTORS = {
+    "compute_efficiency": "fraction of the dense tensor-core peak the matmuls reach",
+    "attention_efficiency": "fraction of the bf16 peak attention kernels reach",
+    "memory_efficiency": "fraction of HBM bandwidth weight and KV reads reach",
+    "link_efficiency": "fraction of the link bandwidth an all-reduce reaches",
+    "allreduce_latency_us": "fixed cost of one tensor-parallel all-reduce",
+    "step_overhead_ms": "fixed cost of one step (scheduling, launch, sampling, output processing)",
+    "per_seq_overhead_us": "cost per sequence in the step (input preparation, sampling, detokenizing)",
+}
+
+#: defaults by engine family; docs/timing.md says where each figure comes from
+ENGINE_DEFAULTS: dict[str, dict[str, float]] = {
+    "generic": {"compute_efficiency": 0.6, "attention_efficiency": 0.5, "memory_efficiency": 0.8,
+                "link_efficiency": 0.7, "allreduce_latency_us": 10.0, "step_overhead_ms": 1.0,
+                "per_seq_overhead_us": 5.0},
+    "vllm": {"compute_efficiency": 0.6, "attention_efficiency": 0.5, "memory_efficiency": 0.8,
+             "link_efficiency": 0.7, "allreduce_latency_us": 10.0, "step_overhead_ms": 1.0,
+             "per_seq_overhead_us": 5.0},
+    "sglang": {"compute_efficiency": 0.6, "attention_efficiency": 0.5, "memory_efficiency": 0.8,
+               "link_efficiency": 0.7, "allreduce_latency_us": 10.0, "step_overhead_ms": 1.0,
+               "per_seq_overhead_us": 5.0},
+    "trtllm": {"compute_efficiency": 0.6, "attention_efficiency": 0.5, "memory_efficiency": 0.8,
+               "link_efficiency": 0.7, "allreduce_latency_us": 10.0, "step_overhead_ms": 0.5,
+               "per_seq_overhead_us": 2.0},
+}
+
+_NUMBER = {"type": "number", "minimum": 0, "maximum": 1e6}
+_FRACTION = {"type": "number", "exclusiveMinimum": 0, "maximum": 1}
+
+
+def _factor_schema(key: str, what: str) -> dict[str, Any]:
+    base = _FRACTION if key.endswith("efficiency") else _NUMBER
+    return {**base, "description": what}
+
+
+class RooflineTiming(TimingModel):
+    name = "roofline"
+    description = "step time from the model's FLOPs and bytes against the GPU's peaks, plus all-reduce and overhead"
+    options_schema = {
+        "type": "object",
+        "additionalProperties": False,
+        "required": ["model", "gpu"],
+        "properties": {
+            "model": {"type": "string", "minLength": 1,
+                      "description": "catalogue key or name (tickgate timing models), or a path to a "
+                                     "Hugging Face config.json"},
+            "gpu": {"oneOf": [{"type": "string", "minLength": 1}, {"type": "object"}],
+                    "description": "catalogue key or alias, or the GPU's figures"},
+            "dtype": {"enum": ["bf16", "fp16", "fp8"], "description": "weights and matmuls (default bf16)"},
+            "kv_cache_dtype": {"enum": ["auto", "bf16", "fp16", "fp8"],
+                               "description": "KV cache elements (auto: bf16, fp16 for fp16 weights)"},
+            "tensor_parallel_size": {"type": "integer", "minimum": 1, "maximum": 1024},
+            "engine": {"enum": sorted(ENGINE_DEFAULTS),
+                       "description": "whose defaults the factors start from (default generic)"},
+            **{key: _factor_schema(key, what) for key, what in FACTORS.items()},
+        },
+    }
+
+    model: ModelSpec
+    gpu: GpuSpec
+
+    @classmethod
+    def build(cls, options: Mapping[str, Any]) -> "RooflineTiming":
+        return cls(options)
+
+    def __init__(self, options: Mapping[str, Any], *, base: Path | None = None) -> None:
+        self.options = dict(options)
+        engine = options.get("engine", "generic")
+        factors = {**ENGINE_DEFAULTS[engine], **{k: float(v) for k, v in options.items() if k in FACTORS}}
+        self.factors = factors
+        self.engine = engine
+        self.model = lookup_model(str(options["model"]), base=base)
+        self.gpu = lookup_gpu(options["gpu"])
+        self.dtype = options.get("dtype", "bf16")
+        kv = options.get("kv_cache_dtype", "auto")
+        self.kv_cache_dtype = ("fp16" if self.dtype == "fp16" else "bf16") if kv == "auto" else kv
+        self.tp = tp = int(options.get("tensor_parallel_size", 1))
+        m, g = self.model, self.gpu
+        if m.num_attention_heads % tp:
+            raise ConfigError(f"tensor_parallel_size {tp} does not divide the model's "
+                              f"{m.num_attention_heads} attention heads")
+        # Peaks in FLOP/ms and byte/ms, with their efficiencies applied.
+        matmul = g.peak_tflops(self.dtype) * 1e9 * factors["compute_efficiency"]
+        attention = g.peak_tflops("bf16") * 1e9 * factors["attention_efficiency"]
+        hbm = g.hbm_bandwidth_gbps * 1e6 * factors["memory_efficiency"]
+        wbytes, kvbytes = DTYPE_BYTES[self.dtype], DTYPE_BYTES[self.kv_cache_dtype]
+        h, layers = m.hidden_size, m.num_layers
+        # What one token costs in each part, per GPU. KV heads are split across the
+        # ranks, replicated when there are fewer of them than ranks (vLLM, SGLang).
+        kv_heads = max(1, m.num_kv_heads // tp)
+        self.kv_token_bytes = 2 * layers * kv_heads * m.head_dim * kvbytes  # per GPU
+        self._body_flop_ms = 2 * m.active_params / tp / matmul
+        self._lm_flop_ms = 2 * h * m.vocab_size / tp / (g.peak_tflops("bf16") * 1e9 * factors["compute_efficiency"])
+        # The LM head stays in 16 bits under fp8 quantization (vLLM, TensorRT-LLM).
+        self._lm_bytes_ms = h * m.vocab_size * 2 / tp / hbm
+        self._attn_pair_ms = 4 * layers * (m.num_attention_heads // tp) * m.head_dim / attention
+        self._kv_ms = self.kv_token_bytes / hbm
+        self._dense_bytes_ms = (layers * m.attention_params + m.dense_layers * 3 * h * m.intermediate_size
+                                + m.moe_layers * (m.shared_params + h * m.num_experts)) * wbytes / tp / hbm
+        self._expert_bytes_ms = m.moe_layers * m.expert_params * wbytes / tp / hbm
+        link = g.link_gbps * 1e6 * factors["link_efficiency"]
+        self._allreduce_token_ms = (2 * layers * 2 * (tp - 1) / tp * h * 2 / link) if tp > 1 else 0.0
+        self._allreduce_fixed_ms = 2 * layers * factors["allreduce_latency_us"] / 1000 if tp > 1 else 0.0
+        self._overhead_ms = factors["step_overhead_ms"]
+        self._per_seq_ms = factors["per_seq_overhead_us"] / 1000
+        # decode attention: a context token costs the larger of its FLOPs and its KV read
+        self._slope = max(self._attn_pair_ms, self._kv_ms)
+
+    # -- pricing ---------------------------------------------------------------
+    def _weights_ms(self, tokens: int) -> float:
+        """Reading the weights once: all of a dense model; of an MoE model the
+        experts the step's tokens route to, in expectation (tokens spread
+        uniformly: E * (1 - (1 - k / E) ** tokens) distinct experts per layer)."""
+        m = self.model
+        if not m.num_experts:
+            return self._dense_bytes_ms
+        touched = m.num_experts * (1.0 - (1.0 - m.experts_per_token / m.num_experts) ** tokens)
+        return self._dense_bytes_ms + self._expert_bytes_ms * touched
+
+    def _base(self, prefill_tokens: int, decode_seqs: int, prefill_seqs: int,
+              prefill_pairs: float, prefill_context: int) -> float:
+        """Everything but the decode sequences' context term."""
+        tokens = prefill_tokens + decode_seqs
+        if tokens == 0:
+            return 0.0
+        sampled = decode_seqs + prefill_seqs
+        ms = self._overhead_ms + self._per_seq_ms * sampled
+        ms += max(self._body_flop_ms * tokens, self._weights_ms(tokens))
+        ms += max(self._lm_flop_ms * sampled, self._lm_bytes_ms)
+        if prefill_tokens:
+            ms += max(self._attn_pair_ms * prefill_pairs, self._kv_ms * (prefill_context + prefill_tokens))
+        ms += self._slope * decode_seqs  # each decoding sequence's new token attends to itself
+        ms += self._allreduce_token_ms * tokens + self._allreduce_fixed_ms
+        return ms
+
+    def price_step(self, prefill_tokens: int, decode_seqs: int, context_tokens: int,
+                   prefill_seqs: int, prefill_pairs: float, prefill_context: int) -> float:
+        return (self._base(prefill_tokens, decode_seqs, prefill_seqs, prefill_pairs, prefill_context)
+                + self._slope * context_tokens)
+
+    def step_ms(self, prefill_tokens: int, decode_seqs: int, context_tokens: int) -> float:
+        """Without the prefill's shape: one chunk from the start of its prompt."""
+        prefill_seqs = 1 if prefill_tokens else 0
+        pairs = prefill_tokens * (prefill_tokens + 1) / 2
+        return self.price_step(prefill_tokens, decode_seqs, context_tokens, prefill_seqs, pairs, 0)
+
+    def decode_durations(self, seqs: int, context: int, k: int) -> Iterator[float]:
+        base = self._base(0, seqs, 0, 0, 0)
+        contexts: Any = range(context, context + k * seqs, seqs) if seqs else repeat(context, k)
+        return map(add, repeat(base), map(mul, repeat(self._slope), contexts))
+
+    # -- memory ----------------------------------------------------------------
+    @property
+    def weight_bytes_per_gpu(self) -> float:
+        m = self.model
+        embed = m.vocab_size * m.hidden_size * (1 if m.tie_word_embeddings else 2)
+        return ((m.weight_params - embed) * DTYPE_BYTES[self.dtype] + embed * 2) / self.tp
+
+    @property
+    def gpu_memory_bytes(self) -> float:
+        return self.gpu.memory_gb * 1e9
+
+    def to_json(self) -> dict[str, Any]:
+        """A ``timing`` section that builds this model again, every factor resolved
+        (the catalogue key of the model and GPU, dtypes, layout, efficiencies)."""
+        gpu = self.options["gpu"] if not isinstance(self.options["gpu"], str) else self.gpu.key
+        return {"name": self.name, "options": {
+            "model": self.model.key, "gpu": gpu, "dtype": self.dtype,
+            "kv_cache_dtype": self.kv_cache_dtype, "tensor_parallel_size": self.tp,
+            "engine": self.engine, **{k: self.factors[k] for k in FACTORS},
+        }}

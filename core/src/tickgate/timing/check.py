@@ -1,0 +1,121 @@
+"""``tickgate timing check``: replay measured points and compare.
+
+Each replayable point (:mod:`.points`) runs through its scheduler with a
+roofline timing model; its outcomes give the same figures the benchmark
+clients print, computed as they compute them (docs/timing.md):
+
+* throughputs over the benchmark's duration, first arrival to last finish
+  (``vllm bench serve`` / ``sglang.bench_serving``: ``benchmark_duration``);
+* TTFT, E2E and TPOT (``(e2e - ttft) / (output tokens - 1)``) per request;
+* ITL from the report's ``latency.itl_ms`` (every gap between consecutive
+  tokens), or TPOT's distribution where the report has none;
+* ``first_token_latency_ms`` (TensorRT-LLM's batch-1 figure): the mean TTFT.
+"""
+
+from __future__ import annotations
+
+import json
+import tempfile
+from pathlib import Path
+from statistics import median
+from typing import Any, Iterable, Mapping
+
+import attrs
+
+from ..quantile import quantile
+from .points import MEASURED_KEYS, Point, PointSetup, iter_setups
+
+__all__ = ["Prediction", "check_points", "error_summary", "predict"]
+
+
+@attrs.frozen
+class Prediction:
+    point: Point
+    predicted: dict[str, float] | None
+    skipped: str | None = None
+    assumed: tuple[str, ...] = ()
+
+    def errors(self) -> dict[str, float]:
+        """Relative error (predicted - measured) / measured of every key both have."""
+        if not self.predicted:
+            return {}
+        measured = self.point.measured
+        return {k: (self.predicted[k] - v) / v for k, v in measured.items() if k in self.predicted and v}
+
+
+def _stats(values: list[float], prefix: str, out: dict[str, float]) -> None:
+    if not values:
+        return
+    data = sorted(values)
+    out[f"{prefix}_mean"] = sum(data) / len(data)
+    out[f"{prefix}_median"] = quantile(data, 0.5)
+    out[f"{prefix}_p99"] = quantile(data, 0.99)
+
+
+def metrics(report: Mapping[str, Any]) -> dict[str, float]:
+    """The benchmark clients' figures from a replay report whose outcomes are all listed."""
+    done = [o for o in report.get("outcomes", ()) if o.get("status") == "completed"]
+    out: dict[str, float] = {}
+    if not done:
+        return out
+    start = min(o["arrival_ms"] for o in done)
+    end = max(o["finished_ms"] for o in done)
+    seconds = (end - start) / 1000.0
+    if seconds > 0:
+        outputs = sum(o["output_tokens"] for o in done)
+        out["output_tok_s"] = outputs / seconds
+        out["request_s"] = len(done) / seconds
+        out["total_tok_s"] = (outputs + sum(o["prompt_tokens"] for o in done)) / seconds
+    _stats([o["first_token_ms"] - o["arrival_ms"] for o in done], "ttft_ms", out)
+    _stats([o["finished_ms"] - o["arrival_ms"] for o in done], "e2e_ms", out)
+    tpot = [(o["finished_ms"] - o["first_token_ms"]) / (o["output_tokens"] - 1)
+            for o in done if o["output_tokens"] > 1]
+    _stats(tpot, "tpot_ms", out)
+    itl = (report.get("latency") or {}).get("itl_ms")
+    if itl:
+        out["itl_ms_mean"], out["itl_ms_median"], out["itl_ms_p99"] = itl["mean"], itl["p50"], itl["p99"]
+    elif tpot:
+        out["itl_ms_mean"], out["itl_ms_median"], out["itl_ms_p99"] = (
+            out["tpot_ms_mean"], out["tpot_ms_median"], out["tpot_ms_p99"])
+    out["first_token_latency_ms"] = out["ttft_ms_mean"]
+    return out
+
+
+def replay_setup(setup: PointSetup) -> dict[str, Any]:
+    """Replay a point's policy and requests in this process; the report, every outcome listed."""
+    from ..policy import load_policy
+    from ..replay.run import replay
+
+    with tempfile.TemporaryDirectory(prefix="tickgate-check-") as tmp:
+        path = Path(tmp) / "policy.json"
+        path.write_text(json.dumps(setup.policy, sort_keys=True), encoding="utf-8")
+        policy = load_policy(path)
+    return replay(setup.requests, policy, detail_limit=len(setup.requests) + 1)
+
+
+def predict(point: Point, setup: PointSetup) -> dict[str, float]:
+    """The figures of ``point`` that a replay of ``setup`` predicts (the keys it measured)."""
+    figures = metrics(replay_setup(setup))
+    return {k: figures[k] for k in MEASURED_KEYS if k in point.measured and k in figures}
+
+
+def check_points(points: list[Point], factors: Mapping[str, Any] | None = None) -> list[Prediction]:
+    results = []
+    for point, setup, why in iter_setups(points, factors):
+        if setup is None:
+            results.append(Prediction(point, None, why))
+            continue
+        results.append(Prediction(point, predict(point, setup), None, setup.assumed))
+    return results
+
+
+def error_summary(results: Iterable[Prediction]) -> dict[str, float | int]:
+    """Median absolute percentage error over every predicted value, the share
+    within a factor of 1.5, and the counts."""
+    errors = [e for r in results for e in r.errors().values()]
+    if not errors:
+        return {"values": 0}
+    ratios = [1 + e for e in errors]
+    within = sum(1 for q in ratios if q > 0 and max(q, 1 / q) <= 1.5)
+    return {"values": len(errors), "median_ape": median(abs(e) for e in errors),
+            "within_1_5x": within / len(errors)}

@@ -1,0 +1,255 @@
+"""Measured points (``realdata/measured/points.jsonl``'s format) as replays.
+
+A point says what ran (``engine``, ``engine_version``, ``engine_flags``), on
+what (``model_key``, ``gpu_key``, ``tp``, ``dtype``, ``kv_cache_dtype``), under
+what traffic (``workload``) and what was measured (``measured``). This module
+turns one into a policy (scheduler from the engine and its flags, a roofline
+timing model from the model and GPU, KV capacity from memory) and a list of
+requests, or says why it cannot (a dataset tickgate does not have).
+docs/timing.md, "Checking against measurements", tabulates the mapping.
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Any, Iterator, Mapping
+
+import attrs
+
+from ..errors import ConfigError, InputError
+from ..jsonio import loads
+from ..model import Request
+from .capacity import kv_cache_tokens
+from .roofline import RooflineTiming
+
+__all__ = ["MEASURED_KEYS", "Point", "PointSetup", "Skip", "read_points", "setup_point"]
+
+#: the ``measured`` keys a replay predicts, in the order tables show them
+MEASURED_KEYS = (
+    "output_tok_s", "request_s", "total_tok_s",
+    "ttft_ms_mean", "ttft_ms_median", "ttft_ms_p99",
+    "tpot_ms_mean", "tpot_ms_median", "tpot_ms_p99",
+    "itl_ms_mean", "itl_ms_median", "itl_ms_p99",
+    "e2e_ms_mean", "e2e_ms_median", "e2e_ms_p99",
+    "first_token_latency_ms",
+)
+
+#: engine name in a point -> (scheduler plugin, roofline engine family)
+ENGINES = {"vllm": ("vllm-v1", "vllm"), "sglang": ("sglang", "sglang"), "tensorrt-llm": ("trtllm", "trtllm")}
+
+
+class Skip(Exception):
+    """A point tickgate cannot replay, and why (the check lists it as skipped)."""
+
+
+@attrs.frozen
+class Point:
+    id: str
+    data: Mapping[str, Any]
+    line: int
+
+    @property
+    def measured(self) -> dict[str, float]:
+        m = self.data.get("measured") or {}
+        return {k: float(m[k]) for k in MEASURED_KEYS if isinstance(m.get(k), (int, float))}
+
+
+@attrs.frozen
+class PointSetup:
+    """What replays a point: the policy document and the requests."""
+
+    policy: dict[str, Any]
+    requests: list[Request]
+    #: the settings tickgate assumed where the point is silent, for the table's notes
+    assumed: tuple[str, ...] = ()
+
+
+def read_points(path: Path) -> list[Point]:
+    """The points of a JSONL file; a line that is not a JSON object with an
+    ``id`` is an error naming the file and line."""
+    points = []
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise InputError(path, f"cannot read: {exc.strerror or exc}") from None
+    for number, line in enumerate(text.splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            data = loads(line)
+        except ValueError as exc:
+            raise InputError(path, f"invalid JSON: {exc}", line=number) from None
+        if not isinstance(data, dict) or not isinstance(data.get("id"), str):
+            raise InputError(path, "expected a JSON object with a string 'id'", line=number)
+        for key in ("workload", "measured"):
+            if not isinstance(data.get(key), dict):
+                raise InputError(path, f"expected an object at '{key}'", line=number, json_path=f"$.{key}")
+        points.append(Point(data["id"], data, number))
+    return points
+
+
+def _int(value: Any) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def _dtype(value: Any, default: str) -> str:
+    text = str(value or "").lower()
+    for name in ("fp8", "fp16", "bf16"):
+        if text.startswith(name):
+            return name
+    return default
+
+
+def timing_options(point: Point, *, overrides: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """The roofline options of a point: ``model_key``, ``gpu_key``, ``tp``,
+    ``dtype`` and ``kv_cache_dtype`` (``auto``: the weights' 16-bit type), the
+    engine family's defaults, then ``overrides`` (a fitted file's factors)."""
+    d = point.data
+    engine = ENGINES.get(str(d.get("engine")))
+    if engine is None:
+        raise Skip(f"engine {d.get('engine')!r} has no tickgate scheduler")
+    dtype = _dtype(d.get("dtype"), "bf16")
+    kv = _dtype(d.get("kv_cache_dtype"), "auto")
+    options: dict[str, Any] = {
+        "model": d.get("model_key"), "gpu": d.get("gpu_key"), "dtype": dtype,
+        "kv_cache_dtype": kv if kv != "auto" else "auto",
+        "tensor_parallel_size": _int(d.get("tp")) or 1, "engine": engine[1],
+    }
+    if overrides:
+        options.update({k: v for k, v in overrides.items() if k not in ("model", "gpu")})
+    return options
+
+
+def setup_point(point: Point, *, factors: Mapping[str, Any] | None = None) -> PointSetup:
+    """The policy and requests that replay ``point`` (raises :class:`Skip`)."""
+    d = point.data
+    w = d["workload"]
+    engine = ENGINES.get(str(d.get("engine")))
+    if engine is None:
+        raise Skip(f"engine {d.get('engine')!r} has no tickgate scheduler")
+    isl, osl, n = _int(w.get("isl")), _int(w.get("osl")), _int(w.get("num_requests"))
+    if isl is None or osl is None:
+        raise Skip(f"workload {w.get('dataset')!r}: prompt and output lengths come from a dataset tickgate "
+                   "does not ship (no isl/osl)")
+    if not n:
+        raise Skip("workload: no num_requests")
+    options = timing_options(point, overrides=factors)
+    try:
+        timing = RooflineTiming(options)
+    except ConfigError as exc:
+        raise Skip(f"timing: {exc}") from None
+    scheduler, assumed = _scheduler(point, engine[0], timing, isl, osl)
+    requests = _requests(point, isl, osl, n)
+    policy = {"version": 1, "scheduler": scheduler, "timing": {"name": "roofline", "options": options},
+              "limits": {"max_ticks": 50_000_000}}
+    return PointSetup(policy, requests, tuple(assumed))
+
+
+# -- workloads -----------------------------------------------------------------
+
+def _requests(point: Point, isl: int, osl: int, n: int) -> list[Request]:
+    """Fixed lengths, or uniform in [1, L] as ``sglang.bench_serving``'s random
+    dataset draws them with ``random_range_ratio`` 0 (numpy's legacy generator,
+    bench_serving's default seed 1: input lengths, then output lengths); all at
+    t = 0 offline, else Poisson arrivals at the point's rate."""
+    import numpy as np
+
+    w = point.data["workload"]
+    ratio = w.get("random_range_ratio")
+    seed = _int(w.get("seed"))
+    if isinstance(ratio, (int, float)) and "uniform" in str(w.get("length_distribution", "")):
+        rng = np.random.RandomState(1 if seed is None else seed)
+        inputs = rng.randint(max(int(isl * ratio), 1), isl + 1, size=n).tolist()
+        outputs = rng.randint(max(int(osl * ratio), 1), osl + 1, size=n).tolist()
+    else:
+        inputs, outputs = [isl] * n, [osl] * n
+    rate = w.get("request_rate")
+    if w.get("offline") or rate in (None, "inf") or not isinstance(rate, (int, float)):
+        arrivals = [0.0] * n
+    else:
+        # Poisson arrivals as vllm bench serve / sglang.bench_serving draw them:
+        # exponential gaps of mean 1 / rate, the first request at t = 0
+        rng = np.random.RandomState(0 if seed is None else seed)
+        gaps = rng.exponential(1.0 / float(rate), size=n) * 1000.0
+        arrivals = [0.0]
+        for gap in gaps[:-1].tolist():
+            arrivals.append(arrivals[-1] + gap)
+    return [Request(id=f"r{i}", prompt_tokens=int(inputs[i]), max_output_tokens=int(outputs[i]),
+                    arrival_ms=float(arrivals[i])) for i in range(n)]
+
+
+# -- schedulers ----------------------------------------------------------------
+
+def _scheduler(point: Point, name: str, timing: RooflineTiming, isl: int, osl: int) -> tuple[dict[str, Any], list[str]]:
+    d = point.data
+    flags = d.get("engine_flags") or {}
+    w = d["workload"]
+    batch = _int(w.get("batch_size"))
+    if name == "trtllm":
+        return _trtllm(timing, isl, osl, batch, flags)
+    if name == "sglang":
+        return _sglang(timing, flags)
+    return _vllm(timing, flags)
+
+
+def _trtllm(timing: RooflineTiming, isl: int, osl: int, batch: int | None,
+            flags: Mapping[str, Any]) -> tuple[dict[str, Any], list[str]]:
+    assumed = []
+    fraction = 0.95 if "0.95" in str(flags.get("kv_cache_free_gpu_mem_fraction", "")) else 0.9
+    max_num_tokens = 8192
+    if batch:
+        max_batch_size = batch  # a static batch: B requests, run to completion
+        assumed.append(f"static batch of {batch}")
+        max_num_tokens = max(max_num_tokens, batch * isl)
+    else:
+        max_batch_size = 2048
+        assumed.append("max_batch_size 2048, max_num_tokens 8192 (trtllm defaults; the build's values are "
+                       "not published)")
+    tokens = kv_cache_tokens(timing, "trtllm", fraction, step_tokens=max_num_tokens)
+    options = {"tokens_per_block": 64, "kv_cache_max_tokens": tokens, "max_batch_size": max_batch_size,
+               "max_num_tokens": max_num_tokens, "capacity_scheduler_policy": "GUARANTEED_NO_EVICT"}
+    return {"name": "trtllm", "options": options}, assumed
+
+
+def _number(flags: Mapping[str, Any], key: str, default: float) -> float:
+    value = flags.get(key)
+    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else default
+
+
+def _sglang(timing: RooflineTiming, flags: Mapping[str, Any]) -> tuple[dict[str, Any], list[str]]:
+    assumed = []
+    fraction = _number(flags, "mem_fraction_static", 0.0)
+    if not fraction:
+        fraction = 0.88
+        assumed.append(f"mem_fraction_static {fraction}")
+    tokens = kv_cache_tokens(timing, "sglang", fraction)
+    launch = str(flags.get("launch", ""))
+    options = {"max_total_tokens": tokens,
+               "disable_radix_cache": flags.get("radix_cache") is False or "--disable-radix-cache" in launch}
+    return {"name": "sglang", "options": options}, assumed
+
+
+def _vllm(timing: RooflineTiming, flags: Mapping[str, Any]) -> tuple[dict[str, Any], list[str]]:
+    util = _number(flags, "gpu_memory_utilization", 0.9)
+    block_size, batched, seqs = 16, 8192, 1024
+    tokens = kv_cache_tokens(timing, "vllm", util, step_tokens=batched)
+    options: dict[str, Any] = {"block_size": block_size, "num_gpu_blocks": max(2, tokens // block_size),
+                               "max_num_seqs": seqs, "max_num_batched_tokens": batched}
+    max_model_len = _int(flags.get("max_model_len"))
+    if max_model_len:
+        options["max_model_len"] = max_model_len
+    return {"name": "vllm-v1", "options": options}, [f"max_num_seqs {seqs}, max_num_batched_tokens {batched}"]
+
+
+def finite(value: float) -> bool:
+    return not (math.isnan(value) or math.isinf(value))
+
+
+def iter_setups(points: list[Point], factors: Mapping[str, Any] | None = None
+                ) -> Iterator[tuple[Point, PointSetup | None, str | None]]:
+    for point in points:
+        try:
+            yield point, setup_point(point, factors=factors), None
+        except Skip as exc:
+            yield point, None, str(exc)

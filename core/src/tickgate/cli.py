@@ -26,6 +26,7 @@ LAZY_COMMANDS: dict[str, str] = {
     "normalize": "tickgate.commands.normalize:normalize_command",
     "gate": "tickgate.commands.gate:gate_command",
     "schema": "tickgate.commands.schema:schema_command",
+    "timing": "tickgate.commands.timing:timing_command",
 }
 
 

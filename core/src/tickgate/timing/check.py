@@ -18,7 +18,7 @@ import json
 import tempfile
 from pathlib import Path
 from statistics import median
-from typing import Any, Iterable, Mapping
+from typing import Any, Callable, Iterable, Mapping
 
 import attrs
 
@@ -99,7 +99,10 @@ def predict(point: Point, setup: PointSetup) -> dict[str, float]:
     return {k: figures[k] for k in MEASURED_KEYS if k in point.measured and k in figures}
 
 
-def check_points(points: list[Point], factors: Mapping[str, Any] | None = None) -> list[Prediction]:
+def check_points(points: list[Point], factors: Callable[[str], Mapping[str, Any]] | None = None
+                 ) -> list[Prediction]:
+    """Replay every point (``factors``: an engine family's factors, see
+    :func:`tickgate.timing.fit.TimingFile.factors_for`)."""
     results = []
     for point, setup, why in iter_setups(points, factors):
         if setup is None:

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import math
 from pathlib import Path
-from typing import Any, Iterator, Mapping
+from typing import Any, Callable, Iterator, Mapping
 
 import attrs
 
@@ -21,7 +21,7 @@ from ..errors import ConfigError, InputError
 from ..jsonio import loads
 from ..model import Request
 from .capacity import kv_cache_tokens
-from .roofline import RooflineTiming
+from .roofline import FACTORS, RooflineTiming
 
 __all__ = ["MEASURED_KEYS", "Point", "PointSetup", "Skip", "read_points", "setup_point"]
 
@@ -104,7 +104,7 @@ def _dtype(value: Any, default: str) -> str:
 def timing_options(point: Point, *, overrides: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """The roofline options of a point: ``model_key``, ``gpu_key``, ``tp``,
     ``dtype`` and ``kv_cache_dtype`` (``auto``: the weights' 16-bit type), the
-    engine family's defaults, then ``overrides`` (a fitted file's factors)."""
+    engine family's defaults, then the factors among ``overrides`` (a fitted file's)."""
     d = point.data
     engine = ENGINES.get(str(d.get("engine")))
     if engine is None:
@@ -117,7 +117,7 @@ def timing_options(point: Point, *, overrides: Mapping[str, Any] | None = None) 
         "tensor_parallel_size": _int(d.get("tp")) or 1, "engine": engine[1],
     }
     if overrides:
-        options.update({k: v for k, v in overrides.items() if k not in ("model", "gpu")})
+        options.update({k: v for k, v in overrides.items() if k in FACTORS})
     return options
 
 
@@ -149,9 +149,11 @@ def setup_point(point: Point, *, factors: Mapping[str, Any] | None = None) -> Po
 # -- workloads -----------------------------------------------------------------
 
 def _requests(point: Point, isl: int, osl: int, n: int) -> list[Request]:
-    """Fixed lengths, or uniform in [1, L] as ``sglang.bench_serving``'s random
-    dataset draws them with ``random_range_ratio`` 0 (numpy's legacy generator,
-    bench_serving's default seed 1: input lengths, then output lengths); all at
+    """Fixed lengths, or as ``sglang.bench_serving``'s random dataset draws them
+    with ``random_range_ratio`` r (numpy's legacy generator, bench_serving's
+    default seed 1: input lengths uniform in [max(L r, 1), L], then output
+    lengths in [L r, L]; the S1 points' recorded token totals are reproduced
+    exactly); all at
     t = 0 offline, else Poisson arrivals at the point's rate."""
     import numpy as np
 
@@ -161,7 +163,9 @@ def _requests(point: Point, isl: int, osl: int, n: int) -> list[Request]:
     if isinstance(ratio, (int, float)) and "uniform" in str(w.get("length_distribution", "")):
         rng = np.random.RandomState(1 if seed is None else seed)
         inputs = rng.randint(max(int(isl * ratio), 1), isl + 1, size=n).tolist()
-        outputs = rng.randint(max(int(osl * ratio), 1), osl + 1, size=n).tolist()
+        # its output lengths may be 0 (randint from int(L * ratio)); a request
+        # here decodes at least the first token
+        outputs = [max(1, k) for k in rng.randint(int(osl * ratio), osl + 1, size=n).tolist()]
     else:
         inputs, outputs = [isl] * n, [osl] * n
     rate = w.get("request_rate")
@@ -193,23 +197,67 @@ def _scheduler(point: Point, name: str, timing: RooflineTiming, isl: int, osl: i
     return _vllm(timing, flags)
 
 
+def _round_up(value: float, step: int) -> int:
+    return step * math.ceil(value / step)
+
+
+def trtllm_bench_settings(timing: RooflineTiming, isl: int, osl: int) -> tuple[int, int]:
+    """``max_batch_size`` and ``max_num_tokens`` as ``trtllm-bench build`` picks them
+    from the dataset (``tensorrt_llm/bench/build/tuning.py``: ``calc_engine_setting``
+    then ``finetune_setting``): the requests whose KV fits in 95 % of the memory
+    left after the engine, capped at 4096, rounded up to the sizes it uses."""
+    m = timing.model
+    gib = 1024 ** 3
+    kv_bytes = 1 if timing.kv_cache_dtype == "fp8" else 2
+    weight_bytes = 1 if timing.dtype == "fp8" else 2
+    per_token = 2 * m.num_layers * max(timing.tp, m.num_kv_heads) * m.head_dim * kv_bytes / gib
+    engine = m.weight_params * weight_bytes / gib
+    available = timing.gpu_memory_bytes / gib * timing.tp - engine
+    requests = available * 0.95 / (per_token * (isl + osl))
+    raw_bs = min(requests, 4096)
+    raw_tok = min(raw_bs * (1 + isl / osl), 32768)
+    if raw_bs < 256:
+        batch = max(64, _round_up(raw_bs, 32))
+    elif raw_bs < 1024:
+        batch = _round_up(raw_bs, 128)
+    else:
+        batch = _round_up(raw_bs, 256)
+    if raw_tok < 4096:
+        tokens = max(2048, _round_up(raw_tok, 256))
+    elif raw_tok < 8192:
+        tokens = _round_up(raw_tok, 512)
+    else:
+        tokens = _round_up(raw_tok, 1024)
+    return batch, tokens
+
+
 def _trtllm(timing: RooflineTiming, isl: int, osl: int, batch: int | None,
             flags: Mapping[str, Any]) -> tuple[dict[str, Any], list[str]]:
-    assumed = []
-    fraction = 0.95 if "0.95" in str(flags.get("kv_cache_free_gpu_mem_fraction", "")) else 0.9
-    max_num_tokens = 8192
+    backend = str(flags.get("backend", ""))
+    chunked = False
     if batch:
-        max_batch_size = batch  # a static batch: B requests, run to completion
-        assumed.append(f"static batch of {batch}")
-        max_num_tokens = max(max_num_tokens, batch * isl)
+        # gptSessionBenchmark: a static batch of B requests run to completion
+        max_batch_size, max_num_tokens, fraction = batch, max(8192, batch * isl), 0.9
+        assumed = [f"static batch of {batch}"]
+    elif "trtllm-bench" in backend or "trtllm-bench" in str(flags.get("build", "")):
+        max_batch_size, max_num_tokens = trtllm_bench_settings(timing, isl, osl)
+        fraction, chunked = 0.95, True
+        assumed = [f"trtllm-bench build: max_batch_size {max_batch_size}, max_num_tokens {max_num_tokens}; "
+                   "kv_cache_free_gpu_mem_fraction 0.95; chunked context on"]
     else:
-        max_batch_size = 2048
-        assumed.append("max_batch_size 2048, max_num_tokens 8192 (trtllm defaults; the build's values are "
-                       "not published)")
+        # Triton's tensorrtllm_backend: the engine's trtllm-build defaults
+        max_batch_size, max_num_tokens, fraction = 2048, 8192, 0.9
+        assumed = ["trtllm-build defaults: max_batch_size 2048, max_num_tokens 8192; "
+                   "kv_cache_free_gpu_mem_fraction 0.9; chunked context off"]
     tokens = kv_cache_tokens(timing, "trtllm", fraction, step_tokens=max_num_tokens)
     options = {"tokens_per_block": 64, "kv_cache_max_tokens": tokens, "max_batch_size": max_batch_size,
-               "max_num_tokens": max_num_tokens, "capacity_scheduler_policy": "GUARANTEED_NO_EVICT"}
+               "max_num_tokens": max_num_tokens, "capacity_scheduler_policy": "GUARANTEED_NO_EVICT",
+               "enable_chunked_context": chunked}
     return {"name": "trtllm", "options": options}, assumed
+
+
+#: SGLang 0.4's default ``mem_fraction_static`` by tensor-parallel size (server_args.py)
+SGLANG_MEM_FRACTION = ((16, 0.79), (8, 0.81), (4, 0.85), (2, 0.87), (1, 0.88))
 
 
 def _number(flags: Mapping[str, Any], key: str, default: float) -> float:
@@ -221,11 +269,14 @@ def _sglang(timing: RooflineTiming, flags: Mapping[str, Any]) -> tuple[dict[str,
     assumed = []
     fraction = _number(flags, "mem_fraction_static", 0.0)
     if not fraction:
-        fraction = 0.88
-        assumed.append(f"mem_fraction_static {fraction}")
+        fraction = next(f for tp, f in SGLANG_MEM_FRACTION if timing.tp >= tp)
+        assumed.append(f"mem_fraction_static {fraction} (SGLang 0.4's default at tp {timing.tp})")
     tokens = kv_cache_tokens(timing, "sglang", fraction)
     launch = str(flags.get("launch", ""))
-    options = {"max_total_tokens": tokens,
+    # SGLang 0.4's max_running_requests: min(tokens // 2, max_num_reqs + 1)
+    context_len = timing.model.max_position_embeddings or 131072
+    max_num_reqs = min(max(int(tokens / context_len * 512), 2048), 4096)
+    options = {"max_total_tokens": tokens, "max_running_requests": min(tokens // 2, max_num_reqs + 1),
                "disable_radix_cache": flags.get("radix_cache") is False or "--disable-radix-cache" in launch}
     return {"name": "sglang", "options": options}, assumed
 
@@ -246,10 +297,19 @@ def finite(value: float) -> bool:
     return not (math.isnan(value) or math.isinf(value))
 
 
-def iter_setups(points: list[Point], factors: Mapping[str, Any] | None = None
+def family(point: Point) -> str | None:
+    """The roofline engine family of a point (None: no tickgate scheduler)."""
+    engine = ENGINES.get(str(point.data.get("engine")))
+    return engine[1] if engine else None
+
+
+def iter_setups(points: list[Point], factors: Callable[[str], Mapping[str, Any]] | None = None
                 ) -> Iterator[tuple[Point, PointSetup | None, str | None]]:
+    """Each point with its setup, or None and why it is skipped; ``factors``
+    gives the factors to use for an engine family."""
     for point in points:
+        fam = family(point)
         try:
-            yield point, setup_point(point, factors=factors), None
+            yield point, setup_point(point, factors=factors(fam) if factors and fam else None), None
         except Skip as exc:
             yield point, None, str(exc)

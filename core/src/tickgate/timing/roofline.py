@@ -5,7 +5,8 @@ step is priced as a roofline, the larger of its compute time (FLOPs against
 the GPU's dense tensor-core peak x an efficiency) and its memory time (bytes
 against HBM bandwidth x an efficiency), and the parts are added::
 
-    step_ms = step_overhead_ms + per_seq_overhead_us * sequences / 1000
+    step_ms = step_overhead_ms + layers * layer_overhead_us / 1000
+            + per_seq_overhead_us * sequences / 1000
             + roofline(body matmuls)      2 * tokens * active params / tp   | weights read once / tp
             + roofline(LM head)           2 * sampled * hidden * vocab / tp | hidden * vocab * 2 bytes / tp
             + roofline(prefill attention) 4 * layers * heads * head_dim * (query, key) pairs / tp
@@ -48,23 +49,24 @@ FACTORS = {
     "link_efficiency": "fraction of the link bandwidth an all-reduce reaches",
     "allreduce_latency_us": "fixed cost of one tensor-parallel all-reduce",
     "step_overhead_ms": "fixed cost of one step (scheduling, launch, sampling, output processing)",
+    "layer_overhead_us": "fixed cost per layer and step (kernel launches and small-kernel tails)",
     "per_seq_overhead_us": "cost per sequence in the step (input preparation, sampling, detokenizing)",
 }
 
 #: defaults by engine family; docs/timing.md says where each figure comes from
 ENGINE_DEFAULTS: dict[str, dict[str, float]] = {
     "generic": {"compute_efficiency": 0.6, "attention_efficiency": 0.5, "memory_efficiency": 0.8,
-                "link_efficiency": 0.7, "allreduce_latency_us": 10.0, "step_overhead_ms": 1.0,
-                "per_seq_overhead_us": 5.0},
+                "link_efficiency": 0.7, "allreduce_latency_us": 20.0, "step_overhead_ms": 1.0,
+                "layer_overhead_us": 20.0, "per_seq_overhead_us": 20.0},
     "vllm": {"compute_efficiency": 0.6, "attention_efficiency": 0.5, "memory_efficiency": 0.8,
-             "link_efficiency": 0.7, "allreduce_latency_us": 10.0, "step_overhead_ms": 1.0,
-             "per_seq_overhead_us": 5.0},
-    "sglang": {"compute_efficiency": 0.6, "attention_efficiency": 0.5, "memory_efficiency": 0.8,
-               "link_efficiency": 0.7, "allreduce_latency_us": 10.0, "step_overhead_ms": 1.0,
-               "per_seq_overhead_us": 5.0},
+             "link_efficiency": 0.7, "allreduce_latency_us": 20.0, "step_overhead_ms": 1.5,
+             "layer_overhead_us": 10.0, "per_seq_overhead_us": 30.0},
+    "sglang": {"compute_efficiency": 0.55, "attention_efficiency": 0.5, "memory_efficiency": 0.8,
+               "link_efficiency": 0.7, "allreduce_latency_us": 20.0, "step_overhead_ms": 2.0,
+               "layer_overhead_us": 20.0, "per_seq_overhead_us": 60.0},
     "trtllm": {"compute_efficiency": 0.6, "attention_efficiency": 0.5, "memory_efficiency": 0.8,
-               "link_efficiency": 0.7, "allreduce_latency_us": 10.0, "step_overhead_ms": 0.5,
-               "per_seq_overhead_us": 2.0},
+               "link_efficiency": 0.7, "allreduce_latency_us": 40.0, "step_overhead_ms": 0.5,
+               "layer_overhead_us": 40.0, "per_seq_overhead_us": 2.0},
 }
 
 _NUMBER = {"type": "number", "minimum": 0, "maximum": 1e6}
@@ -144,7 +146,7 @@ class RooflineTiming(TimingModel):
         link = g.link_gbps * 1e6 * factors["link_efficiency"]
         self._allreduce_token_ms = (2 * layers * 2 * (tp - 1) / tp * h * 2 / link) if tp > 1 else 0.0
         self._allreduce_fixed_ms = 2 * layers * factors["allreduce_latency_us"] / 1000 if tp > 1 else 0.0
-        self._overhead_ms = factors["step_overhead_ms"]
+        self._overhead_ms = factors["step_overhead_ms"] + layers * factors["layer_overhead_us"] / 1000
         self._per_seq_ms = factors["per_seq_overhead_us"] / 1000
         # decode attention: a context token costs the larger of its FLOPs and its KV read
         self._slope = max(self._attn_pair_ms, self._kv_ms)

@@ -1,0 +1,104 @@
+"""``tickgate timing check`` and ``tickgate timing fit``: timing models against measurements."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import click
+
+_PATH = click.Path(path_type=Path, dir_okay=False)
+
+
+@click.group("timing")
+def timing_command() -> None:
+    """Check and calibrate timing models against published measurements (docs/timing.md)."""
+
+
+def _echo_table(results: list[Any]) -> None:
+    """Per point and value: measured, predicted and the error; skipped points with why."""
+    from ..timing.points import MEASURED_KEYS
+
+    for r in results:
+        if r.predicted is None:
+            click.echo(f"skipped  {r.point.id}: {r.skipped}")
+            continue
+        errors = r.errors()
+        for key in MEASURED_KEYS:
+            if key in r.point.measured and key in r.predicted:
+                click.echo(f"{r.point.id}  {key:22s} measured {r.point.measured[key]:>12.4g}  "
+                           f"predicted {r.predicted[key]:>12.4g}  error {errors[key] * 100:+7.1f} %")
+
+
+def _summary_line(label: str, results: list[Any]) -> str:
+    from ..timing.check import error_summary
+
+    s = error_summary(results)
+    if not s["values"]:
+        return f"{label}: no predicted values"
+    skipped = sum(1 for r in results if r.predicted is None)
+    return (f"{label}: {s['values']} values from {len(results) - skipped} points ({skipped} skipped): "
+            f"median |error| {s['median_ape'] * 100:.1f} %, {s['within_1_5x'] * 100:.0f} % within 1.5x")
+
+
+def _round(value: float) -> float:
+    return float(f"{value:.6g}")
+
+
+@timing_command.command("check")
+@click.argument("points", type=_PATH)
+@click.option("--timing", "timing_file", type=_PATH, help="A timing file (from timing fit) whose factors to use.")
+@click.option("--output", "-o", type=_PATH, required=True, help="Predictions, one JSON line per point.")
+def check_command(points: Path, timing_file: Path | None, output: Path) -> None:
+    """Replay every point of POINTS (realdata/measured/points.jsonl's format) and
+    compare what it predicts with what was measured."""
+    from ..atomic import atomic_writer
+    from ..timing.check import check_points
+    from ..timing.fit import load_timing_file
+    from ..timing.points import read_points
+
+    loaded = read_points(points)
+    timing = load_timing_file(timing_file) if timing_file is not None else None
+    results = check_points(loaded, timing.factors_for if timing is not None else None)
+    with atomic_writer(output) as fh:
+        for r in results:
+            if r.predicted is None:
+                continue
+            line = {"id": r.point.id, "predicted": {k: _round(v) for k, v in r.predicted.items()}}
+            fh.write(json.dumps(line, sort_keys=True) + "\n")
+    _echo_table(results)
+    click.echo(_summary_line("total", results))
+
+
+@timing_command.command("fit")
+@click.argument("measurements", nargs=-1, required=True, type=_PATH)
+@click.option("--base", type=_PATH, required=True, help="The timing file (or policy) whose factors to start from.")
+@click.option("--output", "-o", type=_PATH, required=True, help="The fitted timing file.")
+@click.option("--rounds", type=click.IntRange(1, 100), default=8, show_default=True,
+              help="Coordinate-descent rounds per engine family.")
+def fit_command(measurements: tuple[Path, ...], base: Path, output: Path, rounds: int) -> None:
+    """Fit the roofline's free factors, per engine family, to MEASUREMENTS (files in
+    realdata/measured/points.jsonl's format). Prints the error before and after."""
+    from ..progress import wanted
+    from ..timing.check import check_points
+    from ..timing.fit import fit_family, load_timing_file, write_timing_file
+    from ..timing.points import family, read_points
+    from ..timing.roofline import ENGINE_DEFAULTS
+
+    start = load_timing_file(base)
+    points = [p for path in measurements for p in read_points(path)]
+    fitted: dict[str, dict[str, float]] = {}
+    show = (lambda text: click.echo(text, err=True)) if wanted() else None
+    for fam in sorted({f for f in map(family, points) if f is not None}):
+        factors = {**ENGINE_DEFAULTS[fam], **start.factors_for(fam)}
+        fitted[fam], _, _ = fit_family(points, fam, factors, rounds=rounds, progress=show)
+    before = check_points(points, start.factors_for)
+    after_file = type(start)(start.options, fitted)
+    after = check_points(points, after_file.factors_for)
+    names = ", ".join(p.name for p in measurements)
+    write_timing_file(output, start, fitted,
+                      f"tickgate timing fit {names} --base {base.name} (rounds {rounds})\n"
+                      f"{_summary_line('before', before)}\n{_summary_line('after', after)}")
+    click.echo(_summary_line("before", before))
+    click.echo(_summary_line("after", after))

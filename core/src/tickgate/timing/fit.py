@@ -1,0 +1,162 @@
+"""``tickgate timing fit``: the roofline's free factors fitted to measurements.
+
+A timing file is YAML with the ``timing`` section a policy has (``name:
+roofline``, ``options``) and, once fitted, ``fitted``: the factors found for
+each engine family (measured points come from vLLM, SGLang and TensorRT-LLM,
+whose overheads differ). ``timing check --timing FILE`` prices a point with its
+family's fitted factors, else with the file's options, else the defaults.
+
+The search is deterministic: coordinate descent in log space over
+:data:`FIT_FACTORS`, each trial a full replay of the family's points, the
+objective the mean absolute log error ``|ln(predicted / measured)|`` over every
+predicted value (symmetric: 2x too fast costs what 2x too slow does). Each
+round tries every factor x and / the step, keeps the best move, and the step
+shrinks when a round finds none. Values are rounded to 4 significant digits
+before they are tried, so the written file is the same bytes on every run.
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Any, Callable, Mapping
+
+import attrs
+
+from ..errors import InputError
+from .check import Prediction, check_points
+from .points import Point, family
+from .roofline import ENGINE_DEFAULTS, FACTORS, RooflineTiming
+
+__all__ = ["FIT_FACTORS", "TimingFile", "fit_family", "load_timing_file", "objective", "write_timing_file"]
+
+#: the factors the fit adjusts (the rest keep their defaults)
+FIT_FACTORS = ("compute_efficiency", "memory_efficiency", "step_overhead_ms", "layer_overhead_us",
+               "per_seq_overhead_us", "allreduce_latency_us")
+
+
+#: the lowest efficiency the fit tries
+EFFICIENCY_FLOOR = 0.25
+
+
+@attrs.frozen
+class TimingFile:
+    """A timing file's roofline options and its per-family fitted factors."""
+
+    options: Mapping[str, Any]
+    fitted: Mapping[str, Mapping[str, float]] = attrs.field(factory=dict)
+
+    def factors_for(self, engine_family: str) -> dict[str, float]:
+        chosen = {k: float(v) for k, v in self.options.items() if k in FACTORS}
+        chosen.update(self.fitted.get(engine_family, {}))
+        return chosen
+
+
+def load_timing_file(path: Path) -> TimingFile:
+    """Read a timing file (a policy file works too); errors name the file, line and JSON path."""
+    from ..locations import load_yaml
+    from ..schemas import validate
+
+    data, locs = load_yaml(path)
+    if not isinstance(data, dict) or not isinstance(data.get("timing"), dict):
+        raise InputError(path, "expected a mapping with a 'timing' section (name: roofline, options: {...})",
+                         line=1)
+    timing = data["timing"]
+    if timing.get("name") != "roofline":
+        line, col = locs.get("$.timing.name", (None, None))
+        raise InputError(path, f"timing fit and check work on the roofline model, not {timing.get('name')!r}",
+                         line=line, column=col, json_path="$.timing.name")
+    schema = {**RooflineTiming.options_schema, "required": []}
+    options = timing.get("options", {})
+    validate(options, schema, file=path, locations=locs, prefix=("timing", "options"))
+    fitted = data.get("fitted", {})
+    factor_schema = {"type": "object", "additionalProperties": False,
+                     "properties": {k: RooflineTiming.options_schema["properties"][k] for k in FACTORS}}
+    validate(fitted, {"type": "object", "additionalProperties": False,
+                      "properties": {k: factor_schema for k in ENGINE_DEFAULTS}},
+             file=path, locations=locs, prefix=("fitted",))
+    return TimingFile(dict(options), {k: dict(v) for k, v in fitted.items()})
+
+
+def _round(value: float) -> float:
+    """Four significant digits: what the fit tries and writes."""
+    if value == 0:
+        return 0.0
+    return float(f"{value:.4g}")
+
+
+def objective(results: list[Prediction]) -> float:
+    """Mean |ln(predicted / measured)| over every predicted value."""
+    logs = [abs(math.log1p(e)) for r in results for e in r.errors().values() if e > -1]
+    return sum(logs) / len(logs) if logs else 0.0
+
+
+def fit_family(points: list[Point], engine_family: str, start: Mapping[str, float], *,
+               rounds: int = 8, step: float = 1.6,
+               progress: Callable[[str], None] | None = None) -> tuple[dict[str, float], float, float]:
+    """Fit the family's factors on its points from ``start`` (resolved factors);
+    returns the fitted factors and the objective before and after."""
+    mine = [p for p in points if family(p) == engine_family]
+    cache: dict[tuple[float, ...], float] = {}
+
+    def score(factors: Mapping[str, float]) -> float:
+        key = tuple(factors[k] for k in FIT_FACTORS)
+        if key not in cache:
+            cache[key] = objective(check_points(mine, lambda _: factors))
+        return cache[key]
+
+    current = {k: _round(float(v)) for k, v in start.items()}
+    before = best = score(current)
+    for n in range(rounds):
+        moves = []
+        for key in FIT_FACTORS:
+            for scale in (step, 1 / step):
+                value = _round(current[key] * scale)
+                if key.endswith("efficiency"):
+                    # a kernel reaches at most its peak, and never less than a
+                    # quarter of it: below that a point is bound by something the
+                    # roofline does not model (a benchmark client, a front end)
+                    value = min(max(value, EFFICIENCY_FLOOR), 1.0)
+                if value == current[key]:
+                    continue
+                trial = {**current, key: value}
+                moves.append((score(trial), FIT_FACTORS.index(key), scale < 1, trial))
+        improving = [m for m in moves if m[0] < best]
+        if improving:
+            best, _, _, current = min(improving, key=lambda m: m[:3])
+        else:
+            step = math.sqrt(step)
+        if progress is not None:
+            progress(f"{engine_family}: round {n + 1}/{rounds}: objective {best:.4f}")
+    return {k: current[k] for k in FIT_FACTORS}, before, best
+
+
+def write_timing_file(path: Path, base: TimingFile, fitted: Mapping[str, Mapping[str, float]],
+                      comment: str) -> None:
+    """The base's timing section and the fitted factors, as YAML, keys sorted."""
+    from ..atomic import atomic_writer
+
+    def scalar(value: Any) -> str:
+        if isinstance(value, bool):
+            return "true" if value else "false"
+        if isinstance(value, (int, float)):
+            return repr(value)
+        import json
+
+        return json.dumps(value)
+
+    lines = [f"# {line}" for line in comment.splitlines()]
+    lines += ["timing:", "  name: roofline", "  options:" + (" {}" if not base.options else "")]
+    for key in sorted(base.options):
+        value = base.options[key]
+        if isinstance(value, Mapping):
+            lines.append(f"    {key}:")
+            lines += [f"      {k}: {scalar(v)}" for k, v in sorted(value.items())]
+        else:
+            lines.append(f"    {key}: {scalar(value)}")
+    lines.append("fitted:")
+    for fam in sorted(fitted):
+        lines.append(f"  {fam}:")
+        lines += [f"    {k}: {scalar(v)}" for k, v in sorted(fitted[fam].items())]
+    with atomic_writer(path) as fh:
+        fh.write("\n".join(lines) + "\n")

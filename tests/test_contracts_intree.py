@@ -53,6 +53,12 @@ class TestLinearTiming(TimingModelContract):
                "per_context_token_ms": 0.0002}
 
 
+class TestRooflineTiming(TimingModelContract):
+    plugin_name = "roofline"
+    distribution = "tickgate"
+    options = {"model": "llama-3.1-70b", "gpu": "H100-SXM-80GB", "tensor_parallel_size": 4, "engine": "vllm"}
+
+
 class TestVllmBenchMirror(BackendMirrorContract):
     plugin_name = "vllm-bench"
     distribution = "tickgate-vllm"

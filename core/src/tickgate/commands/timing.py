@@ -75,9 +75,11 @@ def check_command(points: Path, timing_file: Path | None, output: Path) -> None:
 @click.argument("measurements", nargs=-1, required=True, type=_PATH)
 @click.option("--base", type=_PATH, required=True, help="The timing file (or policy) whose factors to start from.")
 @click.option("--output", "-o", type=_PATH, required=True, help="The fitted timing file.")
-@click.option("--rounds", type=click.IntRange(1, 100), default=8, show_default=True,
-              help="Coordinate-descent rounds per engine family.")
-def fit_command(measurements: tuple[Path, ...], base: Path, output: Path, rounds: int) -> None:
+@click.option("--rounds", type=click.IntRange(1, 1000), default=40, show_default=True,
+              help="Coordinate-descent rounds per pass and engine family.")
+@click.option("--passes", type=click.IntRange(1, 20), default=3, show_default=True,
+              help="Times the points are replayed again under the factors found so far.")
+def fit_command(measurements: tuple[Path, ...], base: Path, output: Path, rounds: int, passes: int) -> None:
     """Fit the roofline's free factors, per engine family, to MEASUREMENTS (files in
     realdata/measured/points.jsonl's format). Prints the error before and after."""
     from ..progress import wanted
@@ -92,13 +94,13 @@ def fit_command(measurements: tuple[Path, ...], base: Path, output: Path, rounds
     show = (lambda text: click.echo(text, err=True)) if wanted() else None
     for fam in sorted({f for f in map(family, points) if f is not None}):
         factors = {**ENGINE_DEFAULTS[fam], **start.factors_for(fam)}
-        fitted[fam], _, _ = fit_family(points, fam, factors, rounds=rounds, progress=show)
+        fitted[fam], _, _ = fit_family(points, fam, factors, rounds=rounds, passes=passes, progress=show)
     before = check_points(points, start.factors_for)
     after_file = type(start)(start.options, fitted)
     after = check_points(points, after_file.factors_for)
     names = ", ".join(p.name for p in measurements)
     write_timing_file(output, start, fitted,
-                      f"tickgate timing fit {names} --base {base.name} (rounds {rounds})\n"
+                      f"tickgate timing fit {names} --base {base.name} --rounds {rounds} --passes {passes}\n"
                       f"{_summary_line('before', before)}\n{_summary_line('after', after)}")
     click.echo(_summary_line("before", before))
     click.echo(_summary_line("after", after))

@@ -52,45 +52,90 @@ def _stats(values: list[float], prefix: str, out: dict[str, float]) -> None:
     out[f"{prefix}_p99"] = quantile(data, 0.99)
 
 
-def metrics(report: Mapping[str, Any]) -> dict[str, float]:
-    """The benchmark clients' figures from a replay report whose outcomes are all listed."""
-    done = [o for o in report.get("outcomes", ()) if o.get("status") == "completed"]
+def _weighted(pairs: list[tuple[float, int]], q: float, total: int) -> float:
+    """numpy's "linear" quantile of the multiset where each value appears its weight's times."""
+    index = (total - 1) * q
+    lo = int(index)
+    frac = index - lo
+    seen = 0
+    below = None
+    for value, weight in pairs:
+        if below is not None:
+            return below + (value - below) * frac
+        seen += weight
+        if seen > lo:
+            if frac == 0 or seen > lo + 1:
+                return value
+            below = value
+    return pairs[-1][0]
+
+
+def _gap_stats(gaps: list[tuple[float, int]], out: dict[str, float]) -> None:
+    """ITL from steps: each step's duration once per token it decoded."""
+    pairs = sorted((d, w) for d, w in gaps if w > 0)
+    total = sum(w for _, w in pairs)
+    if not total:
+        return
+    out["itl_ms_mean"] = sum(d * w for d, w in pairs) / total
+    out["itl_ms_median"] = _weighted(pairs, 0.5, total)
+    out["itl_ms_p99"] = _weighted(pairs, 0.99, total)
+
+
+def figures(done: list[tuple[float, float, float, int, int]], gaps: list[tuple[float, int]] | None,
+            itl: Mapping[str, Any] | None = None) -> dict[str, float]:
+    """The benchmark clients' figures of completed requests, each (arrival, first
+    token, finish, prompt tokens, output tokens) in ms, with the inter-token gaps
+    as (duration, tokens) of the steps or the report's ``latency.itl_ms``."""
     out: dict[str, float] = {}
     if not done:
         return out
-    start = min(o["arrival_ms"] for o in done)
-    end = max(o["finished_ms"] for o in done)
+    start = min(d[0] for d in done)
+    end = max(d[2] for d in done)
     seconds = (end - start) / 1000.0
     if seconds > 0:
-        outputs = sum(o["output_tokens"] for o in done)
+        outputs = sum(d[4] for d in done)
         out["output_tok_s"] = outputs / seconds
         out["request_s"] = len(done) / seconds
-        out["total_tok_s"] = (outputs + sum(o["prompt_tokens"] for o in done)) / seconds
-    _stats([o["first_token_ms"] - o["arrival_ms"] for o in done], "ttft_ms", out)
-    _stats([o["finished_ms"] - o["arrival_ms"] for o in done], "e2e_ms", out)
-    tpot = [(o["finished_ms"] - o["first_token_ms"]) / (o["output_tokens"] - 1)
-            for o in done if o["output_tokens"] > 1]
-    _stats(tpot, "tpot_ms", out)
-    itl = (report.get("latency") or {}).get("itl_ms")
+        out["total_tok_s"] = (outputs + sum(d[3] for d in done)) / seconds
+    _stats([first - arrival for arrival, first, _, _, _ in done], "ttft_ms", out)
+    _stats([finish - arrival for arrival, _, finish, _, _ in done], "e2e_ms", out)
+    _stats([(finish - first) / (output - 1) for _, first, finish, _, output in done if output > 1],
+           "tpot_ms", out)
     if itl:
         out["itl_ms_mean"], out["itl_ms_median"], out["itl_ms_p99"] = itl["mean"], itl["p50"], itl["p99"]
-    elif tpot:
-        out["itl_ms_mean"], out["itl_ms_median"], out["itl_ms_p99"] = (
-            out["tpot_ms_mean"], out["tpot_ms_median"], out["tpot_ms_p99"])
+    elif gaps:
+        _gap_stats(gaps, out)
     out["first_token_latency_ms"] = out["ttft_ms_mean"]
     return out
 
 
-def replay_setup(setup: PointSetup) -> dict[str, Any]:
-    """Replay a point's policy and requests in this process; the report, every outcome listed."""
+def metrics(report: Mapping[str, Any]) -> dict[str, float]:
+    """The benchmark clients' figures from a replay report whose outcomes are all listed."""
+    done = [(o["arrival_ms"], o["first_token_ms"], o["finished_ms"], o["prompt_tokens"], o["output_tokens"])
+            for o in report.get("outcomes", ()) if o.get("status") == "completed"]
+    itl = (report.get("latency") or {}).get("itl_ms")
+    gaps = None
+    if not itl:
+        # no per-token gaps in the report: TPOT per request stands in for them
+        gaps = [((f - t) / (n - 1), n - 1) for _, t, f, _, n in done if n > 1]
+    return figures(done, gaps, itl)
+
+
+def setup_policy(setup: PointSetup) -> Any:
+    """The point's policy document loaded as a policy file is (validated, plugins built)."""
     from ..policy import load_policy
-    from ..replay.run import replay
 
     with tempfile.TemporaryDirectory(prefix="tickgate-check-") as tmp:
         path = Path(tmp) / "policy.json"
         path.write_text(json.dumps(setup.policy, sort_keys=True), encoding="utf-8")
-        policy = load_policy(path)
-    return replay(setup.requests, policy, detail_limit=len(setup.requests) + 1)
+        return load_policy(path)
+
+
+def replay_setup(setup: PointSetup) -> dict[str, Any]:
+    """Replay a point's policy and requests in this process; the report, every outcome listed."""
+    from ..replay.run import replay
+
+    return replay(setup.requests, setup_policy(setup), detail_limit=len(setup.requests) + 1)
 
 
 def predict(point: Point, setup: PointSetup) -> dict[str, float]:

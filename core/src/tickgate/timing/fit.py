@@ -25,7 +25,7 @@ import attrs
 
 from ..errors import InputError
 from .check import Prediction, check_points
-from .points import Point, family
+from .points import Point, family, iter_setups
 from .roofline import ENGINE_DEFAULTS, FACTORS, RooflineTiming
 
 __all__ = ["FIT_FACTORS", "TimingFile", "fit_family", "load_timing_file", "objective", "write_timing_file"]
@@ -91,43 +91,88 @@ def objective(results: list[Prediction]) -> float:
     return sum(logs) / len(logs) if logs else 0.0
 
 
-def fit_family(points: list[Point], engine_family: str, start: Mapping[str, float], *,
-               rounds: int = 8, step: float = 1.6,
-               progress: Callable[[str], None] | None = None) -> tuple[dict[str, float], float, float]:
-    """Fit the family's factors on its points from ``start`` (resolved factors);
-    returns the fitted factors and the objective before and after."""
-    mine = [p for p in points if family(p) == engine_family]
-    cache: dict[tuple[float, ...], float] = {}
+class _Scorer:
+    """The objective of a family's points under given factors: re-timed from a
+    recording of each point (:mod:`.retime`), replayed where a point has none."""
 
-    def score(factors: Mapping[str, float]) -> float:
+    def __init__(self, points: list[Point]) -> None:
+        self.points = points
+        self.recordings: dict[str, Any] = {}
+        self.cache: dict[tuple[float, ...], float] = {}
+
+    def record(self, factors: Mapping[str, float]) -> None:
+        from .check import setup_policy
+        from .retime import record
+
+        self.cache.clear()
+        for point, setup, _ in iter_setups(self.points, lambda _: factors):
+            if setup is not None:
+                self.recordings[point.id] = record(setup_policy(setup), setup.requests)
+
+    def __call__(self, factors: Mapping[str, float]) -> float:
         key = tuple(factors[k] for k in FIT_FACTORS)
-        if key not in cache:
-            cache[key] = objective(check_points(mine, lambda _: factors))
-        return cache[key]
+        if key not in self.cache:
+            self.cache[key] = objective(self.predictions(factors))
+        return self.cache[key]
 
+    def predictions(self, factors: Mapping[str, float]) -> list[Prediction]:
+        from .check import figures, predict
+
+        results = []
+        for point, setup, why in iter_setups(self.points, lambda _: factors):
+            if setup is None:
+                results.append(Prediction(point, None, why))
+                continue
+            recording = self.recordings.get(point.id)
+            if recording is None:
+                results.append(Prediction(point, predict(point, setup)))
+                continue
+            done, gaps = recording.retime(RooflineTiming(setup.policy["timing"]["options"]))
+            got = figures(done, gaps)
+            results.append(Prediction(point, {k: got[k] for k in point.measured if k in got}))
+        return results
+
+
+def fit_family(points: list[Point], engine_family: str, start: Mapping[str, float], *,
+               rounds: int = 40, passes: int = 3, step: float = 1.6,
+               progress: Callable[[str], None] | None = None) -> tuple[dict[str, float], float, float]:
+    """Fit the family's factors on its points from ``start`` (resolved factors):
+    ``passes`` times, record the points under the current factors and run up to
+    ``rounds`` rounds of coordinate descent on the recordings. Returns the
+    fitted factors and the objective (on the recordings) before and after."""
+    mine = [p for p in points if family(p) == engine_family]
+    score = _Scorer(mine)
     current = {k: _round(float(v)) for k, v in start.items()}
+    score.record(current)
     before = best = score(current)
-    for n in range(rounds):
-        moves = []
-        for key in FIT_FACTORS:
-            for scale in (step, 1 / step):
-                value = _round(current[key] * scale)
-                if key.endswith("efficiency"):
-                    # a kernel reaches at most its peak, and never less than a
-                    # quarter of it: below that a point is bound by something the
-                    # roofline does not model (a benchmark client, a front end)
-                    value = min(max(value, EFFICIENCY_FLOOR), 1.0)
-                if value == current[key]:
-                    continue
-                trial = {**current, key: value}
-                moves.append((score(trial), FIT_FACTORS.index(key), scale < 1, trial))
-        improving = [m for m in moves if m[0] < best]
-        if improving:
-            best, _, _, current = min(improving, key=lambda m: m[:3])
-        else:
-            step = math.sqrt(step)
+    for n in range(passes):
+        if n:
+            score.record(current)
+            best = score(current)
+        trial_step = step
+        for _ in range(rounds):
+            moves = []
+            for key in FIT_FACTORS:
+                for scale in (trial_step, 1 / trial_step):
+                    value = _round(current[key] * scale)
+                    if key.endswith("efficiency"):
+                        # a kernel reaches at most its peak, and never less than a
+                        # quarter of it: below that a point is bound by something the
+                        # roofline does not model (a benchmark client, a front end)
+                        value = min(max(value, EFFICIENCY_FLOOR), 1.0)
+                    if value == current[key]:
+                        continue
+                    trial = {**current, key: value}
+                    moves.append((score(trial), FIT_FACTORS.index(key), scale < 1, trial))
+            improving = [m for m in moves if m[0] < best]
+            if improving:
+                best, _, _, current = min(improving, key=lambda m: m[:3])
+            elif trial_step < 1.01:
+                break
+            else:
+                trial_step = math.sqrt(trial_step)
         if progress is not None:
-            progress(f"{engine_family}: round {n + 1}/{rounds}: objective {best:.4f}")
+            progress(f"{engine_family}: pass {n + 1}/{passes}: objective {best:.4f}")
     return {k: current[k] for k in FIT_FACTORS}, before, best
 
 

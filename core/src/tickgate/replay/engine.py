@@ -133,10 +133,6 @@ class _Window:
         self.freed.extend(times)
 
 
-#: what ``horizon`` was built for while the pending request waits for a slot
-_GATED = object()
-
-
 def run(
     requests: Iterable[Request],
     scheduler: Scheduler,
@@ -155,7 +151,9 @@ def run(
     is held the next request has no arrival yet: it can only come after an outcome,
     and outcomes only come from single steps (a span never completes or rejects), so
     spans run unbounded by it and stop at completions as they always do; fast and
-    slow paths then see the same arrivals at the same steps.
+    slow paths then see the same arrivals at the same steps. Such a request is held
+    as ``waiting`` with ``pending`` None, so the loop sees no next arrival, exactly
+    as after the last one, and runs as it does without a window.
     """
     limit = max_ticks or DEFAULT_MAX_TICKS
     it = iter(requests)
@@ -167,9 +165,9 @@ def run(
     window = _Window(max_concurrency, timed) if max_concurrency is not None else None
     if window is not None and pending is not None:
         pending = window.issue(pending)  # a slot is free for the first
-    gated = False  # the pending request waits for a slot: it has no arrival yet
+    waiting: Request | None = None  # the next request while it waits for a slot (pending is None)
     stalled = 0
-    horizon_for: object = False  # the pending request `horizon` was built for (or _GATED)
+    horizon_for: Request | None | bool = False  # the pending request `horizon` was built for
     horizon = Horizon()
     # Bound methods, looked up once: this loop runs once per record.
     has_work, step, pop_outcomes = scheduler.has_work, scheduler.step, scheduler.pop_outcomes
@@ -179,25 +177,26 @@ def run(
     while True:
         if not has_work():
             if pending is None:
-                break
-            if gated:  # every slot held, nothing running: take the outcomes the scheduler holds
+                if waiting is None:
+                    break
+                # every slot held, nothing running: take the outcomes the scheduler holds
                 outcomes = pop_outcomes()
                 for outcome in outcomes:
                     for fn in on_outcome:
                         fn(outcome)
                 window.release(outcomes, clock.tick, clock.now_ms)  # type: ignore[union-attr]
-                issued = window.issue(pending)  # type: ignore[union-attr]
-                if issued is None:
+                pending = window.issue(waiting)  # type: ignore[union-attr]
+                if pending is None:
                     raise PluginError(f"{label} has no work and reported no outcome at step {clock.tick}, "
                                       f"yet {max_concurrency} requests are in flight (max_concurrency)")
-                pending, gated = issued, False
+                waiting = None
             if timed:
                 if pending.arrival_ms > clock.now_ms:  # type: ignore[operator]
                     clock.idle_ms += pending.arrival_ms - clock.now_ms  # type: ignore[operator]
                     clock.now_ms = pending.arrival_ms  # type: ignore[assignment]
             elif pending.arrival_tick > clock.tick:
                 clock.tick = pending.arrival_tick
-        while pending is not None and not gated and (
+        while pending is not None and (
             (pending.arrival_ms <= clock.now_ms) if timed else (pending.arrival_tick <= clock.tick)  # type: ignore[operator]
         ):
             for fn in on_arrival:
@@ -207,22 +206,22 @@ def run(
             if window is not None and pending is not None:
                 issued = window.issue(pending)
                 if issued is None:
-                    gated = True
+                    waiting, pending = pending, None  # no arrival until a slot frees
                 else:
                     pending = issued
-        if (_GATED if gated else pending) is not horizon_for:
+        if pending is not horizon_for:
             # timed horizons only change with the next arrival: one per arrival, not per record.
             # No span may run past the tick limit: a scheduler fast-forwarding a state that never
             # changes (a request it can never admit, nothing running) would otherwise compute a
             # span of ~2**62 steps and never return; bounded, the replay stops with TickLimitExceeded.
             # A request waiting for a slot bounds nothing: it arrives after an outcome (run's docstring).
-            horizon_for = _GATED if gated else pending
+            horizon_for = pending
             budget = limit + 1 - clock.tick
-            if pending is None or gated:
+            if pending is None:
                 horizon = Horizon(max_ticks=budget)
             elif timed:
                 horizon = Horizon(max_ticks=budget, until_ms=pending.arrival_ms)
-        if pending is not None and not timed and not gated:
+        if pending is not None and not timed:
             horizon = Horizon(max_ticks=pending.arrival_tick - clock.tick)
         if not has_work():
             continue
@@ -248,10 +247,10 @@ def run(
                 fn(outcome)
         if window is not None and outcomes:
             window.release(outcomes, clock.tick, clock.now_ms)  # the clock is still at the step's start
-            if gated:
-                issued = window.issue(pending)  # type: ignore[arg-type]
-                if issued is not None:
-                    pending, gated = issued, False
+            if waiting is not None:
+                pending = window.issue(waiting)
+                if pending is not None:
+                    waiting = None
         clock.tick += span
         if record.duration_ms is not None:
             clock.now_ms += record.duration_ms

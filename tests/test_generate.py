@@ -121,6 +121,16 @@ def test_arrivals_in_the_file_are_vllm_send_times_in_ms(tmp_path: Path) -> None:
     assert {r["prompt_tokens"] for r in requests} == {128} and {r["max_output_tokens"] for r in requests} == {64}
 
 
+def test_a_large_workload_is_the_same_draws_across_its_chunks() -> None:
+    n = 70_000  # more than one chunk of requests built at a time
+    header, stream = generate(n, LengthRange(1, 4000), LengthRange(1, 900), seed=5, rate=300.0, burstiness=0.6)
+    requests = list(stream)
+    assert [r.id for r in requests[65535:65538]] == ["req-65535", "req-65536", "req-65537"]
+    inputs, outputs = vllm_legacy_lengths(n, (1, 4000), (1, 900), 5)
+    assert [r.prompt_tokens for r in requests] == inputs and [r.max_output_tokens for r in requests] == outputs
+    assert [r.arrival_ms for r in requests] == [round(t * 1000.0, 3) for t in vllm_send_times(n, 300.0, 0.6, 5)]
+
+
 # -- the distributions ---------------------------------------------------------------------------
 
 def test_lengths_are_uniform_over_the_inclusive_range() -> None:

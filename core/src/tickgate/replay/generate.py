@@ -22,7 +22,6 @@ imported only here, when a workload is generated.
 from __future__ import annotations
 
 import math
-from itertools import accumulate
 from typing import Any, Iterator
 
 import attrs
@@ -66,11 +65,7 @@ class LengthRange:
 def sample_lengths(n: int, inputs: LengthRange, outputs: LengthRange,
                    seed: int) -> tuple[list[int], list[int]]:
     """Input and output lengths of ``n`` requests, in vLLM's legacy ``RandomDataset`` order."""
-    import numpy as np
-
-    rng = np.random.RandomState(seed)
-    input_lens = rng.randint(inputs.low, inputs.high + 1, size=n)
-    output_lens = rng.randint(outputs.low, outputs.high + 1, size=n)
+    input_lens, output_lens = _draw_lengths(n, inputs, outputs, seed)
     return input_lens.tolist(), output_lens.tolist()
 
 
@@ -79,18 +74,36 @@ def send_times_s(n: int, rate: float, burstiness: float, seed: int) -> list[floa
     ``get_request`` computes it (no ramp-up). ``rate`` may be infinite: all at 0."""
     if math.isinf(rate):
         return [0.0] * n
-    if math.isinf(burstiness):
-        delays = [1.0 / rate] * n  # the interval tends to 1 / rate
-    else:
-        import numpy as np
+    return _send_times(n, rate, burstiness, seed).tolist()
 
-        theta = 1.0 / (rate * burstiness)
-        delays = np.random.RandomState(seed).gamma(shape=burstiness, scale=theta, size=n).tolist()
-    times = list(accumulate(delays))  # left to right, as vLLM's running sum
-    if times and times[-1] != 0:
-        factor = (n / rate) / times[-1]  # vLLM pins the last request at N / rate seconds
-        times = [t * factor for t in times]
+
+def _draw_lengths(n: int, inputs: LengthRange, outputs: LengthRange, seed: int) -> tuple[Any, Any]:
+    import numpy as np
+
+    rng = np.random.RandomState(seed)
+    input_lens = rng.randint(inputs.low, inputs.high + 1, size=n)
+    output_lens = rng.randint(outputs.low, outputs.high + 1, size=n)
+    return input_lens, output_lens
+
+
+def _send_times(n: int, rate: float, burstiness: float, seed: int) -> Any:
+    """:func:`send_times_s` for a finite rate, as a float64 array (8 bytes a request)."""
+    import numpy as np
+
+    if math.isinf(burstiness):
+        delays = np.full(n, 1.0 / rate)  # the interval tends to 1 / rate
+    else:
+        delays = np.random.RandomState(seed).gamma(shape=burstiness, scale=1.0 / (rate * burstiness), size=n)
+    # cumsum adds left to right, one element at a time, as vLLM's running sum does (bit for bit:
+    # tests/test_generate.py compares the two); the product is elementwise IEEE, as vLLM's
+    times = np.cumsum(delays)
+    if n and times[-1] != 0:
+        times *= (n / rate) / float(times[-1])  # vLLM pins the last request at N / rate seconds
     return times
+
+
+#: requests turned from numpy arrays into Python values at a time (memory stays at the arrays')
+_CHUNK = 1 << 16
 
 
 def generate(n: int, inputs: LengthRange, outputs: LengthRange, *, seed: int, rate: float | None = None,
@@ -102,20 +115,24 @@ def generate(n: int, inputs: LengthRange, outputs: LengthRange, *, seed: int, ra
     With a finite ``rate`` requests carry ``arrival_ms``; otherwise (no rate, or an infinite one)
     they all arrive at step 0 (``arrival_tick``), which every policy replays. ``prefix_len``: a
     prefix of that many tokens shared by every prompt (vLLM's ``--random-prefix-len``), added to
-    its sampled length and spelled as ``prefix_len // block_size`` shared prefix blocks.
+    its sampled length and spelled as ``prefix_len // block_size`` shared prefix blocks. The
+    draws are held as numpy arrays (24 bytes a request); requests are built as they are written.
     """
-    input_lens, output_lens = sample_lengths(n, inputs, outputs, seed)
+    input_lens, output_lens = _draw_lengths(n, inputs, outputs, seed)
     timed = rate is not None and not math.isinf(rate)
-    times = send_times_s(n, rate, burstiness, seed) if timed else None  # type: ignore[arg-type]
+    times = _send_times(n, rate, burstiness, seed) if timed else None  # type: ignore[arg-type]
     shared = tuple(range(prefix_len // block_size)) or None
     width = len(str(n - 1))
 
     def requests() -> Iterator[Request]:
-        for i in range(n):
-            yield Request(id=f"req-{i:0{width}d}", prompt_tokens=prefix_len + input_lens[i],
-                          max_output_tokens=output_lens[i],
-                          arrival_ms=round(times[i] * 1000.0, 3) if times is not None else None,
-                          prefix_blocks=shared)
+        for start in range(0, n, _CHUNK):
+            stop = min(n, start + _CHUNK)
+            ins, outs = input_lens[start:stop].tolist(), output_lens[start:stop].tolist()
+            arrivals = ([round(t * 1000.0, 3) for t in times[start:stop].tolist()] if times is not None
+                        else [None] * (stop - start))
+            for i, prompt, out, arrival in zip(range(start, stop), ins, outs, arrivals):
+                yield Request(id=f"req-{i:0{width}d}", prompt_tokens=prefix_len + prompt,
+                              max_output_tokens=out, arrival_ms=arrival, prefix_blocks=shared)
 
     source: dict[str, Any] = {"generator": "tickgate generate", "requests": n, "input_len": inputs.to_json(),
                               "output_len": outputs.to_json(), "seed": seed}
@@ -140,7 +157,8 @@ def _describe(n: int, inputs: LengthRange, outputs: LengthRange, rate: float | N
     if rate is None or math.isinf(rate):
         parts.append("all sent at once")
     else:
-        kind = "Poisson" if burstiness == 1.0 else f"gamma (burstiness {burstiness:g})"
+        kind = ("Poisson" if burstiness == 1.0 else "evenly spaced" if math.isinf(burstiness)
+                else f"gamma (burstiness {burstiness:g})")
         parts.append(f"{kind} arrivals at {rate:g} req/s")
     if max_concurrency is not None:
         parts.append(f"at most {max_concurrency} in flight")

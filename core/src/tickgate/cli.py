@@ -21,6 +21,7 @@ from .errors import TickgateError, one_line
 LAZY_COMMANDS: dict[str, str] = {
     "replay": "tickgate.commands.replay:replay_command",
     "import": "tickgate.commands.importer:import_command",
+    "generate": "tickgate.commands.generate:generate_command",
     "validate": "tickgate.commands.validate:validate_command",
     "plugins": "tickgate.commands.plugins:plugins_command",
     "normalize": "tickgate.commands.normalize:normalize_command",

@@ -8,7 +8,10 @@ All scheduling semantics live in the scheduler plugin.
 
 from __future__ import annotations
 
+from collections import deque
 from typing import Any, Iterable, Protocol
+
+import attrs
 
 from ..errors import InputError, PluginError, ReplayError, TickLimitExceeded
 from ..interfaces import AdmissionContext, BuildContext, Clock, Horizon, Scheduler, optional_attribute
@@ -79,6 +82,57 @@ def build_scheduler(policy: Policy, clock: Clock, registry: Registry | None = No
     return scheduler, built
 
 
+class _Window:
+    """Closed-loop clients: at most ``size`` requests in flight, as ``vllm bench serve
+    --max-concurrency`` keeps them (an ``asyncio.Semaphore`` around each request, whose
+    waiters are served first come, first served).
+
+    Requests take a slot in workload order. A request is issued at its own arrival or
+    when the slot it takes was freed, whichever is later, and carries that effective
+    arrival (``arrival_ms``, or ``arrival_tick`` when untimed), so latencies count from
+    when the client sent it. A slot is freed when a request finishes: a completion at
+    its ``finished_ms`` (untimed: the step after its ``finished_tick``), a rejection at
+    the start of the step that reports it (untimed: the step after). Slots are taken in
+    the order they were freed, so a request always gets the earliest one; slots never
+    used are free from the start. Cost: O(1) per request and per outcome.
+    """
+
+    __slots__ = ("unused", "freed", "timed")
+
+    def __init__(self, size: int, timed: bool) -> None:
+        self.unused = size  # slots no request has held yet
+        self.freed: deque[float] = deque()  # times (ms or ticks) at which held slots came free
+        self.timed = timed
+
+    def issue(self, request: Request) -> Request | None:
+        """``request`` as the client sends it, or None while every slot is held."""
+        if self.unused:
+            self.unused -= 1
+            return request
+        if not self.freed:
+            return None
+        at = self.freed.popleft()
+        if self.timed:
+            if at > request.arrival_ms:  # type: ignore[operator]
+                return attrs.evolve(request, arrival_ms=at)
+        elif at > request.arrival_tick:
+            return attrs.evolve(request, arrival_tick=int(at))
+        return request
+
+    def release(self, outcomes: list[RequestOutcome], step_tick: int, step_start_ms: float) -> None:
+        """Free the slots of requests that finished in the step at ``step_tick``."""
+        times = []
+        for o in outcomes:
+            if not self.timed:
+                times.append((o.finished_tick if o.finished_tick is not None else step_tick) + 1)
+            elif o.status == "completed" and o.finished_ms is not None:
+                times.append(o.finished_ms)
+            else:  # a rejection: at the start of the step that reports it
+                times.append(step_start_ms)
+        times.sort()  # rejections (step start) before completions (its end); ties are alike
+        self.freed.extend(times)
+
+
 def run(
     requests: Iterable[Request],
     scheduler: Scheduler,
@@ -88,13 +142,30 @@ def run(
     timed: bool | None = None,
     max_ticks: int | None = None,
     label: str = "scheduler",
+    max_concurrency: int | None = None,
 ) -> None:
-    """Drive ``scheduler`` over ``requests`` until everything has finished."""
+    """Drive ``scheduler`` over ``requests`` until everything has finished.
+
+    ``max_concurrency``: closed-loop clients, at most this many requests in flight
+    (:class:`_Window`; the workload header's ``max_concurrency``). While every slot
+    is held the next request has no arrival yet: it can only come after an outcome,
+    and outcomes only come from single steps (a span never completes or rejects), so
+    spans run unbounded by it and stop at completions as they always do; fast and
+    slow paths then see the same arrivals at the same steps. Such a request is held
+    as ``waiting`` with ``pending`` None, so the loop sees no next arrival, exactly
+    as after the last one, and runs as it does without a window.
+    """
     limit = max_ticks or DEFAULT_MAX_TICKS
     it = iter(requests)
     pending = next(it, None)
     if timed is None:
         timed = pending is not None and pending.arrival_ms is not None
+    if max_concurrency is not None and max_concurrency < 1:
+        raise ValueError(f"max_concurrency must be at least 1, not {max_concurrency}")
+    window = _Window(max_concurrency, timed) if max_concurrency is not None else None
+    if window is not None and pending is not None:
+        pending = window.issue(pending)  # a slot is free for the first
+    waiting: Request | None = None  # the next request while it waits for a slot (pending is None)
     stalled = 0
     horizon_for: Request | None | bool = False  # the pending request `horizon` was built for
     horizon = Horizon()
@@ -106,7 +177,19 @@ def run(
     while True:
         if not has_work():
             if pending is None:
-                break
+                if waiting is None:
+                    break
+                # every slot held, nothing running: take the outcomes the scheduler holds
+                outcomes = pop_outcomes()
+                for outcome in outcomes:
+                    for fn in on_outcome:
+                        fn(outcome)
+                window.release(outcomes, clock.tick, clock.now_ms)  # type: ignore[union-attr]
+                pending = window.issue(waiting)  # type: ignore[union-attr]
+                if pending is None:
+                    raise PluginError(f"{label} has no work and reported no outcome at step {clock.tick}, "
+                                      f"yet {max_concurrency} requests are in flight (max_concurrency)")
+                waiting = None
             if timed:
                 if pending.arrival_ms > clock.now_ms:  # type: ignore[operator]
                     clock.idle_ms += pending.arrival_ms - clock.now_ms  # type: ignore[operator]
@@ -120,11 +203,18 @@ def run(
                 fn(pending)
             scheduler.add(pending)
             pending = next(it, None)
+            if window is not None and pending is not None:
+                issued = window.issue(pending)
+                if issued is None:
+                    waiting, pending = pending, None  # no arrival until a slot frees
+                else:
+                    pending = issued
         if pending is not horizon_for:
             # timed horizons only change with the next arrival: one per arrival, not per record.
             # No span may run past the tick limit: a scheduler fast-forwarding a state that never
             # changes (a request it can never admit, nothing running) would otherwise compute a
             # span of ~2**62 steps and never return; bounded, the replay stops with TickLimitExceeded.
+            # A request waiting for a slot bounds nothing: it arrives after an outcome (run's docstring).
             horizon_for = pending
             budget = limit + 1 - clock.tick
             if pending is None:
@@ -151,9 +241,16 @@ def run(
                               f"at step {clock.tick}")
         for fn in on_record:
             fn(record)
-        for outcome in pop_outcomes():
+        outcomes = pop_outcomes()
+        for outcome in outcomes:
             for fn in on_outcome:
                 fn(outcome)
+        if window is not None and outcomes:
+            window.release(outcomes, clock.tick, clock.now_ms)  # the clock is still at the step's start
+            if waiting is not None:
+                pending = window.issue(waiting)
+                if pending is not None:
+                    waiting = None
         clock.tick += span
         if record.duration_ms is not None:
             clock.now_ms += record.duration_ms

@@ -30,16 +30,21 @@ def replay(
     detail_limit: int = DETAIL_LIMIT,
     prefix_block_size: int | None = None,
     sidecar: bool = False,
+    max_concurrency: int | None = None,
 ) -> dict[str, Any]:
     """Run ``requests`` through the policy's scheduler; return the report.
 
     The optional JSONL trace is written incrementally and atomically: it only
     appears if the replay finishes. ``sidecar``: compute the fingerprint and
     summary in a forked child (:mod:`tickgate.parallel.sidecar`; same report).
+    ``max_concurrency``: closed-loop clients, at most this many requests in
+    flight (default: the workload header's, ``inputs["max_concurrency"]``).
     """
     clock = Clock()
     if prefix_block_size is None and inputs:
         prefix_block_size = inputs.get("block_size")
+    if max_concurrency is None and inputs:
+        max_concurrency = inputs.get("max_concurrency")
     scheduler, built = build_scheduler(policy, clock, prefix_block_size=prefix_block_size)
     label = f'scheduler "{built["scheduler"]["name"]}"'
     with contextlib.ExitStack() as stack:
@@ -67,7 +72,8 @@ def replay(
                              + f", e.g. `{TIMING_EXAMPLE}` (docs/timing.md)", json_path="$.timing")
         stream = _chain(first, it)
         try:
-            run(stream, scheduler, clock, sinks, timed=timed, max_ticks=policy.max_ticks, label=label)
+            run(stream, scheduler, clock, sinks, timed=timed, max_ticks=policy.max_ticks, label=label,
+                max_concurrency=max_concurrency)
         except TickLimitExceeded as exc:
             from ..errors import InputError
 
@@ -81,6 +87,8 @@ def replay(
         else:
             digest, summary = side.finish()
     inputs = dict(inputs or {})
+    if max_concurrency is not None:
+        inputs["max_concurrency"] = max_concurrency
     inputs["policy"] = policy.source or policy.path
     if policy.timing is not None:
         inputs["timing"] = policy.timing.to_json()

@@ -31,6 +31,8 @@ def open_requests(path: Path, input_format: str = "workload", *, block_size: int
             inputs["description"] = workload.header.description
         if workload.header.block_size is not None:
             inputs["block_size"] = workload.header.block_size
+        if workload.header.max_concurrency is not None:
+            inputs["max_concurrency"] = workload.header.max_concurrency  # replay() enforces it
     else:
         from ..plugins import get_registry
 

@@ -48,6 +48,9 @@ class WorkloadHeader:
     block_size: int | None = None
     description: str | None = None
     source: Mapping[str, Any] | None = None
+    #: closed-loop clients: at most this many requests in flight (None: open loop);
+    #: the replay driver enforces it (:func:`tickgate.replay.engine.run`)
+    max_concurrency: int | None = None
 
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {"version": self.version}
@@ -55,6 +58,8 @@ class WorkloadHeader:
             out["description"] = self.description
         if self.block_size is not None:
             out["block_size"] = self.block_size
+        if self.max_concurrency is not None:
+            out["max_concurrency"] = self.max_concurrency
         if self.source is not None:
             out["source"] = dict(self.source)
         return out
@@ -268,6 +273,7 @@ def _header_from(data: Mapping[str, Any], path: Any, locations: Locations | None
         block_size=data.get("block_size"),
         description=data.get("description"),
         source=data.get("source"),
+        max_concurrency=data.get("max_concurrency"),
     )
 
 

@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+import attrs
 import click
 
 _PATH = click.Path(path_type=Path, dir_okay=False)
@@ -18,15 +19,13 @@ def timing_command() -> None:
 
 def _echo_table(results: list[Any]) -> None:
     """Per point and value: measured, predicted and the error; skipped points with why."""
-    from ..timing.points import MEASURED_KEYS
-
     for r in results:
         if r.predicted is None:
             click.echo(f"skipped  {r.point.id}: {r.skipped}")
             continue
         errors = r.errors()
-        for key in MEASURED_KEYS:
-            if key in r.point.measured and key in r.predicted:
+        for key in r.point.measured:
+            if key in r.predicted:
                 click.echo(f"{r.point.id}  {key:22s} measured {r.point.measured[key]:>12.4g}  "
                            f"predicted {r.predicted[key]:>12.4g}  error {errors[key] * 100:+7.1f} %")
 
@@ -80,23 +79,26 @@ def check_command(points: Path, timing_file: Path | None, output: Path) -> None:
 @click.option("--passes", type=click.IntRange(1, 20), default=3, show_default=True,
               help="Times the points are replayed again under the factors found so far.")
 def fit_command(measurements: tuple[Path, ...], base: Path, output: Path, rounds: int, passes: int) -> None:
-    """Fit the roofline's free factors, per engine family, to MEASUREMENTS (files in
-    realdata/measured/points.jsonl's format). Prints the error before and after."""
+    """Fit the roofline's free factors, per engine family, to MEASUREMENTS: measured
+    points (realdata/measured/points.jsonl's format), benchmark client runs (any file
+    `tickgate normalize` reads; replayed with the base policy's scheduler) and
+    TensorRT-LLM iteration statistics. Prints the error before and after."""
     from ..progress import wanted
     from ..timing.check import check_points
     from ..timing.fit import fit_family, load_timing_file, write_timing_file
-    from ..timing.points import family, read_points
+    from ..timing.measurements import read_measurements
+    from ..timing.points import family
     from ..timing.roofline import ENGINE_DEFAULTS
 
     start = load_timing_file(base)
-    points = [p for path in measurements for p in read_points(path)]
+    points = [p for path in measurements for p in read_measurements(path, start.document, base)]
     fitted: dict[str, dict[str, float]] = {}
     show = (lambda text: click.echo(text, err=True)) if wanted() else None
     for fam in sorted({f for f in map(family, points) if f is not None}):
         factors = {**ENGINE_DEFAULTS[fam], **start.factors_for(fam)}
         fitted[fam], _, _ = fit_family(points, fam, factors, rounds=rounds, passes=passes, progress=show)
     before = check_points(points, start.factors_for)
-    after_file = type(start)(start.options, fitted)
+    after_file = attrs.evolve(start, fitted=fitted)
     after = check_points(points, after_file.factors_for)
     names = ", ".join(p.name for p in measurements)
     write_timing_file(output, start, fitted,

@@ -23,7 +23,7 @@ from typing import Any, Callable, Iterable, Mapping
 import attrs
 
 from ..quantile import quantile
-from .points import MEASURED_KEYS, Point, PointSetup, iter_setups
+from .points import Point, PointSetup, Skip
 
 __all__ = ["Prediction", "check_points", "error_summary", "predict"]
 
@@ -138,20 +138,28 @@ def replay_setup(setup: PointSetup) -> dict[str, Any]:
     return replay(setup.requests, setup_policy(setup), detail_limit=len(setup.requests) + 1)
 
 
-def predict(point: Point, setup: PointSetup) -> dict[str, float]:
+def predict(point: Any, setup: PointSetup) -> dict[str, float]:
     """The figures of ``point`` that a replay of ``setup`` predicts (the keys it measured)."""
-    figures = metrics(replay_setup(setup))
-    return {k: figures[k] for k in MEASURED_KEYS if k in point.measured and k in figures}
+    got = metrics(replay_setup(setup))
+    return {k: got[k] for k in point.measured if k in got}
 
 
-def check_points(points: list[Point], factors: Callable[[str], Mapping[str, Any]] | None = None
+def check_points(points: list[Any], factors: Callable[[str], Mapping[str, Any]] | None = None
                  ) -> list[Prediction]:
-    """Replay every point (``factors``: an engine family's factors, see
-    :func:`tickgate.timing.fit.TimingFile.factors_for`)."""
+    """Replay (or price) every measurement; ``factors`` gives an engine family's
+    factors (:meth:`tickgate.timing.fit.TimingFile.factors_for`)."""
+    from .roofline import RooflineTiming
+
     results = []
-    for point, setup, why in iter_setups(points, factors):
-        if setup is None:
-            results.append(Prediction(point, None, why))
+    for point in points:
+        chosen = factors(point.family) if factors is not None and point.family else None
+        try:
+            if point.direct:
+                results.append(Prediction(point, point.predict(RooflineTiming(point.options(chosen)))))
+                continue
+            setup = point.setup(chosen)
+        except Skip as exc:
+            results.append(Prediction(point, None, str(exc)))
             continue
         results.append(Prediction(point, predict(point, setup), None, setup.assumed))
     return results

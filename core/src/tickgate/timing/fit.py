@@ -25,7 +25,7 @@ import attrs
 
 from ..errors import InputError
 from .check import Prediction, check_points
-from .points import Point, family, iter_setups
+from .points import Point, Skip, family
 from .roofline import ENGINE_DEFAULTS, FACTORS, RooflineTiming
 
 __all__ = ["FIT_FACTORS", "TimingFile", "fit_family", "load_timing_file", "objective", "write_timing_file"]
@@ -45,6 +45,8 @@ class TimingFile:
 
     options: Mapping[str, Any]
     fitted: Mapping[str, Mapping[str, float]] = attrs.field(factory=dict)
+    #: the whole file (a policy's scheduler section replays benchmark runs)
+    document: Mapping[str, Any] = attrs.field(factory=dict)
 
     def factors_for(self, engine_family: str) -> dict[str, float]:
         chosen = {k: float(v) for k, v in self.options.items() if k in FACTORS}
@@ -75,7 +77,7 @@ def load_timing_file(path: Path) -> TimingFile:
     validate(fitted, {"type": "object", "additionalProperties": False,
                       "properties": {k: factor_schema for k in ENGINE_DEFAULTS}},
              file=path, locations=locs, prefix=("fitted",))
-    return TimingFile(dict(options), {k: dict(v) for k, v in fitted.items()})
+    return TimingFile(dict(options), {k: dict(v) for k, v in fitted.items()}, data)
 
 
 def _round(value: float) -> float:
@@ -105,9 +107,14 @@ class _Scorer:
         from .retime import record
 
         self.cache.clear()
-        for point, setup, _ in iter_setups(self.points, lambda _: factors):
-            if setup is not None:
-                self.recordings[point.id] = record(setup_policy(setup), setup.requests)
+        for point in self.points:
+            if point.direct:
+                continue
+            try:
+                setup = point.setup(factors)
+            except Skip:
+                continue
+            self.recordings[point.id] = record(setup_policy(setup), setup.requests)
 
     def __call__(self, factors: Mapping[str, float]) -> float:
         key = tuple(factors[k] for k in FIT_FACTORS)
@@ -116,18 +123,15 @@ class _Scorer:
         return self.cache[key]
 
     def predictions(self, factors: Mapping[str, float]) -> list[Prediction]:
-        from .check import figures, predict
+        from .check import figures
 
         results = []
-        for point, setup, why in iter_setups(self.points, lambda _: factors):
-            if setup is None:
-                results.append(Prediction(point, None, why))
-                continue
+        for point in self.points:
             recording = self.recordings.get(point.id)
             if recording is None:
-                results.append(Prediction(point, predict(point, setup)))
+                results.extend(check_points([point], lambda _: factors))
                 continue
-            done, gaps = recording.retime(RooflineTiming(setup.policy["timing"]["options"]))
+            done, gaps = recording.retime(RooflineTiming(point.options(factors)))
             got = figures(done, gaps)
             results.append(Prediction(point, {k: got[k] for k in point.measured if k in got}))
         return results

@@ -49,10 +49,25 @@ class Point:
     data: Mapping[str, Any]
     line: int
 
+    #: replayed (a measurement priced without a replay sets this)
+    direct = False
+
     @property
     def measured(self) -> dict[str, float]:
         m = self.data.get("measured") or {}
         return {k: float(m[k]) for k in MEASURED_KEYS if isinstance(m.get(k), (int, float))}
+
+    @property
+    def family(self) -> str | None:
+        """The roofline engine family (None: no tickgate scheduler)."""
+        engine = ENGINES.get(str(self.data.get("engine")))
+        return engine[1] if engine else None
+
+    def options(self, factors: Mapping[str, Any] | None) -> dict[str, Any]:
+        return timing_options(self, overrides=factors)
+
+    def setup(self, factors: Mapping[str, Any] | None) -> "PointSetup":
+        return setup_point(self, factors=factors)
 
 
 @attrs.frozen
@@ -297,19 +312,6 @@ def finite(value: float) -> bool:
     return not (math.isnan(value) or math.isinf(value))
 
 
-def family(point: Point) -> str | None:
-    """The roofline engine family of a point (None: no tickgate scheduler)."""
-    engine = ENGINES.get(str(point.data.get("engine")))
-    return engine[1] if engine else None
-
-
-def iter_setups(points: list[Point], factors: Callable[[str], Mapping[str, Any]] | None = None
-                ) -> Iterator[tuple[Point, PointSetup | None, str | None]]:
-    """Each point with its setup, or None and why it is skipped; ``factors``
-    gives the factors to use for an engine family."""
-    for point in points:
-        fam = family(point)
-        try:
-            yield point, setup_point(point, factors=factors(fam) if factors and fam else None), None
-        except Skip as exc:
-            yield point, None, str(exc)
+def family(point: Any) -> str | None:
+    """The roofline engine family of a measurement (None: no tickgate scheduler)."""
+    return point.family

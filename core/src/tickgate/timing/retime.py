@@ -21,6 +21,7 @@ scheduler's calls cannot be matched to its records (the fit then replays).
 from __future__ import annotations
 
 from bisect import bisect_right
+from itertools import accumulate, repeat
 from typing import Any, Mapping
 
 import attrs
@@ -98,35 +99,34 @@ class Recording:
         prompt and output tokens, and the (duration, decode tokens) of every
         step (a span's steps one by one), under ``model``."""
         ends: list[float] = []  # end of each step, by position
-        spans: list[tuple[float, int, int]] = []  # (start, seqs, context) of span steps
+        span_ends: dict[int, list[float]] = {}  # a span's step ends, by position
         gaps: list[tuple[float, int]] = []
         now = 0.0
-        for s in self.steps:
+        for i, s in enumerate(self.steps):
             start = max(now, s.start_ms) if s.after_idle else now
             if s.kind == "span":
                 _, seqs, context = s.args
-                _, end = model.decode_span(start, seqs, context, s.span)
+                durations = list(model.decode_durations(seqs, context, s.span))
                 per_step = s.decode_tokens // s.span if s.span else 0
-                gaps.extend((d, per_step) for d in model.decode_durations(seqs, context, s.span))
-                spans.append((start, seqs, context))
+                gaps.extend(zip(durations, repeat(per_step)))
+                steps = list(accumulate(durations, initial=start))
+                span_ends[i] = steps
+                end = steps[-1]
             else:
                 duration = (model.price_step(*s.args) if s.kind == "price" else
                             model.step_ms(*s.args) if s.kind == "step" else 0.0)
                 end = start + duration
                 if s.decode_tokens:
                     gaps.append((duration, s.decode_tokens))
-                spans.append((start, 0, 0))
             ends.append(end)
             now = end
         ticks = [s.tick for s in self.steps]
 
         def end_of(tick: int) -> float:
             i = bisect_right(ticks, tick) - 1
-            s = self.steps[i]
-            if s.kind != "span" or tick == s.tick + s.span - 1:
-                return ends[i]
-            start, seqs, context = spans[i]
-            return model.decode_span(start, seqs, context, tick - s.tick + 1)[1]
+            if i in span_ends:
+                return span_ends[i][tick - ticks[i] + 1]
+            return ends[i]
 
         done = [(arrival, end_of(first), end_of(finish), prompt, output)
                 for arrival, first, finish, prompt, output in self.requests]

@@ -87,7 +87,7 @@ def test_every_documented_command_line_is_real() -> None:
 
 @pytest.mark.parametrize(("line", "expected"), [
     ("tickgate import --format NAME", ["'tickgate import' has no option --format"]),
-    ("tickgate timing fit", ["no command 'tickgate timing'"]),
+    ("tickgate frobnicate --now", ["no command 'tickgate frobnicate'"]),
     ("tickgate normalize FILE... [--format auto|NAME] [--output obs.json]", []),
     ("tickgate gate --baseline/--candidate", []),
     ("tickgate conformance vllm --workload W --reference R --output O", []),

@@ -129,7 +129,8 @@ def resolve_max_total_tokens(options: Mapping[str, Any], timing: Any
     resolved = {k: v for k, v in options.items() if k != "mem_fraction_static"}
     resolved["max_total_tokens"] = tokens
     summary = {**cap.summary("mem_fraction_static"), "tokens": tokens, "page_size": page}
-    context = options.get("context_length") or timing.model.max_position_embeddings
+    context = options.get("context_length") or getattr(getattr(timing, "model", None), "max_position_embeddings",
+                                                          None)
     if context and "context_length" not in options:
         resolved["context_length"] = context
         summary["context_length"] = context

@@ -31,8 +31,9 @@ __all__ = ["KvCapacity", "activation_bytes", "kv_capacity", "kv_cache_tokens"]
 #: memory outside the weights, activations and KV cache: CUDA context, NCCL
 #: buffers, CUDA graphs (vLLM's "non-torch" memory); a round figure
 NON_TORCH_BYTES = 1.5e9
-#: what the timing model must know for a capacity from memory
-_NEEDS = ("weight_bytes_per_gpu", "gpu_memory_bytes", "kv_token_bytes")
+#: what the timing model must know for a capacity from memory (``model``: its shape, a
+#: :class:`~tickgate.timing.catalogue.ModelSpec`, for the activation estimate; ``tp``: ranks)
+_NEEDS = ("weight_bytes_per_gpu", "gpu_memory_bytes", "kv_token_bytes", "model", "tp")
 ENGINES = ("vllm", "sglang", "trtllm")
 
 
@@ -99,7 +100,7 @@ def kv_capacity(timing: Any, engine: str, fraction: float, *, step_tokens: int =
     """The KV pool per GPU that ``engine`` ("vllm", "sglang" or "trtllm") would
     allocate with its memory ``fraction`` under ``timing``, a model that knows
     its memory (``weight_bytes_per_gpu``, ``gpu_memory_bytes``,
-    ``kv_token_bytes``, such as roofline). ``step_tokens`` / ``step_seqs``: the
+    ``kv_token_bytes``, ``model``, ``tp``, such as roofline). ``step_tokens`` / ``step_seqs``: the
     step the engine profiles (vLLM's ``max_num_batched_tokens`` and
     ``max_num_seqs``). ``option`` names the scheduler option that asked (``"num_gpu_blocks"``)
     in the :class:`~tickgate.errors.ConfigError` for a timing model that does not know."""
@@ -125,8 +126,10 @@ def kv_capacity(timing: Any, engine: str, fraction: float, *, step_tokens: int =
         free = (total - weights - activation - non_torch) * fraction
     tokens = int(free // timing.kv_token_bytes) if free > 0 else 0
     if tokens <= 0:
-        raise ConfigError(f"no memory left for the KV cache: {timing.model.key} needs {weights / 1e9:.1f} GB "
-                          f"of weights per GPU on {timing.gpu.key} ({total / 1e9:.0f} GB) at memory "
+        model = getattr(timing.model, "key", "the model")
+        gpu = getattr(getattr(timing, "gpu", None), "key", "the GPU")
+        raise ConfigError(f"no memory left for the KV cache: {model} needs {weights / 1e9:.1f} GB "
+                          f"of weights per GPU on {gpu} ({total / 1e9:.0f} GB) at memory "
                           f"fraction {fraction}")
     return KvCapacity(engine=engine, fraction=fraction, tokens=tokens, gpu_memory_bytes=total,
                       weight_bytes=weights, activation_bytes=activation, non_torch_bytes=non_torch,

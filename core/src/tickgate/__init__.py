@@ -57,6 +57,9 @@ _EXPORTS: dict[str, str] = {
     "rejected_outcome": "model",
     "EncodedDetail": "replay.report",
     "LinearTiming": "replay.timing",
+    "KvCapacity": "timing.capacity",
+    "kv_capacity": "timing.capacity",
+    "kv_cache_tokens": "timing.capacity",
     "run_starts": "replay.blockruns",
     # errors
     "TickgateError": "errors",

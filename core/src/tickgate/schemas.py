@@ -93,4 +93,31 @@ def _describe(error: Any) -> str:
                     f"expected one of: {', '.join(allowed)}")
     if error.validator == "required":
         return error.message.replace("is a required property", "is required")
+    if error.validator in ("anyOf", "oneOf"):
+        branches = [_expected(sub) for sub in error.validator_value]
+        if all(branches):
+            return f"{error.instance!r} is not {' or '.join(branches)}"  # type: ignore[arg-type]
     return error.message
+
+
+_ARTICLE = {"integer": "an integer", "number": "a number", "string": "a string", "object": "a mapping",
+            "array": "a list", "boolean": "true or false"}
+
+
+def _expected(schema: Any) -> str | None:
+    """A short phrase for what one branch of an anyOf / oneOf accepts (None: too rich to say)."""
+    if not isinstance(schema, Mapping):
+        return None
+    if "const" in schema:
+        return repr(schema["const"])
+    if "enum" in schema:
+        return "one of " + ", ".join(map(repr, schema["enum"]))
+    kind = _ARTICLE.get(schema.get("type"))  # type: ignore[arg-type]
+    if kind is None:
+        return None
+    low, high = schema.get("minimum"), schema.get("maximum")
+    if low is not None and high is not None:
+        return f"{kind} from {low} to {high}"
+    if low is not None:
+        return f"{kind} >= {low}"
+    return kind

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any, Mapping
 
-from tickgate import ConfigError
+from tickgate import ConfigError, kv_capacity
 
 from .schedule_policy import POLICIES
 
@@ -30,7 +30,14 @@ OPTIONS_SCHEMA: Mapping[str, Any] = {
     "required": ["max_total_tokens"],
     "properties": {
         "page_size": {**_INT, "maximum": 65536, "description": "Tokens per KV page (SGLang --page-size, default 1)."},
-        "max_total_tokens": {**_INT, "description": "KV pool size in tokens (SGLang --max-total-tokens)."},
+        "max_total_tokens": {"anyOf": [_INT, {"const": "auto"}],
+                             "description": "KV pool size in tokens (SGLang --max-total-tokens), or auto: from "
+                                            "GPU memory as SGLang profiles it (needs a timing model that knows "
+                                            "the model and GPU, such as roofline)."},
+        "mem_fraction_static": {"type": "number", "exclusiveMinimum": 0, "maximum": 1,
+                                "description": "With max_total_tokens: auto, the fraction of GPU memory for "
+                                               "weights and KV (--mem-fraction-static; default by tensor "
+                                               "parallel size, as SGLang 0.4.0: 0.88 at tp 1 ... 0.79 at 16)."},
         "max_running_requests": {**_INT, "description": "Requests in the running batch (--max-running-requests; "
                                                         "default 4096)."},
         "max_prefill_tokens": {**_INT, "description": "Input tokens in one prefill batch after its first "
@@ -79,3 +86,59 @@ def prefix_block_size(options: Mapping[str, Any], workload: int | None, page: in
         raise ConfigError(f'scheduler "sglang": {origin} {size} is not a multiple of page_size {page} '
                           "(a prefix block must be whole pages)")
     return size
+
+
+def default_mem_fraction_static(tp: int) -> float:
+    """SGLang 0.4.0's ``ServerArgs.__post_init__`` default for ``--mem-fraction-static``."""
+    if tp >= 16:
+        return 0.79
+    if tp >= 8:
+        return 0.81
+    if tp >= 4:
+        return 0.85
+    if tp >= 2:
+        return 0.87
+    return 0.88
+
+
+def resolve_max_total_tokens(options: Mapping[str, Any], timing: Any
+                             ) -> tuple[Mapping[str, Any], dict[str, Any] | None]:
+    """``options`` with ``max_total_tokens: auto`` replaced by the pool SGLang would
+    profile, and the report's ``kv_capacity`` (None for an explicit pool).
+
+    SGLang (``ModelRunner.profile_max_num_token``): ``rest = free after weights -
+    total * (1 - mem_fraction_static)``, ``tokens = rest // cell_size``, page-aligned
+    (:func:`tickgate.kv_capacity`, "sglang"). Unless the policy sets them, the
+    request limit uses the model's context length (``max_position_embeddings``)
+    and ``max_running_requests`` is SGLang 0.5's default
+    (``KVCacheConfigurator.resolve_max_num_reqs``):
+    ``min(clamp(int(tokens / context_len * 512), 2048, 4096), tokens // 2)``."""
+    fraction = options.get("mem_fraction_static")
+    if options["max_total_tokens"] != "auto":
+        if fraction is not None:
+            raise ConfigError("mem_fraction_static sizes the pool only with max_total_tokens: auto (an explicit "
+                              "max_total_tokens is the pool); remove one of them")
+        return options, None
+    tp = int(getattr(timing, "tp", 1) or 1)
+    fraction = default_mem_fraction_static(tp) if fraction is None else float(fraction)
+    cap = kv_capacity(timing, "sglang", fraction, option="max_total_tokens")
+    page = options.get("page_size", 1)
+    tokens = cap.tokens // page * page
+    if tokens < 2 * page:
+        raise ConfigError(f"max_total_tokens: auto gives {cap.tokens} tokens, fewer than two pages of {page}")
+    resolved = {k: v for k, v in options.items() if k != "mem_fraction_static"}
+    resolved["max_total_tokens"] = tokens
+    summary = {**cap.summary("mem_fraction_static"), "tokens": tokens, "page_size": page}
+    context = options.get("context_length") or getattr(getattr(timing, "model", None), "max_position_embeddings",
+                                                          None)
+    if context and "context_length" not in options:
+        resolved["context_length"] = context
+        summary["context_length"] = context
+    if "max_running_requests" not in options:
+        if not context:
+            raise ConfigError("max_total_tokens: auto derives max_running_requests from the context length; "
+                              "the model's config has no max_position_embeddings: set context_length "
+                              "(or max_running_requests)")
+        estimated = min(max(int(tokens / context * 512), 2048), 4096)
+        resolved["max_running_requests"] = summary["max_running_requests"] = min(estimated, tokens // 2)
+    return resolved, summary

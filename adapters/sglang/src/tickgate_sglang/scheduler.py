@@ -40,7 +40,8 @@ from tickgate import (BuildContext, Horizon, InputError, ReplayError, Request, R
                       TickRecord, completed_outcome, rejected_outcome)
 
 from .options import (CLIP_MAX_NEW_TOKENS, DEFAULT_INIT_NEW_TOKEN_RATIO, DEFAULT_MIN_NEW_TOKEN_RATIO_FACTOR,
-                      DEFAULT_NEW_TOKEN_RATIO_DECAY_STEPS, OPTIONS_SCHEMA, RETRACT_DECODE_STEPS, prefix_block_size)
+                      DEFAULT_NEW_TOKEN_RATIO_DECAY_STEPS, OPTIONS_SCHEMA, RETRACT_DECODE_STEPS, prefix_block_size,
+                      resolve_max_total_tokens)
 from .radix_cache import RadixCache, TreeNode
 from .schedule_policy import make_policy
 
@@ -97,6 +98,7 @@ class SglangScheduler(Scheduler):
     uses_kv_allocator = False
 
     def __init__(self, options: Mapping[str, Any], ctx: BuildContext) -> None:
+        options, self.kv_capacity = resolve_max_total_tokens(options, ctx.timing)
         self.page = options.get("page_size", 1)
         total = options["max_total_tokens"]
         self.capacity = total // self.page * self.page
@@ -198,7 +200,7 @@ class SglangScheduler(Scheduler):
 
     def extra_summary(self) -> Mapping[str, Any]:
         seen = self.total_hit + self.total_extend
-        return {
+        out: dict[str, Any] = {
             "engine": "sglang",
             "schedule_policy": self.policy_name,
             "prefix_hit_tokens": self.total_hit,
@@ -214,6 +216,9 @@ class SglangScheduler(Scheduler):
             "cached_tokens_at_end": self.tree.total_size,
             "final_new_token_ratio": round(self.ratio, 6),
         }
+        if self.kv_capacity is not None:  # max_total_tokens: auto (reports without it unchanged)
+            out["kv_capacity"] = self.kv_capacity
+        return out
 
     # -- memory ----------------------------------------------------------------
     def _key(self, request: Request) -> tuple[tuple[Hashable, ...], int]:

@@ -19,13 +19,15 @@ from __future__ import annotations
 from bisect import bisect_left, insort
 from typing import Any, Mapping
 
-from tickgate import (BuildContext, Horizon, InputError, ReplayError, Request, RequestOutcome, Scheduler,
-                      TickRecord, completed_outcome, rejected_outcome)
+from tickgate import (BuildContext, ConfigError, Horizon, InputError, ReplayError, Request, RequestOutcome,
+                      Scheduler, TickRecord, completed_outcome, kv_capacity, rejected_outcome)
 
 from .capacity import POLICIES, guaranteed_no_evict, max_utilization
 from .micro_batch import CHUNKING_POLICIES, micro_batch
 
 _INT = {"type": "integer", "minimum": 1, "maximum": 1_000_000_000}
+#: TensorRT-LLM's KvCacheConfig.free_gpu_memory_fraction default
+DEFAULT_FREE_GPU_MEMORY_FRACTION = 0.9
 
 OPTIONS_SCHEMA: Mapping[str, Any] = {
     "type": "object",
@@ -34,8 +36,16 @@ OPTIONS_SCHEMA: Mapping[str, Any] = {
         "tokens_per_block": {**_INT, "maximum": 65536,
                              "description": "Tokens per KV block (KvCacheConfig.tokens_per_block, default 32)."},
         "kv_cache_blocks": {**_INT, "description": "KV blocks in the pool (give this or kv_cache_max_tokens)."},
-        "kv_cache_max_tokens": {**_INT, "description": "KV pool in tokens (KvCacheConfig.max_tokens); "
-                                                       "blocks = max_tokens // tokens_per_block."},
+        "kv_cache_max_tokens": {"anyOf": [_INT, {"const": "auto"}],
+                                "description": "KV pool in tokens (KvCacheConfig.max_tokens); blocks = max_tokens "
+                                               "// tokens_per_block. auto: from GPU memory as TensorRT-LLM sizes "
+                                               "it (needs a timing model that knows the model and GPU, such as "
+                                               "roofline)."},
+        "kv_cache_free_gpu_mem_fraction": {"type": "number", "exclusiveMinimum": 0, "maximum": 1,
+                                           "description": "With kv_cache_max_tokens: auto, the fraction of the "
+                                                          "memory free after weights and buffers given to the KV "
+                                                          "cache (KvCacheConfig.free_gpu_memory_fraction, "
+                                                          "default 0.9)."},
         "max_batch_size": {**_INT, "description": "Requests per step (default 2048)."},
         "max_num_tokens": {**_INT, "description": "Tokens per step, context plus generation (default 8192)."},
         "capacity_scheduler_policy": {"enum": list(POLICIES),
@@ -48,6 +58,37 @@ OPTIONS_SCHEMA: Mapping[str, Any] = {
         "max_context_length": {**_INT, "description": "Largest context chunk (optional)."},
     },
 }
+
+
+def resolve_kv_cache_max_tokens(options: Mapping[str, Any], timing: Any
+                                ) -> tuple[Mapping[str, Any], dict[str, Any] | None]:
+    """``options`` with ``kv_cache_max_tokens: auto`` replaced by the pool TensorRT-LLM
+    would allocate, and the report's ``kv_capacity`` (None otherwise).
+
+    TensorRT-LLM gives the KV cache ``free_gpu_memory_fraction`` of the memory
+    still free once the weights and the runtime's buffers for a step of
+    ``max_num_tokens`` tokens (and ``max_batch_size`` sampled rows) are allocated
+    (:func:`tickgate.kv_capacity`, "trtllm"); whole blocks of ``tokens_per_block``."""
+    fraction = options.get("kv_cache_free_gpu_mem_fraction")
+    if options.get("kv_cache_max_tokens") != "auto":
+        if fraction is not None:
+            raise ConfigError("kv_cache_free_gpu_mem_fraction sizes the pool only with kv_cache_max_tokens: auto "
+                              "(kv_cache_blocks / kv_cache_max_tokens are the pool); remove one of them")
+        return options, None
+    if options.get("kv_cache_blocks") is not None:
+        raise ConfigError("give exactly one of kv_cache_blocks and kv_cache_max_tokens")
+    fraction = DEFAULT_FREE_GPU_MEMORY_FRACTION if fraction is None else float(fraction)
+    tpb = options.get("tokens_per_block", 32)
+    cap = kv_capacity(timing, "trtllm", fraction, step_tokens=options.get("max_num_tokens", 8192),
+                      step_seqs=options.get("max_batch_size", 2048), option="kv_cache_max_tokens")
+    blocks = cap.tokens // tpb
+    if blocks < 1:
+        raise ConfigError(f"kv_cache_max_tokens: auto gives {cap.tokens} tokens, less than one block of {tpb}")
+    resolved = {k: v for k, v in options.items() if k != "kv_cache_free_gpu_mem_fraction"}
+    resolved["kv_cache_max_tokens"] = blocks * tpb
+    summary = {**cap.summary("kv_cache_free_gpu_mem_fraction"), "tokens": blocks * tpb, "blocks": blocks,
+               "tokens_per_block": tpb}
+    return resolved, summary
 
 
 class _Req:
@@ -104,6 +145,7 @@ class TrtllmScheduler(Scheduler):
     uses_kv_allocator = False
 
     def __init__(self, options: Mapping[str, Any], ctx: BuildContext) -> None:
+        options, self.kv_capacity = resolve_kv_cache_max_tokens(options, ctx.timing)
         self.tpb = options.get("tokens_per_block", 32)
         blocks = options.get("kv_cache_blocks")
         max_tokens = options.get("kv_cache_max_tokens")
@@ -171,7 +213,7 @@ class TrtllmScheduler(Scheduler):
         return self.max_batch_size
 
     def extra_summary(self) -> Mapping[str, Any]:
-        return {
+        out: dict[str, Any] = {
             "engine": "trtllm",
             "capacity_scheduler_policy": self.policy,
             "context_chunking_policy": self.chunking,
@@ -180,6 +222,9 @@ class TrtllmScheduler(Scheduler):
             "context_chunks": self.chunks,
             "peak_batch_tokens": self.peak_batch_tokens,
         }
+        if self.kv_capacity is not None:  # kv_cache_max_tokens: auto (reports without it unchanged)
+            out["kv_capacity"] = self.kv_capacity
+        return out
 
     # -- one step --------------------------------------------------------------
     def step(self, horizon: Horizon) -> TickRecord:

@@ -1,4 +1,5 @@
-"""Options of the ``vllm-v1`` scheduler: vLLM's own knob names and defaults."""
+"""Options of the ``vllm-v1`` scheduler: vLLM's own knob names and defaults,
+and ``num_gpu_blocks: auto`` (:func:`resolve_num_gpu_blocks`)."""
 
 from __future__ import annotations
 
@@ -6,7 +7,11 @@ from typing import Any, Mapping
 
 import attrs
 
+from tickgate import ConfigError, kv_capacity
+
 _INT = {"type": "integer", "minimum": 1, "maximum": 1_000_000_000}
+#: vLLM's default --gpu-memory-utilization
+DEFAULT_GPU_MEMORY_UTILIZATION = 0.9
 
 OPTIONS_SCHEMA: Mapping[str, Any] = {
     "type": "object",
@@ -14,8 +19,13 @@ OPTIONS_SCHEMA: Mapping[str, Any] = {
     "required": ["block_size", "num_gpu_blocks", "max_num_seqs", "max_num_batched_tokens"],
     "properties": {
         "block_size": {**_INT, "maximum": 65536, "description": "Tokens per KV block (--block-size)."},
-        "num_gpu_blocks": {**_INT, "minimum": 2,
-                           "description": "KV blocks including vLLM's null block (usable = this - 1)."},
+        "num_gpu_blocks": {"anyOf": [{**_INT, "minimum": 2}, {"const": "auto"}],
+                           "description": "KV blocks including vLLM's null block (usable = this - 1), or "
+                                          "auto: from GPU memory as vLLM profiles it (needs a timing model "
+                                          "that knows the model and GPU, such as roofline)."},
+        "gpu_memory_utilization": {"type": "number", "exclusiveMinimum": 0, "maximum": 1,
+                                   "description": "With num_gpu_blocks: auto, the fraction of GPU memory vLLM "
+                                                  "may use (--gpu-memory-utilization, default 0.9)."},
         "max_num_seqs": {**_INT, "description": "Requests running at once (--max-num-seqs)."},
         "max_num_batched_tokens": {**_INT, "description": "Token budget of one step (--max-num-batched-tokens)."},
         "enable_chunked_prefill": {"type": "boolean", "description": "Default true."},
@@ -55,3 +65,35 @@ class V1Config:
     @classmethod
     def from_options(cls, options: Mapping[str, Any]) -> "V1Config":
         return cls(**{k: options[k] for k in attrs.fields_dict(cls) if k in options})
+
+
+def resolve_num_gpu_blocks(options: Mapping[str, Any], timing: Any
+                           ) -> tuple[Mapping[str, Any], dict[str, Any] | None]:
+    """``options`` with ``num_gpu_blocks: auto`` replaced by the blocks vLLM would
+    allocate, and the report's ``kv_capacity`` (None for an explicit count).
+
+    vLLM (``Worker.determine_available_memory``, ``kv_cache_utils.get_num_blocks``):
+    the KV cache gets ``total * gpu_memory_utilization`` minus the weights, the
+    torch peak of profiling one step of ``max_num_batched_tokens`` tokens and
+    non-torch memory, and ``num_blocks = available // page_size // num_layers``;
+    the null block is one of those blocks, so ``num_gpu_blocks`` is that count
+    (usable = this - 1), nothing added."""
+    util = options.get("gpu_memory_utilization")
+    if options["num_gpu_blocks"] != "auto":
+        if util is not None:
+            raise ConfigError("gpu_memory_utilization sizes the pool only with num_gpu_blocks: auto (an "
+                              "explicit num_gpu_blocks is vLLM's num_gpu_blocks_override); remove one of them")
+        return options, None
+    util = DEFAULT_GPU_MEMORY_UTILIZATION if util is None else float(util)
+    block = options["block_size"]
+    cap = kv_capacity(timing, "vllm", util, step_tokens=options["max_num_batched_tokens"],
+                      step_seqs=options["max_num_seqs"], option="num_gpu_blocks")
+    blocks = cap.tokens // block
+    if blocks < 2:
+        raise ConfigError(f"num_gpu_blocks: auto gives {blocks} blocks of {block} tokens "
+                          f"({cap.kv_bytes / 1e9:.2f} GB for the KV cache); vLLM needs at least 2 "
+                          "(raise gpu_memory_utilization or use a larger GPU / more tensor parallelism)")
+    summary = {**cap.summary("gpu_memory_utilization"), "tokens": blocks * block, "blocks": blocks,
+               "block_size": block}
+    resolved = {k: v for k, v in options.items() if k != "gpu_memory_utilization"}
+    return {**resolved, "num_gpu_blocks": blocks}, summary

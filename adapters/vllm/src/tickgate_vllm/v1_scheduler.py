@@ -75,7 +75,7 @@ from tickgate import BuildContext, Horizon, Request, RequestOutcome, Scheduler, 
 from .v1_blocks import BlockOps
 from .v1_fcfs import FcfsStep
 from .v1_group import DecodeGroup
-from .v1_options import OPTIONS_SCHEMA, V1Config
+from .v1_options import OPTIONS_SCHEMA, V1Config, resolve_num_gpu_blocks
 from .v1_pool import BlockPool
 from .v1_records import Records
 from .v1_reference import ReferenceStep
@@ -97,8 +97,10 @@ class VllmV1Scheduler(DecodeGroup, Spans, FcfsStep, ReferenceStep, Records, Bloc
     admission_note = ("vLLM admits strictly in its own waiting-queue order (fcfs or priority) with "
                       "head-of-line blocking; an external admission policy would change the semantics")
 
-    def __init__(self, cfg: V1Config, ctx: BuildContext) -> None:
+    def __init__(self, cfg: V1Config, ctx: BuildContext, kv_capacity: dict[str, Any] | None = None) -> None:
         self.cfg = cfg
+        #: how ``num_gpu_blocks: auto`` was sized (the report's ``kv_capacity``); None when given
+        self.kv_capacity = kv_capacity
         self.block_size = cfg.block_size
         self.clock = ctx.clock
         self.timing = ctx.timing
@@ -163,7 +165,8 @@ class VllmV1Scheduler(DecodeGroup, Spans, FcfsStep, ReferenceStep, Records, Bloc
 
     @classmethod
     def build(cls, options: Mapping[str, Any], ctx: BuildContext) -> "VllmV1Scheduler":
-        return cls(V1Config.from_options(options), ctx)
+        options, capacity = resolve_num_gpu_blocks(options, ctx.timing)
+        return cls(V1Config.from_options(options), ctx, capacity)
 
     # -- engine protocol -------------------------------------------------------
     def add(self, request: Request) -> None:

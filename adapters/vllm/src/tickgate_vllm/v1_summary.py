@@ -24,7 +24,7 @@ def _hist_percentile(hist: dict[int, int], count: int, percent: int) -> int:
 
 def summary(s: "VllmV1Scheduler") -> dict[str, Any]:
     steps = s.total_steps
-    return {
+    out: dict[str, Any] = {
         "engine": "vllm-v1",
         "policy": s.cfg.policy,
         "prefix_cache": {
@@ -52,3 +52,6 @@ def summary(s: "VllmV1Scheduler") -> dict[str, Any]:
             "mean_after_schedule": round(s.kv_blocks_sum / steps, 6) if steps else 0.0,
         },
     }
+    if s.kv_capacity is not None:  # num_gpu_blocks: auto (absent otherwise: reports stay as they were)
+        out["kv_capacity"] = s.kv_capacity
+    return out

@@ -21,7 +21,7 @@ def roofline(**options: object) -> RooflineTiming:
 def by_hand_8b(engine: str, fraction: float, step_tokens: int = 8192, step_seqs: int = 1024,
                tp: int = 1) -> int:
     """The pool of llama-3.1-8b on one H100-SXM-80GB, from the catalogue entry's own figures."""
-    total = H100["memory_gb"] * 1e9                      # 80 GB
+    total = H100["memory_gb"] * 2**30 * 0.99            # 80 GiB, 1 % kept by the driver
     weights = LLAMA_8B["num_params"] * 2 / tp            # bf16: 8 030 261 248 parameters
     kv_token = LLAMA_8B["kv_cache_bytes_per_token_bf16"] // tp  # 131 072: 2 x 32 layers x 8 heads x 128 x 2
     h, inter, vocab = 4096, 14336, 128256

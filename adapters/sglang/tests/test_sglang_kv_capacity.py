@@ -43,7 +43,7 @@ def fixture_requests() -> list[Request]:
 
 def by_hand_tokens(fraction: float, tp: int = 1, memory_gb: float = 80) -> int:
     """SGLang: total x mem_fraction_static - weights, over the cell size (KV heads split by tp)."""
-    return int((memory_gb * 1e9 * fraction - PARAMS * 2 / tp) // (KV_TOKEN // tp))
+    return int((memory_gb * 2**30 * 0.99 * fraction - PARAMS * 2 / tp) // (KV_TOKEN // tp))
 
 
 def test_the_default_fraction_follows_tensor_parallel_size_as_sglang_0_4_0() -> None:

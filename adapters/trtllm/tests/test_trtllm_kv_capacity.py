@@ -26,7 +26,7 @@ def by_hand_blocks(fraction: float, tpb: int = 32, max_num_tokens: int = 8192, m
                    memory_gb: float = 80) -> int:
     forward = max_num_tokens * (3 * INTER + 2 * HIDDEN) * 2
     sampler = max_num_tokens * HIDDEN * 2 + min(max_num_tokens, max_batch_size) * VOCAB * 6
-    free = (memory_gb * 1e9 - PARAMS * 2 - max(forward, sampler) - 1.5e9) * fraction
+    free = (memory_gb * 2**30 * 0.99 - PARAMS * 2 - max(forward, sampler) - 1.5e9) * fraction
     return int(free // KV_TOKEN) // tpb
 
 

@@ -26,7 +26,7 @@ def by_hand_blocks(memory_gb: float, util: float, block: int, batched: int, seqs
     """vLLM: total x util - weights - activation peak - non-torch; blocks of ``block`` tokens."""
     forward = batched * (3 * INTER + 2 * HIDDEN) * 2
     sampler = batched * HIDDEN * 2 + min(batched, seqs) * VOCAB * 6
-    free = memory_gb * 1e9 * util - PARAMS * 2 - max(forward, sampler) - 1.5e9
+    free = memory_gb * 2**30 * 0.99 * util - PARAMS * 2 - max(forward, sampler) - 1.5e9
     return int(free // KV_TOKEN) // block
 
 

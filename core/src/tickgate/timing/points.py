@@ -4,7 +4,7 @@ A point says what ran (``engine``, ``engine_version``, ``engine_flags``), on
 what (``model_key``, ``gpu_key``, ``tp``, ``dtype``, ``kv_cache_dtype``), under
 what traffic (``workload``) and what was measured (``measured``). This module
 turns one into a policy (scheduler from the engine and its flags, a roofline
-timing model from the model and GPU, KV capacity from memory) and a list of
+timing model from the model and GPU, the KV pool ``auto``: from memory) and a list of
 requests, or says why it cannot (a dataset tickgate does not have).
 docs/timing.md, "Checking against measurements", tabulates the mapping.
 """
@@ -20,7 +20,6 @@ import attrs
 from ..errors import ConfigError, InputError
 from ..jsonio import loads
 from ..model import Request
-from .capacity import kv_cache_tokens
 from .roofline import FACTORS, RooflineTiming
 
 __all__ = ["MEASURED_KEYS", "Point", "PointSetup", "Skip", "read_points", "setup_point"]
@@ -264,15 +263,11 @@ def _trtllm(timing: RooflineTiming, isl: int, osl: int, batch: int | None,
         max_batch_size, max_num_tokens, fraction = 2048, 8192, 0.9
         assumed = ["trtllm-build defaults: max_batch_size 2048, max_num_tokens 8192; "
                    "kv_cache_free_gpu_mem_fraction 0.9; chunked context off"]
-    tokens = kv_cache_tokens(timing, "trtllm", fraction, step_tokens=max_num_tokens)
-    options = {"tokens_per_block": 64, "kv_cache_max_tokens": tokens, "max_batch_size": max_batch_size,
+    options = {"tokens_per_block": 64, "kv_cache_max_tokens": "auto", "kv_cache_free_gpu_mem_fraction": fraction,
+               "max_batch_size": max_batch_size,
                "max_num_tokens": max_num_tokens, "capacity_scheduler_policy": "GUARANTEED_NO_EVICT",
                "enable_chunked_context": chunked}
     return {"name": "trtllm", "options": options}, assumed
-
-
-#: SGLang 0.4's default ``mem_fraction_static`` by tensor-parallel size (server_args.py)
-SGLANG_MEM_FRACTION = ((16, 0.79), (8, 0.81), (4, 0.85), (2, 0.87), (1, 0.88))
 
 
 def _number(flags: Mapping[str, Any], key: str, default: float) -> float:
@@ -281,35 +276,27 @@ def _number(flags: Mapping[str, Any], key: str, default: float) -> float:
 
 
 def _sglang(timing: RooflineTiming, flags: Mapping[str, Any]) -> tuple[dict[str, Any], list[str]]:
-    assumed = []
-    fraction = _number(flags, "mem_fraction_static", 0.0)
-    if not fraction:
-        fraction = next(f for tp, f in SGLANG_MEM_FRACTION if timing.tp >= tp)
-        assumed.append(f"mem_fraction_static {fraction} (SGLang 0.4's default at tp {timing.tp})")
-    tokens = kv_cache_tokens(timing, "sglang", fraction)
+    """``max_total_tokens: auto``: the pool, ``context_length`` and ``max_running_requests``
+    as SGLang derives them (the scheduler's own defaults, tp from the timing model)."""
     launch = str(flags.get("launch", ""))
-    # SGLang 0.4's max_running_requests: min(tokens // 2, max_num_reqs + 1)
-    context_len = timing.model.max_position_embeddings or 131072
-    max_num_reqs = min(max(int(tokens / context_len * 512), 2048), 4096)
-    options = {"max_total_tokens": tokens, "max_running_requests": min(tokens // 2, max_num_reqs + 1),
-               "disable_radix_cache": flags.get("radix_cache") is False or "--disable-radix-cache" in launch}
-    return {"name": "sglang", "options": options}, assumed
+    options: dict[str, Any] = {"max_total_tokens": "auto", "disable_radix_cache": flags.get("radix_cache") is False
+                               or "--disable-radix-cache" in launch}
+    fraction = _number(flags, "mem_fraction_static", 0.0)
+    if fraction:
+        options["mem_fraction_static"] = fraction
+        return {"name": "sglang", "options": options}, []
+    return {"name": "sglang", "options": options}, [f"mem_fraction_static: SGLang's default at tp {timing.tp}"]
 
 
 def _vllm(timing: RooflineTiming, flags: Mapping[str, Any]) -> tuple[dict[str, Any], list[str]]:
     util = _number(flags, "gpu_memory_utilization", 0.9)
     block_size, batched, seqs = 16, 8192, 1024
-    tokens = kv_cache_tokens(timing, "vllm", util, step_tokens=batched)
-    options: dict[str, Any] = {"block_size": block_size, "num_gpu_blocks": max(2, tokens // block_size),
+    options: dict[str, Any] = {"block_size": block_size, "num_gpu_blocks": "auto", "gpu_memory_utilization": util,
                                "max_num_seqs": seqs, "max_num_batched_tokens": batched}
     max_model_len = _int(flags.get("max_model_len"))
     if max_model_len:
         options["max_model_len"] = max_model_len
     return {"name": "vllm-v1", "options": options}, [f"max_num_seqs {seqs}, max_num_batched_tokens {batched}"]
-
-
-def finite(value: float) -> bool:
-    return not (math.isnan(value) or math.isinf(value))
 
 
 def family(point: Any) -> str | None:

@@ -39,7 +39,9 @@ def by_hand_8b(engine: str, fraction: float, step_tokens: int = 8192, step_seqs:
 
 def test_the_catalogue_figures_are_what_the_roofline_model_holds() -> None:
     timing = roofline()
-    assert timing.gpu_memory_bytes == 80e9
+    # 80 GiB as CUDA sees them: 80 x 1 073 741 824 x 0.99 = 85 040 352 460.8 bytes (79.2 GiB)
+    assert H100["memory_gb"] == 80
+    assert timing.gpu_memory_bytes == pytest.approx(85_040_352_460.8, abs=1e-3)
     assert timing.weight_bytes_per_gpu == LLAMA_8B["num_params"] * 2
     assert timing.kv_token_bytes == LLAMA_8B["kv_cache_bytes_per_token_bf16"] == 131072
 
@@ -49,7 +51,12 @@ def test_llama_8b_on_an_h100_gets_the_documented_pool(engine: str, fraction: flo
     cap = kv_capacity(roofline(), engine, fraction)
     assert cap.tokens == by_hand_8b(engine, fraction)
     assert kv_cache_tokens(roofline(), engine, fraction) == cap.tokens
-    assert cap.tokens == {"vllm": 408_816, "sglang": 414_577, "trtllm": 422_866}[engine]
+    # total 85 040 352 460.8, weights 16 060 522 496, sampler peak 8192 x 4096 x 2 + 1024 x 128 256 x 6
+    # = 855 113 728 (above the forward pass's 838 860 800), non-torch 1.5e9; bytes -> tokens of 131 072:
+    # vLLM   85 040 352 460.8 x 0.9 - 16 060 522 496 - 855 113 728 - 1.5e9 = 58 120 680 990.72 -> 443 425
+    # SGLang 85 040 352 460.8 x 0.88 - 16 060 522 496 = 58 774 987 669.504 -> 448 417
+    # TRT    (85 040 352 460.8 - 16 060 522 496 - 855 113 728 - 1.5e9) x 0.9 = 59 962 244 613.12 -> 457 475
+    assert cap.tokens == {"vllm": 443_425, "sglang": 448_417, "trtllm": 457_475}[engine]
     assert cap.kv_bytes // cap.kv_token_bytes == cap.tokens
 
 
@@ -93,9 +100,10 @@ def test_weights_that_do_not_fit_are_a_config_error() -> None:
 
 
 def test_the_summary_names_the_engines_fraction_and_shows_its_parts() -> None:
+    """In GB of 1e9 bytes: the CUDA-visible total (80 GiB x 0.99 = 85.04e9 bytes), not the datasheet's 80."""
     vllm = kv_capacity(roofline(), "vllm", 0.9).summary("gpu_memory_utilization")
-    assert vllm == {"source": "auto", "gpu_memory_utilization": 0.9, "gpu_memory_gb": 80.0,
+    assert vllm == {"source": "auto", "gpu_memory_utilization": 0.9, "gpu_memory_gb": 85.04,
                     "weights_gb_per_gpu": 16.061, "activation_gb": 0.855, "non_torch_gb": 1.5,
-                    "kv_gb": 53.584, "kv_bytes_per_token": 131072}
+                    "kv_gb": 58.121, "kv_bytes_per_token": 131072}
     sglang = kv_capacity(roofline(), "sglang", 0.88).summary("mem_fraction_static")
-    assert "activation_gb" not in sglang and sglang["kv_gb"] == 54.339
+    assert "activation_gb" not in sglang and sglang["kv_gb"] == 58.775 and sglang["gpu_memory_gb"] == 85.04

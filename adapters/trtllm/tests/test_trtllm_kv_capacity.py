@@ -48,9 +48,11 @@ def test_auto_gives_trtllms_pool_for_llama_8b_on_an_h100(tmp_path: Path) -> None
     report = replay(fixture_requests(), load(tmp_path, {"kv_cache_max_tokens": "auto"}))
     cap = report["scheduler"]["kv_capacity"]
     blocks = by_hand_blocks(0.9)
-    assert blocks == 13045  # docs/trtllm.md: about 417 k tokens
-    assert cap == {"source": "auto", "kv_cache_free_gpu_mem_fraction": 0.9, "gpu_memory_gb": 80.0,
-                   "weights_gb_per_gpu": 16.061, "activation_gb": 1.643, "non_torch_gb": 1.5, "kv_gb": 54.717,
+    # (80 x 2**30 x 0.99 - 16 060 522 496 - 1 643 118 592 (sampler: 8192 x 4096 x 2 + 2048 x 128 256 x 6)
+    # - 1.5e9) x 0.9 = 59 253 040 235.52 bytes = 452 064 tokens = 14 127 blocks of 32 (docs/trtllm.md)
+    assert blocks == 14127
+    assert cap == {"source": "auto", "kv_cache_free_gpu_mem_fraction": 0.9, "gpu_memory_gb": 85.04,
+                   "weights_gb_per_gpu": 16.061, "activation_gb": 1.643, "non_torch_gb": 1.5, "kv_gb": 59.253,
                    "kv_bytes_per_token": KV_TOKEN, "tokens": blocks * 32, "blocks": blocks, "tokens_per_block": 32}
     assert report["summary"]["completed_requests"] == 4
 
@@ -79,12 +81,16 @@ def test_auto_needs_a_memory_aware_timing_model_and_is_the_only_pool_given(tmp_p
 
 
 def test_a_replay_with_auto_decides_as_the_same_pool_given_explicitly(tmp_path: Path) -> None:
-    gpu = {"memory_gb": 17.95, "hbm_bandwidth_GBps": 2000, "bf16_dense_tflops": 300}
+    """A GPU small enough that the pool binds: requests are paused, and every
+    decision is the one of ``kv_cache_blocks`` set to the count auto found."""
+    gpu = {"memory_gb": 16.89, "hbm_bandwidth_GBps": 2000, "bf16_dense_tflops": 300}
     timing = {"name": "roofline", "options": {"model": "llama-3.1-8b", "gpu": gpu}}
     options = {"tokens_per_block": 16, "max_batch_size": 64, "max_num_tokens": 1024,
                "capacity_scheduler_policy": "MAX_UTILIZATION"}
-    blocks = by_hand_blocks(0.9, 16, 1024, 64, memory_gb=17.95)
-    assert 50 < blocks < 200
+    # (16.89 x 2**30 x 0.99 - 16 060 522 496 - 104 857 600 (1024 x 51 200 x 2) - 1.5e9) x 0.9
+    # = 259 887 885.56 bytes = 1982 tokens = 123 blocks of 16
+    blocks = by_hand_blocks(0.9, 16, 1024, 64, memory_gb=16.89)
+    assert blocks == 123
     requests = [Request(id=f"r{i}", prompt_tokens=100 + 13 * (i % 9), max_output_tokens=80 + 7 * (i % 5),
                         arrival_tick=i) for i in range(40)]
     auto = replay(requests, load(tmp_path, {**options, "kv_cache_max_tokens": "auto"}, timing, "a.yaml"))

@@ -52,10 +52,13 @@ def fixture_requests() -> list[Request]:
 def test_auto_gives_vllms_pool_for_llama_8b_on_an_h100(tmp_path: Path) -> None:
     report = replay(fixture_requests(), load(tmp_path, opts()))
     blocks = by_hand_blocks(80, 0.9, 16, 8192, 256)
-    assert blocks == 25558  # docs/vllm.md: about 409 k tokens
+    # 80 x 2**30 x 0.99 = 85 040 352 460.8 bytes; x 0.9 - 16 060 522 496 (weights) - 838 860 800 (forward:
+    # 8192 x 51 200 x 2, above the sampler's 264 102 080) - 1.5e9 = 58 136 933 918.72 bytes
+    # = 443 549 tokens of 131 072 bytes = 27 721 blocks of 16 (docs/vllm.md: about 444 k tokens)
+    assert blocks == 27721
     cap = report["scheduler"]["kv_capacity"]
-    assert cap == {"source": "auto", "gpu_memory_utilization": 0.9, "gpu_memory_gb": 80.0,
-                   "weights_gb_per_gpu": 16.061, "activation_gb": 0.839, "non_torch_gb": 1.5, "kv_gb": 53.601,
+    assert cap == {"source": "auto", "gpu_memory_utilization": 0.9, "gpu_memory_gb": 85.04,
+                   "weights_gb_per_gpu": 16.061, "activation_gb": 0.839, "non_torch_gb": 1.5, "kv_gb": 58.137,
                    "kv_bytes_per_token": KV_TOKEN, "tokens": blocks * 16, "blocks": blocks, "block_size": 16}
     # the null block is one of vLLM's blocks: usable = blocks - 1, nothing added
     assert report["scheduler"]["kv_blocks"]["usable"] == blocks - 1
@@ -97,6 +100,7 @@ def test_utilisation_without_auto_and_a_bad_value_are_refused(tmp_path: Path) ->
     with pytest.raises(InputError, match=r"gpu_memory_utilization: 0 is less than or equal to the minimum"):
         load(tmp_path, opts(gpu_memory_utilization=0))
     small = {"name": "roofline", "options": {"model": "llama-3.1-8b",
+                                             # 16 x 2**30 x 0.99 x 0.9 = 15.3e9 bytes < 16.06e9 of weights
                                              "gpu": {"memory_gb": 16, "hbm_bandwidth_GBps": 1000,
                                                      "bf16_dense_tflops": 100}}}
     with pytest.raises(InputError, match="no memory left for the KV cache: llama-3.1-8b needs 16.1 GB"):
@@ -106,10 +110,12 @@ def test_utilisation_without_auto_and_a_bad_value_are_refused(tmp_path: Path) ->
 def test_a_replay_with_auto_decides_as_the_same_pool_given_explicitly(tmp_path: Path) -> None:
     """A GPU small enough that the pool binds: preemptions happen, and every
     decision is the one of ``num_gpu_blocks`` set to the count auto found."""
-    gpu = {"memory_gb": 19.4, "hbm_bandwidth_GBps": 2000, "bf16_dense_tflops": 300}
+    gpu = {"memory_gb": 18.25, "hbm_bandwidth_GBps": 2000, "bf16_dense_tflops": 300}
     timing = {"name": "roofline", "options": {"model": "llama-3.1-8b", "gpu": gpu}}
-    blocks = by_hand_blocks(19.4, 0.95, 16, 2048, 32)
-    assert 100 < blocks < 400
+    # 18.25 x 2**30 x 0.99 x 0.95 - 16 060 522 496 - 209 715 200 (2048 x 51 200 x 2) - 1.5e9
+    # = 659 601 188.86 bytes = 5032 tokens = 314 blocks of 16
+    blocks = by_hand_blocks(18.25, 0.95, 16, 2048, 32)
+    assert blocks == 314
     requests = [Request(id=f"r{i}", prompt_tokens=300 + 37 * (i % 9), max_output_tokens=150 + 11 * (i % 7),
                         arrival_tick=i) for i in range(60)]
     options = opts(max_num_seqs=32, max_num_batched_tokens=2048)

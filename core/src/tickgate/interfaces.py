@@ -58,6 +58,11 @@ class TimingModel(Plugin):
     defaults here, so a model written against this interface keeps working.
     """
 
+    #: ms a request spends outside the engine's steps, on its way in and out (HTTP,
+    #: tokenization, IPC, streaming the tokens back): added to TTFT and end-to-end
+    #: latency as a client measures them, never to a step (scheduling is unchanged)
+    frontend_ms: float = 0.0
+
     @classmethod
     def build(cls, options: Mapping[str, Any]) -> "TimingModel":
         """A model from its validated ``options`` (this base keeps them as ``self.options``).

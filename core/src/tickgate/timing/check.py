@@ -82,13 +82,16 @@ def _gap_stats(gaps: list[tuple[float, int]], out: dict[str, float]) -> None:
 
 
 def figures(done: list[tuple[float, float, float, int, int]], gaps: list[tuple[float, int]] | None,
-            itl: Mapping[str, Any] | None = None) -> dict[str, float]:
+            itl: Mapping[str, Any] | None = None, frontend_ms: float = 0.0) -> dict[str, float]:
     """The benchmark clients' figures of completed requests, each (arrival, first
-    token, finish, prompt tokens, output tokens) in ms, with the inter-token gaps
-    as (duration, tokens) of the steps or the report's ``latency.itl_ms``."""
+    token, finish, prompt tokens, output tokens) in engine ms, with the inter-token
+    gaps as (duration, tokens) of the steps or the report's ``latency.itl_ms``;
+    ``frontend_ms`` (the timing model's) is added to every request's TTFT and end."""
     out: dict[str, float] = {}
     if not done:
         return out
+    if frontend_ms:
+        done = [(a, f + frontend_ms, e + frontend_ms, p, n) for a, f, e, p, n in done]
     start = min(d[0] for d in done)
     end = max(d[2] for d in done)
     seconds = (end - start) / 1000.0
@@ -118,7 +121,8 @@ def metrics(report: Mapping[str, Any]) -> dict[str, float]:
     if not itl:
         # no per-token gaps in the report: TPOT per request stands in for them
         gaps = [((f - t) / (n - 1), n - 1) for _, t, f, _, n in done if n > 1]
-    return figures(done, gaps, itl)
+    frontend = ((report.get("inputs") or {}).get("timing") or {}).get("options", {}).get("frontend_ms", 0.0)
+    return figures(done, gaps, itl, frontend)
 
 
 def setup_policy(setup: PointSetup) -> Any:

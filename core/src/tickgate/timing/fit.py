@@ -9,7 +9,9 @@ family's fitted factors, else with the file's options, else the defaults.
 The search is deterministic: coordinate descent in log space over
 :data:`FIT_FACTORS`, each trial a full replay of the family's points, the
 objective the mean absolute log error ``|ln(predicted / measured)|`` over every
-predicted value (symmetric: 2x too fast costs what 2x too slow does). Each
+predicted value (symmetric: 2x too fast costs what 2x too slow does), each
+capped at ln 2 (:data:`LOSS_CAP`: a value the model cannot describe at all, a
+point bound by its benchmark client, does not pull the others away). Each
 round tries every factor x and / the step, keeps the best move, and the step
 shrinks when a round finds none. Values are rounded to 4 significant digits
 before they are tried, so the written file is the same bytes on every run.
@@ -32,7 +34,7 @@ __all__ = ["FIT_FACTORS", "TimingFile", "fit_family", "load_timing_file", "objec
 
 #: the factors the fit adjusts (the rest keep their defaults)
 FIT_FACTORS = ("compute_efficiency", "memory_efficiency", "step_overhead_ms", "layer_overhead_us",
-               "per_seq_overhead_us", "allreduce_latency_us")
+               "per_seq_overhead_us", "allreduce_latency_us", "frontend_ms")
 
 
 #: the lowest efficiency the fit tries
@@ -87,9 +89,15 @@ def _round(value: float) -> float:
     return float(f"{value:.4g}")
 
 
+#: no value's error counts for more than a factor of 2: a point the roofline cannot
+#: describe (one bound by its benchmark client) must not drag every factor its way
+LOSS_CAP = math.log(2.0)
+
+
 def objective(results: list[Prediction]) -> float:
-    """Mean |ln(predicted / measured)| over every predicted value."""
-    logs = [abs(math.log1p(e)) for r in results for e in r.errors().values() if e > -1]
+    """Mean of min(|ln(predicted / measured)|, ln 2) over every predicted value."""
+    logs = [min(abs(math.log1p(e)), LOSS_CAP) if e > -1 else LOSS_CAP
+            for r in results for e in r.errors().values()]
     return sum(logs) / len(logs) if logs else 0.0
 
 
@@ -131,8 +139,9 @@ class _Scorer:
             if recording is None:
                 results.extend(check_points([point], lambda _: factors))
                 continue
-            done, gaps = recording.retime(RooflineTiming(point.options(factors)))
-            got = figures(done, gaps)
+            model = RooflineTiming(point.options(factors))
+            done, gaps = recording.retime(model)
+            got = figures(done, gaps, frontend_ms=model.frontend_ms)
             results.append(Prediction(point, {k: got[k] for k in point.measured if k in got}))
         return results
 

@@ -51,22 +51,24 @@ FACTORS = {
     "step_overhead_ms": "fixed cost of one step (scheduling, launch, sampling, output processing)",
     "layer_overhead_us": "fixed cost per layer and step (kernel launches and small-kernel tails)",
     "per_seq_overhead_us": "cost per sequence in the step (input preparation, sampling, detokenizing)",
+    "frontend_ms": "a request's way in and out of the engine (HTTP, tokenization, IPC, streaming), "
+                   "added to TTFT and end-to-end latency as a client measures them",
 }
 
 #: defaults by engine family; docs/timing.md says where each figure comes from
 ENGINE_DEFAULTS: dict[str, dict[str, float]] = {
     "generic": {"compute_efficiency": 0.6, "attention_efficiency": 0.5, "memory_efficiency": 0.8,
                 "link_efficiency": 0.7, "allreduce_latency_us": 20.0, "step_overhead_ms": 1.0,
-                "layer_overhead_us": 20.0, "per_seq_overhead_us": 20.0},
+                "layer_overhead_us": 20.0, "per_seq_overhead_us": 20.0, "frontend_ms": 5.0},
     "vllm": {"compute_efficiency": 0.6, "attention_efficiency": 0.5, "memory_efficiency": 0.8,
              "link_efficiency": 0.7, "allreduce_latency_us": 20.0, "step_overhead_ms": 1.5,
-             "layer_overhead_us": 10.0, "per_seq_overhead_us": 30.0},
+             "layer_overhead_us": 10.0, "per_seq_overhead_us": 30.0, "frontend_ms": 5.0},
     "sglang": {"compute_efficiency": 0.55, "attention_efficiency": 0.5, "memory_efficiency": 0.8,
                "link_efficiency": 0.7, "allreduce_latency_us": 20.0, "step_overhead_ms": 2.0,
-               "layer_overhead_us": 20.0, "per_seq_overhead_us": 60.0},
+               "layer_overhead_us": 20.0, "per_seq_overhead_us": 60.0, "frontend_ms": 20.0},
     "trtllm": {"compute_efficiency": 0.6, "attention_efficiency": 0.5, "memory_efficiency": 0.8,
                "link_efficiency": 0.7, "allreduce_latency_us": 40.0, "step_overhead_ms": 0.5,
-               "layer_overhead_us": 40.0, "per_seq_overhead_us": 2.0},
+               "layer_overhead_us": 40.0, "per_seq_overhead_us": 2.0, "frontend_ms": 5.0},
 }
 
 #: the share of a GPU's memory CUDA makes available (see RooflineTiming.gpu_memory_bytes)
@@ -151,6 +153,7 @@ class RooflineTiming(TimingModel):
         self._allreduce_fixed_ms = 2 * layers * factors["allreduce_latency_us"] / 1000 if tp > 1 else 0.0
         self._overhead_ms = factors["step_overhead_ms"] + layers * factors["layer_overhead_us"] / 1000
         self._per_seq_ms = factors["per_seq_overhead_us"] / 1000
+        self.frontend_ms = factors["frontend_ms"]
         # decode attention: a context token costs the larger of its FLOPs and its KV read
         self._slope = max(self._attn_pair_ms, self._kv_ms)
 

@@ -20,7 +20,7 @@ from typing import Any, Iterable, Mapping
 
 from ..jsonio import dumps_line, plain_float, stdlib_line
 from ..model import Request, RequestOutcome, TickRecord
-from ..quantile import interpolate
+from ..quantile import cumulative_weights, interpolate, weighted_interpolate
 from .serialize import outcome_to_json
 
 DETAIL_LIMIT = 10_000
@@ -46,6 +46,37 @@ def distribution(values: Iterable[float], digits: int = 6) -> dict[str, Any] | N
         "p95": _round(interpolate(data, last * 95 / 100.0), digits),
         "p99": _round(interpolate(data, last * 99 / 100.0), digits),
         "max": _round(data[-1], digits),
+    }
+
+
+def weighted_distribution(weights: Mapping[float, int], digits: int = 6, *, total: float | None = None,
+                          top: float | None = None) -> dict[str, Any] | None:
+    """:func:`distribution` of the multiset in which each value of ``weights``
+    appears as often as its weight says, without expanding it: count, mean,
+    p50/p90/p95/p99 (the same index from the whole percent, found by cumulative
+    weight: :func:`tickgate.quantile.weighted_interpolate`) and max.
+
+    ``total`` and ``top``: the sum and the maximum of the values before they were
+    grouped (when the keys are rounded, the mean and max stay those of the
+    unrounded values); by default those of the keys.
+    """
+    data = sorted((v, w) for v, w in weights.items() if w > 0)
+    if not data:
+        return None
+    values = [v for v, _ in data]
+    cumulative = cumulative_weights([w for _, w in data])
+    count = cumulative[-1]
+    last = count - 1
+    if total is None:
+        total = sum(v * w for v, w in data)
+    return {
+        "count": count,
+        "mean": _round(total / count, digits),
+        "p50": _round(weighted_interpolate(values, cumulative, last * 50 / 100.0), digits),
+        "p90": _round(weighted_interpolate(values, cumulative, last * 90 / 100.0), digits),
+        "p95": _round(weighted_interpolate(values, cumulative, last * 95 / 100.0), digits),
+        "p99": _round(weighted_interpolate(values, cumulative, last * 99 / 100.0), digits),
+        "max": _round(values[-1] if top is None else top, digits),
     }
 
 

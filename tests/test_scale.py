@@ -42,10 +42,11 @@ def _run(path: Path, fmt: str, policy: Path, limit: int | None = None) -> dict[s
 
 def _digest(report: dict[str, Any]) -> str:
     """Digest of the outcomes' values in the layout they were pinned in (the report
-    now leaves out fields at their default, and shows a non-zero priority)."""
+    now leaves out fields at their default, and shows a non-zero priority and, timed,
+    admitted_ms)."""
     pinned_layout = []
     for entry in report["outcomes"]:
-        entry = {k: v for k, v in entry.items() if k != "priority"}
+        entry = {k: v for k, v in entry.items() if k not in ("priority", "admitted_ms")}
         entry.setdefault("output_tokens", 0)
         entry.setdefault("prompt_tokens", 0)
         pinned_layout.append(entry)

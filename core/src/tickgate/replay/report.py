@@ -279,6 +279,7 @@ class SummarySink:
         self.ttft_ms = array("d")
         self.tpot_ms = array("d")
         self.e2e_ms = array("d")
+        self.queue_ms = array("d")
         self.output_tokens_done = 0
         self.segments: dict[tuple[str, str], _Segment] = {}
 
@@ -340,6 +341,8 @@ class SummarySink:
         if o.deadline_missed:
             for s in segs:
                 s.deadline_missed += 1
+        if o.arrival_ms is not None and o.admitted_ms is not None:
+            self.queue_ms.append(o.admitted_ms - o.arrival_ms)
         if o.arrival_ms is not None and o.first_token_ms is not None:
             ttft = o.first_token_ms - o.arrival_ms
             self.ttft_ms.append(ttft)
@@ -444,6 +447,7 @@ class SummarySink:
                 "ttft_ms": distribution(self.ttft_ms, 3),
                 "tpot_ms": distribution(self.tpot_ms, 3),
                 "e2e_ms": distribution(self.e2e_ms, 3),
+                "queue_ms": distribution(self.queue_ms, 3),
                 "busy_ms": _round(self.elapsed_ms, 3),
                 "output_tokens_per_s": _round(self.output_tokens_done / seconds, 3) if seconds else None,
                 "requests_per_s": _round(self.completed / seconds, 3) if seconds else None,

@@ -1,5 +1,6 @@
-"""The timed report's queue wait in ms (issue 20): ``latency.queue_ms``, each outcome's
-``admitted_ms`` (the start of the step that first admitted it)."""
+"""The timed report (issue 20): queue wait in ms (``latency.queue_ms``, each outcome's
+``admitted_ms``: the start of the step that first admitted it) and the timing model with
+its resolved parameters (``inputs.timing``)."""
 
 from __future__ import annotations
 
@@ -110,3 +111,15 @@ def test_rejected_requests_have_no_queue_wait(tmp_path: Path) -> None:
     big = next(o for o in report["outcomes"] if o["id"] == "big")
     assert big["status"] == "rejected" and "admitted_ms" not in big
     assert report["latency"]["queue_ms"]["count"] == 1
+
+
+# -- the timing model -------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("timing", [{"fixed_ms": 2.0}, {"name": "linear", "options": {"fixed_ms": 2.0}}])
+def test_the_report_names_the_model_and_its_resolved_parameters(tmp_path: Path, timing: Any) -> None:
+    report = replay(poisson(1, 5, 10.0), policy(tmp_path, *ROOMY["seed"], timing=timing))
+    assert report["inputs"]["timing"] == {"name": "linear", "options": {
+        "fixed_ms": 2.0, "per_prefill_token_ms": 0.0, "per_decode_seq_ms": 0.0, "per_context_token_ms": 0.0}}
+    assert list(report) == ["summary", "pressure", "utilization", "requests", "latency", "inputs", "plugins",
+                            "outcomes", "ticks"]
+    assert "timing" not in report["plugins"]  # once, where the policy's other inputs are

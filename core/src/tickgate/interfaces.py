@@ -135,8 +135,12 @@ class TimingModel(Plugin):
         return map(partial(self.step_ms, 0, seqs), contexts)
 
     def to_json(self) -> dict[str, Any]:
-        """What the report records as ``inputs.timing``: a policy ``timing`` section
-        that builds this model again (this base: ``{"name", "options"}``)."""
+        """What a timed report records as ``inputs.timing``: ``{"name": ..., "options":
+        ...}``, a policy ``timing`` section that builds this model again, with the
+        parameters the model resolved its options to (``linear``: all four
+        coefficients, defaults included). This base gives the options as the policy
+        gave them; a model that fills defaults or looks values up (a GPU catalogue)
+        overrides it to show what it used."""
         return {"name": self.name, "options": dict(getattr(self, "options", {}))}
 
 

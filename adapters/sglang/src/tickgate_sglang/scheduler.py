@@ -96,6 +96,9 @@ class SglangScheduler(Scheduler):
     admission_note = ("SGLang orders its waiting queue itself with schedule_policy "
                       "(lpm, dfs-weight, fcfs, lof, random)")
     uses_kv_allocator = False
+    #: a prefill batch samples first tokens (and a retracted request's next) without listing them in
+    #: ``decoded``: the report's inter-token gaps read records by it
+    decoded_lists_every_sample = False
 
     def __init__(self, options: Mapping[str, Any], ctx: BuildContext) -> None:
         self.page = options.get("page_size", 1)

@@ -103,6 +103,9 @@ class TrtllmScheduler(Scheduler):
     admission_note = ("TensorRT-LLM schedules its active requests in arrival order through "
                       "capacity_scheduler_policy")
     uses_kv_allocator = False
+    #: the step that ends a context samples its first token (a paused request's next) without listing
+    #: it in ``decoded``: the report's inter-token gaps read records by it
+    decoded_lists_every_sample = False
 
     def __init__(self, options: Mapping[str, Any], ctx: BuildContext) -> None:
         self.tpb = options.get("tokens_per_block", 32)

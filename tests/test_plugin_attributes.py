@@ -23,6 +23,7 @@ DECLARED = {
     "supported_admission": (interfaces.Scheduler, None),
     "uses_kv_allocator": (interfaces.Scheduler, True),
     "admission_note": (interfaces.Scheduler, "engine semantics"),
+    "decoded_lists_every_sample": (interfaces.Scheduler, True),
     "has_prefix_cache": (interfaces.KvAllocator, False),
     "dynamic": (interfaces.AdmissionPolicy, False),
     "declared_kind": (interfaces.BackendMirror, None),

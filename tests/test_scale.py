@@ -42,10 +42,11 @@ def _run(path: Path, fmt: str, policy: Path, limit: int | None = None) -> dict[s
 
 def _digest(report: dict[str, Any]) -> str:
     """Digest of the outcomes' values in the layout they were pinned in (the report
-    now leaves out fields at their default, and shows a non-zero priority)."""
+    now leaves out fields at their default, and shows a non-zero priority and, timed,
+    admitted_ms)."""
     pinned_layout = []
     for entry in report["outcomes"]:
-        entry = {k: v for k, v in entry.items() if k != "priority"}
+        entry = {k: v for k, v in entry.items() if k not in ("priority", "admitted_ms")}
         entry.setdefault("output_tokens", 0)
         entry.setdefault("prompt_tokens", 0)
         pinned_layout.append(entry)
@@ -84,8 +85,22 @@ def test_reference_workload_fingerprint_through_the_cli(tmp_path: Path) -> None:
 
 
 def _comparable(report: dict[str, Any]) -> dict[str, Any]:
-    """Everything but the per-record detail (a span is one record instead of several)."""
-    return {k: v for k, v in report.items() if k not in ("ticks", "ticks_omitted")}
+    """Everything but the per-record detail (a span is one record instead of several) and the
+    inter-token gaps' figures but their count: a span gives its steps their mean (docs/report.md,
+    "Inter-token latency"; the mean of the gaps is the same sum, see _same_gaps)."""
+    out = {k: v for k, v in report.items() if k not in ("ticks", "ticks_omitted")}
+    itl = out.get("latency", {}).get("itl_ms")
+    if itl:
+        out["latency"] = {**out["latency"], "itl_ms": itl["count"]}
+    return out
+
+
+def _same_gaps(fast: dict[str, Any], slow: dict[str, Any]) -> None:
+    """Spans and single steps: the same gaps' count and total, percentiles within a span's growth."""
+    a, b = (r.get("latency", {}).get("itl_ms") for r in (fast, slow))
+    assert (a is None) == (b is None)
+    if a is not None:
+        assert a["count"] == b["count"] and a["mean"] == pytest.approx(b["mean"], abs=2e-3)
 
 
 def test_fast_forward_changes_nothing_on_a_real_trace(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -94,6 +109,7 @@ def test_fast_forward_changes_nothing_on_a_real_trace(monkeypatch: pytest.Monkey
     monkeypatch.setattr(SeedScheduler, "fast_forward", False)
     slow = _run(path, "azure", SEED_BENCH, 3000)
     assert _comparable(fast) == _comparable(slow)
+    _same_gaps(fast, slow)
     # and it is what makes cost follow events: far fewer records than steps
     assert len(slow["ticks"]) == slow["summary"]["total_ticks"] - slow["utilization"]["idle_ticks"]
     assert len(fast["ticks"]) * 4 < len(slow["ticks"])
@@ -135,10 +151,13 @@ def test_fast_forward_equivalence_property(tmp_path: Path, rows: list[tuple[int,
     for ff in (True, False):
         SeedScheduler.fast_forward = ff
         try:
-            results.append(_comparable(replay(list(requests), policy, detail_limit=10**6)))
+            results.append(replay(list(requests), policy, detail_limit=10**6))
         finally:
             SeedScheduler.fast_forward = True
-    assert results[0] == results[1]
+    assert _comparable(results[0]) == _comparable(results[1])
+    _same_gaps(*results)
+    if not ctx_ms and results[0].get("latency"):  # every step of a span costs the same: exact
+        assert results[0]["latency"]["itl_ms"] == results[1]["latency"]["itl_ms"]
 
 
 _ids = st.lists(st.text(min_size=1, max_size=6), max_size=4).map(tuple)

@@ -107,7 +107,7 @@ def test_both_spellings_give_byte_identical_reports(tmp_path: Path) -> None:
                              tmp_path, "--trace", str(tmp_path / "named.jsonl"))
         assert short == named
         assert (tmp_path / "short.jsonl").read_bytes() == (tmp_path / "named.jsonl").read_bytes()
-        assert json.loads(short)["inputs"]["timing"] == COEFFICIENTS
+        assert json.loads(short)["inputs"]["timing"] == {"name": "linear", "options": COEFFICIENTS}
 
 
 @pytest.mark.parametrize("base, workload", [
@@ -121,7 +121,7 @@ def test_a_third_party_model_times_a_replay(models: None, tmp_path: Path, base: 
     mine = json.loads(replay_bytes(policy(tmp_path, base, {"name": "coefficients", "options": COEFFICIENTS}),
                                    FIXTURES / workload, tmp_path))
     assert mine["inputs"].pop("timing") == {"name": "coefficients", "options": COEFFICIENTS}
-    assert linear["inputs"].pop("timing") == COEFFICIENTS
+    assert linear["inputs"].pop("timing") == {"name": "linear", "options": COEFFICIENTS}
     assert mine == linear and mine["latency"]["busy_ms"] > 0
 
 

@@ -230,15 +230,15 @@ def test_outcome_fields_land_where_they_belong() -> None:
     r = Request(id="R", prompt_tokens=100, max_output_tokens=60, arrival_ms=5.5, priority=3, tenant="t",
                 lane="l", deadline_ms=8.0)
     q = RequestState(r, ordinal=1, prompt_keys=[], tick=2, arrival_ms=5.5)
-    q.admitted_tick, q.first_token_tick, q.first_token_ms = 3, 4, 7.25
+    q.admitted_tick, q.admitted_ms, q.first_token_tick, q.first_token_ms = 3, 6.5, 4, 7.25
     q.num_output_tokens, q.num_preemptions, q.first_hit_tokens = 50, 1, 16
     out = VllmV1Scheduler._outcome(None, q, 9, 9.75)  # type: ignore[arg-type]
     assert attrs.asdict(out) == {
         "id": "R", "status": "completed", "arrival_tick": 2, "reason": None, "admitted_tick": 3,
         "first_token_tick": 4, "finished_tick": 9, "output_tokens": 50, "prompt_tokens": 100,
         "preemptions": 1, "prefix_hit_tokens": 16, "priority": 3, "tenant": "t", "lane": "l",
-        "deadline_missed": True, "arrival_ms": 5.5, "first_token_ms": 7.25, "finished_ms": 9.75,
-        "flags": ("length_capped",), "reason_key": None, "reason_figures": (),
+        "deadline_missed": True, "arrival_ms": 5.5, "admitted_ms": 6.5, "first_token_ms": 7.25,
+        "finished_ms": 9.75, "flags": ("length_capped",), "reason_key": None, "reason_figures": (),
     }
 
 

@@ -164,8 +164,12 @@ class TimingModel(Plugin):
         return map(partial(self.step_ms, 0, seqs), contexts)
 
     def to_json(self) -> dict[str, Any]:
-        """What the report records as ``inputs.timing``: a policy ``timing`` section
-        that builds this model again (this base: ``{"name", "options"}``)."""
+        """What a timed report records as ``inputs.timing``: ``{"name": ..., "options":
+        ...}``, a policy ``timing`` section that builds this model again, with the
+        parameters the model resolved its options to (``linear``: all four
+        coefficients, defaults included). This base gives the options as the policy
+        gave them; a model that fills defaults or looks values up (a GPU catalogue)
+        overrides it to show what it used."""
         return {"name": self.name, "options": dict(getattr(self, "options", {}))}
 
 
@@ -241,6 +245,14 @@ class Scheduler(Plugin):
     #: why a scheduler that does not use an admission policy orders its own queue:
     #: quoted in the error for a policy file that sets ``admission:`` anyway
     admission_note: ClassVar[str] = "engine semantics"
+    #: whether a record's ``decoded`` lists every request that samples a token in
+    #: its step. True (``seed``, ``vllm-v1``): the step that samples a request's
+    #: first token is listed too (the seed's first decode step, the end of vLLM's
+    #: prefill), and so is the end of a recompute after a preemption. False
+    #: (``sglang``, ``trtllm``): ``decoded`` lists the requests decoding a token,
+    #: not those that sample one as their prefill (or recompute) ends. The report's
+    #: inter-token gaps (``latency.itl_ms``, docs/report.md) read records by it.
+    decoded_lists_every_sample: ClassVar[bool] = True
 
     @classmethod
     def build(cls, options: Mapping[str, Any], ctx: BuildContext) -> "Scheduler":
@@ -543,7 +555,8 @@ class GateSignal(Plugin):
 #: optional plugin attribute -> the base that declares it with its default
 _OPTIONAL: dict[str, type] = {
     "uses_admission_policy": Scheduler, "supported_admission": Scheduler, "uses_kv_allocator": Scheduler,
-    "admission_note": Scheduler, "has_prefix_cache": KvAllocator, "dynamic": AdmissionPolicy,
+    "admission_note": Scheduler, "decoded_lists_every_sample": Scheduler, "has_prefix_cache": KvAllocator,
+    "dynamic": AdmissionPolicy,
     "declared_kind": BackendMirror, "accepts_line": BackendMirror, "reads_parts": WorkloadReader,
     "default_block_size": WorkloadReader, "source": WorkloadReader,
 }

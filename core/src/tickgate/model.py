@@ -134,7 +134,10 @@ class RequestOutcome:
     """How one request ended: ``completed`` or ``rejected`` (with a reason).
 
     Ticks are engine steps; the ``*_ms`` fields come from the timing model and
-    are None when the policy has none.
+    are None when the policy has none. ``admitted_ms`` is when the step that
+    admitted the request (``admitted_tick``: its first admission) started, so
+    ``admitted_ms - arrival_ms`` is its wait in the queue; ``first_token_ms`` and
+    ``finished_ms`` are the ends of the steps that sampled its first and last token.
     """
 
     id: str
@@ -153,6 +156,7 @@ class RequestOutcome:
     lane: str | None = None
     deadline_missed: bool | None = None
     arrival_ms: float | None = None
+    admitted_ms: float | None = None
     first_token_ms: float | None = None
     finished_ms: float | None = None
     flags: tuple[str, ...] = ()
@@ -179,6 +183,7 @@ def completed_outcome(
     finished_tick: int,
     output_tokens: int,
     arrival_ms: float | None = None,
+    admitted_ms: float | None = None,
     first_token_ms: float | None = None,
     finished_ms: float | None = None,
     preemptions: int = 0,
@@ -202,7 +207,7 @@ def completed_outcome(
         prompt_tokens=request.prompt_tokens, preemptions=preemptions, prefix_hit_tokens=prefix_hit_tokens,
         priority=request.priority, tenant=request.tenant, lane=request.lane, deadline_missed=missed,
         arrival_ms=request.arrival_ms if request.arrival_ms is not None else arrival_ms,
-        first_token_ms=first_token_ms, finished_ms=finished_ms, flags=flags,
+        admitted_ms=admitted_ms, first_token_ms=first_token_ms, finished_ms=finished_ms, flags=flags,
     )
 
 

@@ -51,8 +51,8 @@ class _Req:
 
     __slots__ = ("request", "seq", "max_new_tokens", "key", "weight", "decoded", "kv_len", "extend",
                  "last_node", "path_tokens", "prefix_tokens", "own", "retractions", "hit_tokens",
-                 "arrival_tick", "arrival_ms", "admitted_tick", "first_token_tick", "first_token_ms",
-                 "clipped", "chunk_target", "new_round", "pieces")
+                 "arrival_tick", "arrival_ms", "admitted_tick", "admitted_ms", "first_token_tick",
+                 "first_token_ms", "clipped", "chunk_target", "new_round", "pieces")
 
     def __init__(self, request: Request, seq: int, max_new: int, key: tuple[Hashable, ...], weight: int,
                  tick: int, now_ms: float) -> None:
@@ -73,6 +73,7 @@ class _Req:
         self.arrival_tick = tick
         self.arrival_ms = now_ms
         self.admitted_tick: int | None = None
+        self.admitted_ms: float | None = None  # when the step of its first admission started
         self.first_token_tick: int | None = None
         self.first_token_ms: float | None = None
         self.clipped = False
@@ -96,6 +97,9 @@ class SglangScheduler(Scheduler):
     admission_note = ("SGLang orders its waiting queue itself with schedule_policy "
                       "(lpm, dfs-weight, fcfs, lof, random)")
     uses_kv_allocator = False
+    #: a prefill batch samples first tokens (and a retracted request's next) without listing them in
+    #: ``decoded``: the report's inter-token gaps read records by it
+    decoded_lists_every_sample = False
 
     def __init__(self, options: Mapping[str, Any], ctx: BuildContext) -> None:
         options, self.kv_capacity = resolve_max_total_tokens(options, ctx.timing)
@@ -425,6 +429,7 @@ class SglangScheduler(Scheduler):
                 req.pieces = 0
                 if req.admitted_tick is None:
                     req.admitted_tick = tick
+                    req.admitted_ms = self.clock.now_ms
                 admitted.append(req.request.id)
                 req.kv_len = prefix
                 req.hit_tokens += prefix
@@ -571,6 +576,7 @@ class SglangScheduler(Scheduler):
             req.request, arrival_tick=req.arrival_tick, admitted_tick=req.admitted_tick,
             first_token_tick=req.first_token_tick, finished_tick=tick, output_tokens=req.decoded,
             arrival_ms=req.arrival_ms if self.timing is not None else None,
+            admitted_ms=req.admitted_ms if self.timing is not None else None,
             first_token_ms=req.first_token_ms, finished_ms=end_ms, preemptions=req.retractions,
             prefix_hit_tokens=req.hit_tokens, flags=("max_new_tokens_clipped",) if req.clipped else (),
         ))

@@ -95,7 +95,7 @@ class _Req:
     """TensorRT-LLM's ``LlmRequest`` as far as scheduling sees it."""
 
     __slots__ = ("request", "seq", "tpb", "prompt_len", "context_done", "decoded", "kv_len", "blocks",
-                 "in_generation", "pauses", "arrival_tick", "arrival_ms", "admitted_tick",
+                 "in_generation", "pauses", "arrival_tick", "arrival_ms", "admitted_tick", "admitted_ms",
                  "first_token_tick", "first_token_ms")
 
     def __init__(self, request: Request, seq: int, tpb: int, tick: int, now_ms: float) -> None:
@@ -112,6 +112,7 @@ class _Req:
         self.arrival_tick = tick
         self.arrival_ms = now_ms
         self.admitted_tick: int | None = None
+        self.admitted_ms: float | None = None  # when the step of its first admission started
         self.first_token_tick: int | None = None
         self.first_token_ms: float | None = None
 
@@ -143,6 +144,9 @@ class TrtllmScheduler(Scheduler):
     admission_note = ("TensorRT-LLM schedules its active requests in arrival order through "
                       "capacity_scheduler_policy")
     uses_kv_allocator = False
+    #: the step that ends a context samples its first token (a paused request's next) without listing
+    #: it in ``decoded``: the report's inter-token gaps read records by it
+    decoded_lists_every_sample = False
 
     def __init__(self, options: Mapping[str, Any], ctx: BuildContext) -> None:
         options, self.kv_capacity = resolve_kv_cache_max_tokens(options, ctx.timing)
@@ -262,6 +266,7 @@ class TrtllmScheduler(Scheduler):
                 admitted.append(req.request.id)
                 if req.admitted_tick is None:
                     req.admitted_tick = tick
+                    req.admitted_ms = self.clock.now_ms
             req.context_done += size
             chunks[req.request.id] = size
             if req.context_done >= req.prompt_len:
@@ -359,6 +364,7 @@ class TrtllmScheduler(Scheduler):
             req.request, arrival_tick=req.arrival_tick, admitted_tick=req.admitted_tick,
             first_token_tick=req.first_token_tick, finished_tick=tick, output_tokens=req.decoded,
             arrival_ms=req.arrival_ms if self.timing is not None else None,
+            admitted_ms=req.admitted_ms if self.timing is not None else None,
             first_token_ms=req.first_token_ms, finished_ms=end_ms, preemptions=req.pauses,
         ))
 

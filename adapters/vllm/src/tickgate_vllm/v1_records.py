@@ -130,8 +130,8 @@ class Records:
             # output_tokens, prompt_tokens, preemptions, prefix_hit_tokens, priority, tenant, lane,
             q.num_output_tokens, r.prompt_tokens, q.num_preemptions, q.first_hit_tokens, r.priority, r.tenant,
             r.lane,
-            # deadline_missed, arrival_ms, first_token_ms, finished_ms, flags
-            missed, q.arrival_ms, q.first_token_ms, end_ms,
+            # deadline_missed, arrival_ms, admitted_ms, first_token_ms, finished_ms, flags
+            missed, q.arrival_ms, q.admitted_ms, q.first_token_ms, end_ms,
             _LENGTH_CAPPED if q.num_output_tokens < q.max_tokens else (),
         )
 

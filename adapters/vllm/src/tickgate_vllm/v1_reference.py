@@ -268,6 +268,8 @@ class ReferenceStep:
         self.total_query_tokens += T
         if q.admitted_tick is None:
             q.admitted_tick = tick
+            if self.timing is not None:
+                q.admitted_ms = self.clock.now_ms
             q.first_hit_tokens = hit
             self.total_first_hit_tokens += hit
             self.total_first_query_tokens += T

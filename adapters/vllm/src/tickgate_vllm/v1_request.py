@@ -38,8 +38,8 @@ class RequestState:
                  "num_output_tokens", "num_blocks", "blocks", "num_cached_blocks", "status",
                  "num_preemptions", "prompt_keys", "num_prompt_keys", "num_cached_logical", "id", "id_json",
                  "decode_entry", "decode_entry_json", "admitted_tick", "first_token_tick", "first_token_ms",
-                 "first_hit_tokens", "arrival_tick", "arrival_ms", "running_seq", "group_clock",
-                 "group_phase")
+                 "first_hit_tokens", "arrival_tick", "arrival_ms", "admitted_ms", "running_seq",
+                 "group_clock", "group_phase")
 
     def __init__(self, r: Request, ordinal: int, prompt_keys: list[Hashable], tick: int,
                  arrival_ms: float | None) -> None:
@@ -71,6 +71,7 @@ class RequestState:
         self.first_hit_tokens = 0  # prefix hit at its first admission
         self.arrival_tick = tick
         self.arrival_ms = arrival_ms
+        self.admitted_ms: float | None = None  # when the step of its first admission started (timed)
         self.running_seq = 0  # when it joined the running queue (its order there)
         self.group_clock = 0  # decode clock its fields hold at, while in a decode group
         self.group_phase = 0  # decode-clock phase of its block allocations, while in a decode group

@@ -115,9 +115,9 @@ class SeedScheduler(Scheduler):
         self.active: deque[_Active] = deque()
         self.outcomes: list[RequestOutcome] = []
         self.rejected_now: list[str] = []
-        # id -> (tick, ms) the request joined the queue; then admission tick
+        # id -> (tick, ms) the request joined the queue; then with its admission's tick and start (ms)
         self.waiting_since: dict[str, tuple[int, float]] = {}
-        self.admitted_at: dict[str, tuple[int, float, int]] = {}
+        self.admitted_at: dict[str, tuple[int, float, int, float]] = {}
         self.dirty = True
 
     @classmethod
@@ -334,7 +334,7 @@ class SeedScheduler(Scheduler):
                 else:
                     self.kv.reserve(request.id, pages)
                 since_tick, since_ms = self.waiting_since.pop(request.id)
-                self.admitted_at[request.id] = (since_tick, since_ms, tick)
+                self.admitted_at[request.id] = (since_tick, since_ms, tick, self.clock.now_ms)
                 self.active.append(_Active(request, tick, pages))
                 admitted.append(request.id)
                 free -= pages
@@ -360,11 +360,12 @@ class SeedScheduler(Scheduler):
 
     def _outcome(self, entry: _Active, tick: int, end_ms: float | None) -> RequestOutcome:
         r = entry.request
-        since_tick, since_ms, admitted_tick = self.admitted_at.pop(r.id)
+        since_tick, since_ms, admitted_tick, admitted_ms = self.admitted_at.pop(r.id)
+        timed = self.timing is not None
         return completed_outcome(
             r, arrival_tick=since_tick, admitted_tick=admitted_tick, first_token_tick=entry.first_token_tick,
             finished_tick=tick, output_tokens=entry.decoded,
-            arrival_ms=since_ms if self.timing is not None else None,
+            arrival_ms=since_ms if timed else None, admitted_ms=admitted_ms if timed else None,
             first_token_ms=entry.first_token_ms, finished_ms=end_ms,
             prefix_hit_tokens=self.prefix_hits.pop(r.id, 0), flags=self.flagged.pop(r.id, ()),
         )

@@ -57,10 +57,10 @@ class Sidecar:
     a :class:`FingerprintSink` and a :class:`SummarySink`; :meth:`finish` returns
     (fingerprint, summary sink). Always end it with :meth:`finish` or :meth:`close`."""
 
-    def __init__(self, detail_limit: int) -> None:
+    def __init__(self, detail_limit: int, *, every_sample: bool = True) -> None:
         self._events: list[Any] = []
         self._kept = detail_limit  # records whose detail the summary still keeps (SummarySink.ticks)
-        self._helper = Helper(lambda channel: _serve(channel, detail_limit), to_child=True,
+        self._helper = Helper(lambda channel: _serve(channel, detail_limit, every_sample), to_child=True,
                               role="computing the fingerprint and summary",
                               instead="computes them in this process instead",
                               doing="computing the fingerprint and summary").start()
@@ -106,9 +106,10 @@ class Sidecar:
         self._helper.close()
 
 
-def _serve(channel: Channel, detail_limit: int) -> tuple[str, SummarySink]:  # pragma: no cover - in the child
+def _serve(channel: Channel, detail_limit: int,
+           every_sample: bool) -> tuple[str, SummarySink]:  # pragma: no cover - in the child
     fingerprint = FingerprintSink()
-    summary = SummarySink(detail_limit=detail_limit)
+    summary = SummarySink(detail_limit=detail_limit, every_sample=every_sample)
     for events in channel:  # until the parent is done: all events are in
         _replay_events(events, fingerprint, summary)
     return fingerprint.hexdigest(), summary

@@ -9,7 +9,7 @@ from typing import Any, Iterable
 from ..atomic import atomic_writer
 from .engine import build_scheduler, run
 from ..errors import TickLimitExceeded
-from ..interfaces import Clock
+from ..interfaces import Clock, optional_attribute
 from ..model import Request
 from ..policy import Policy
 from .report import DETAIL_LIMIT, FingerprintSink, SummarySink, TraceSink
@@ -49,13 +49,14 @@ def replay(
     label = f'scheduler "{built["scheduler"]["name"]}"'
     with contextlib.ExitStack() as stack:
         side: Sidecar | None = None
+        every_sample = bool(optional_attribute(scheduler, "decoded_lists_every_sample"))
         if sidecar:
-            side = Sidecar(detail_limit)
+            side = Sidecar(detail_limit, every_sample=every_sample)
             stack.callback(side.close)
             sinks: list[Any] = [side]
         else:
             fingerprint = FingerprintSink()
-            summary = SummarySink(detail_limit=detail_limit)
+            summary = SummarySink(detail_limit=detail_limit, every_sample=every_sample)
             sinks = [fingerprint, summary]
         if trace_path is not None:
             sinks.append(TraceSink(stack.enter_context(atomic_writer(trace_path))))

@@ -27,7 +27,8 @@ converter.register_unstructure_hook(
     RequestOutcome,
     make_dict_unstructure_fn(
         RequestOutcome, converter, _cattrs_omit_if_default=True,
-        arrival_ms=override(unstruct_hook=_ms), first_token_ms=override(unstruct_hook=_ms),
+        arrival_ms=override(unstruct_hook=_ms), admitted_ms=override(unstruct_hook=_ms),
+        first_token_ms=override(unstruct_hook=_ms),
         finished_ms=override(unstruct_hook=_ms), flags=override(unstruct_hook=list),
         # a rejection's key and figures restate its reason, which the entry carries: they
         # feed the report's rejections_by_reason / rejection_figures, not every outcome

@@ -80,7 +80,7 @@ class LinearTiming(TimingModel):
         base = self.fixed_ms + self.per_prefill_token_ms * 0 + self.per_decode_seq_ms * seqs
         return map(add, repeat(base), map(mul, repeat(self.per_context_token_ms), contexts))
 
-    def to_json(self) -> dict[str, float]:
-        """The four coefficients, the policy's short spelling of ``name: linear``
-        (reports read as they did before timing models were plugins)."""
-        return attrs.asdict(self)
+    def to_json(self) -> dict[str, Any]:
+        """``{"name": "linear", "options": ...}`` with all four coefficients, those
+        the policy left out at their default of 0 (the report's ``inputs.timing``)."""
+        return {"name": self.name, "options": attrs.asdict(self)}

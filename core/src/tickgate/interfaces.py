@@ -63,6 +63,19 @@ class TimingModel(Plugin):
     #: latency as a client measures them, never to a step (scheduling is unchanged)
     frontend_ms: float = 0.0
 
+    def frontend_service_ms(self, prompt_tokens: int, output_tokens: int) -> float:
+        """The serial work one request costs the server's front end (an API server
+        process: setting the request up, streaming its tokens back). A front end
+        busy with earlier requests delays a request's entry into the engine
+        (docs/timing.md, "The front end"); this base costs nothing, so requests
+        enter when they arrive."""
+        return 0.0
+
+    @property
+    def serial_frontend(self) -> bool:
+        """Whether requests queue for the front end (:meth:`frontend_service_ms` is overridden)."""
+        return type(self).frontend_service_ms is not TimingModel.frontend_service_ms
+
     @classmethod
     def build(cls, options: Mapping[str, Any]) -> "TimingModel":
         """A model from its validated ``options`` (this base keeps them as ``self.options``).

@@ -133,6 +133,42 @@ class _Window:
         self.freed.extend(times)
 
 
+class _Frontend:
+    """The server's front end, one serial process ahead of the engine (an API
+    server: it sets each request up and streams its tokens back). A request
+    enters the engine when it arrives or when the front end has worked off the
+    requests before it, whichever is later; each costs the front end the timing
+    model's ``frontend_service_ms`` (charged when it enters: a fluid
+    approximation of work that is in fact spread over its tokens). Only a front
+    end that is busy for longer than the gaps between arrivals delays anything.
+
+    The engine sees the entry time as the request's ``arrival_ms``; its outcome
+    gets the client's arrival back, so TTFT and end-to-end latency count the
+    wait in the front end, as a benchmark client measures them.
+    """
+
+    __slots__ = ("service", "free_at", "client")
+
+    def __init__(self, timing: Any) -> None:
+        self.service = timing.frontend_service_ms
+        self.free_at = float("-inf")
+        self.client: dict[str, float] = {}  # request id -> arrival, for requests that waited
+
+    def enter(self, request: Request) -> Request:
+        at = request.arrival_ms
+        free = self.free_at
+        self.free_at = (at if at >= free else free) + self.service(request.prompt_tokens,  # type: ignore[operator]
+                                                                    request.max_output_tokens)
+        if at >= free:  # type: ignore[operator]
+            return request
+        self.client[request.id] = at  # type: ignore[assignment]
+        return attrs.evolve(request, arrival_ms=free)
+
+    def leave(self, outcome: RequestOutcome) -> RequestOutcome:
+        at = self.client.pop(outcome.id, None)
+        return outcome if at is None else attrs.evolve(outcome, arrival_ms=at)
+
+
 def run(
     requests: Iterable[Request],
     scheduler: Scheduler,
@@ -143,6 +179,7 @@ def run(
     max_ticks: int | None = None,
     label: str = "scheduler",
     max_concurrency: int | None = None,
+    timing: Any = None,
 ) -> None:
     """Drive ``scheduler`` over ``requests`` until everything has finished.
 
@@ -154,6 +191,9 @@ def run(
     slow paths then see the same arrivals at the same steps. Such a request is held
     as ``waiting`` with ``pending`` None, so the loop sees no next arrival, exactly
     as after the last one, and runs as it does without a window.
+
+    ``timing``: the policy's timing model; one with a serial front end
+    (``serial_frontend``) puts :class:`_Frontend` between the clients and the engine.
     """
     limit = max_ticks or DEFAULT_MAX_TICKS
     it = iter(requests)
@@ -165,6 +205,9 @@ def run(
     window = _Window(max_concurrency, timed) if max_concurrency is not None else None
     if window is not None and pending is not None:
         pending = window.issue(pending)  # a slot is free for the first
+    frontend = _Frontend(timing) if timed and timing is not None and timing.serial_frontend else None
+    if frontend is not None and pending is not None:
+        pending = frontend.enter(pending)
     waiting: Request | None = None  # the next request while it waits for a slot (pending is None)
     stalled = 0
     horizon_for: Request | None | bool = False  # the pending request `horizon` was built for
@@ -181,6 +224,8 @@ def run(
                     break
                 # every slot held, nothing running: take the outcomes the scheduler holds
                 outcomes = pop_outcomes()
+                if frontend is not None:
+                    outcomes = [frontend.leave(o) for o in outcomes]
                 for outcome in outcomes:
                     for fn in on_outcome:
                         fn(outcome)
@@ -190,6 +235,8 @@ def run(
                     raise PluginError(f"{label} has no work and reported no outcome at step {clock.tick}, "
                                       f"yet {max_concurrency} requests are in flight (max_concurrency)")
                 waiting = None
+                if frontend is not None:
+                    pending = frontend.enter(pending)
             if timed:
                 if pending.arrival_ms > clock.now_ms:  # type: ignore[operator]
                     clock.idle_ms += pending.arrival_ms - clock.now_ms  # type: ignore[operator]
@@ -209,6 +256,8 @@ def run(
                     waiting, pending = pending, None  # no arrival until a slot frees
                 else:
                     pending = issued
+            if frontend is not None and pending is not None:
+                pending = frontend.enter(pending)
         if pending is not horizon_for:
             # timed horizons only change with the next arrival: one per arrival, not per record.
             # No span may run past the tick limit: a scheduler fast-forwarding a state that never
@@ -242,6 +291,8 @@ def run(
         for fn in on_record:
             fn(record)
         outcomes = pop_outcomes()
+        if frontend is not None and outcomes:
+            outcomes = [frontend.leave(o) for o in outcomes]
         for outcome in outcomes:
             for fn in on_outcome:
                 fn(outcome)
@@ -251,6 +302,8 @@ def run(
                 pending = window.issue(waiting)
                 if pending is not None:
                     waiting = None
+                    if frontend is not None:
+                        pending = frontend.enter(pending)
         clock.tick += span
         if record.duration_ms is not None:
             clock.now_ms += record.duration_ms

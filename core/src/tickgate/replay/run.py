@@ -74,7 +74,7 @@ def replay(
         stream = _chain(first, it)
         try:
             run(stream, scheduler, clock, sinks, timed=timed, max_ticks=policy.max_ticks, label=label,
-                max_concurrency=max_concurrency)
+                max_concurrency=max_concurrency, timing=policy.timing)
         except TickLimitExceeded as exc:
             from ..errors import InputError
 

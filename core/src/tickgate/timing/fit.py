@@ -34,7 +34,7 @@ __all__ = ["FIT_FACTORS", "TimingFile", "fit_family", "load_timing_file", "objec
 
 #: the factors the fit adjusts (the rest keep their defaults)
 FIT_FACTORS = ("compute_efficiency", "memory_efficiency", "step_overhead_ms", "layer_overhead_us",
-               "per_seq_overhead_us", "allreduce_latency_us", "frontend_ms")
+               "per_seq_overhead_us", "allreduce_latency_us", "frontend_ms", "frontend_token_us")
 
 
 #: the lowest efficiency the fit tries

@@ -178,7 +178,7 @@ def record(policy: Any, requests: list[Request]) -> Recording | None:
     scheduler, built = build_scheduler(attrs.evolve(policy, timing=timing), clock)
     sink = _Sink(clock, timing)
     run(requests, scheduler, clock, [sink], timed=True, max_ticks=policy.max_ticks,
-        label=f'scheduler "{built["scheduler"]["name"]}"')
+        label=f'scheduler "{built["scheduler"]["name"]}"', timing=inner)
     steps = []
     prev_end = 0.0
     done = 0

@@ -53,22 +53,28 @@ FACTORS = {
     "per_seq_overhead_us": "cost per sequence in the step (input preparation, sampling, detokenizing)",
     "frontend_ms": "a request's way in and out of the engine (HTTP, tokenization, IPC, streaming), "
                    "added to TTFT and end-to-end latency as a client measures them",
+    "frontend_request_us": "serial front-end work per request (setting it up)",
+    "frontend_token_us": "serial front-end work per output token (detokenizing, streaming it back)",
 }
 
 #: defaults by engine family; docs/timing.md says where each figure comes from
 ENGINE_DEFAULTS: dict[str, dict[str, float]] = {
     "generic": {"compute_efficiency": 0.6, "attention_efficiency": 0.5, "memory_efficiency": 0.8,
                 "link_efficiency": 0.7, "allreduce_latency_us": 20.0, "step_overhead_ms": 1.0,
-                "layer_overhead_us": 20.0, "per_seq_overhead_us": 20.0, "frontend_ms": 5.0},
+                "layer_overhead_us": 20.0, "per_seq_overhead_us": 20.0, "frontend_ms": 5.0,
+                "frontend_request_us": 0.0, "frontend_token_us": 0.0},
     "vllm": {"compute_efficiency": 0.6, "attention_efficiency": 0.5, "memory_efficiency": 0.8,
              "link_efficiency": 0.7, "allreduce_latency_us": 20.0, "step_overhead_ms": 1.5,
-             "layer_overhead_us": 10.0, "per_seq_overhead_us": 30.0, "frontend_ms": 5.0},
+             "layer_overhead_us": 10.0, "per_seq_overhead_us": 30.0, "frontend_ms": 5.0,
+             "frontend_request_us": 0.0, "frontend_token_us": 80.0},
     "sglang": {"compute_efficiency": 0.55, "attention_efficiency": 0.5, "memory_efficiency": 0.8,
                "link_efficiency": 0.7, "allreduce_latency_us": 20.0, "step_overhead_ms": 2.0,
-               "layer_overhead_us": 20.0, "per_seq_overhead_us": 60.0, "frontend_ms": 20.0},
+               "layer_overhead_us": 20.0, "per_seq_overhead_us": 60.0, "frontend_ms": 20.0,
+               "frontend_request_us": 0.0, "frontend_token_us": 0.0},
     "trtllm": {"compute_efficiency": 0.6, "attention_efficiency": 0.5, "memory_efficiency": 0.8,
                "link_efficiency": 0.7, "allreduce_latency_us": 40.0, "step_overhead_ms": 0.5,
-               "layer_overhead_us": 40.0, "per_seq_overhead_us": 2.0, "frontend_ms": 5.0},
+               "layer_overhead_us": 40.0, "per_seq_overhead_us": 2.0, "frontend_ms": 5.0,
+               "frontend_request_us": 0.0, "frontend_token_us": 0.0},
 }
 
 #: the share of a GPU's memory CUDA makes available (see RooflineTiming.gpu_memory_bytes)
@@ -154,6 +160,8 @@ class RooflineTiming(TimingModel):
         self._overhead_ms = factors["step_overhead_ms"] + layers * factors["layer_overhead_us"] / 1000
         self._per_seq_ms = factors["per_seq_overhead_us"] / 1000
         self.frontend_ms = factors["frontend_ms"]
+        self._frontend_request_ms = factors["frontend_request_us"] / 1000
+        self._frontend_token_ms = factors["frontend_token_us"] / 1000
         # decode attention: a context token costs the larger of its FLOPs and its KV read
         self._slope = max(self._attn_pair_ms, self._kv_ms)
 
@@ -194,6 +202,13 @@ class RooflineTiming(TimingModel):
         prefill_seqs = 1 if prefill_tokens else 0
         pairs = prefill_tokens * (prefill_tokens + 1) / 2
         return self.price_step(prefill_tokens, decode_seqs, context_tokens, prefill_seqs, pairs, 0)
+
+    def frontend_service_ms(self, prompt_tokens: int, output_tokens: int) -> float:
+        return self._frontend_request_ms + self._frontend_token_ms * output_tokens
+
+    @property
+    def serial_frontend(self) -> bool:
+        return bool(self._frontend_request_ms or self._frontend_token_ms)
 
     def decode_durations(self, seqs: int, context: int, k: int) -> Iterator[float]:
         base = self._base(0, seqs, 0, 0, 0)

@@ -174,3 +174,22 @@ def test_an_offline_replay_decides_as_the_untimed_one(tmp_path: Path) -> None:
     assert steps_untimed == steps_timed
     assert report["inputs"]["timing"]["name"] == "roofline"
     assert report["latency"]["busy_ms"] > 0
+
+
+@pytest.mark.parametrize("options, where, message", [
+    ("{model: llama-9, gpu: H100-SXM-80GB}", ":7:13: $.timing.options.model", "unknown model 'llama-9'"),
+    ("{model: llama-3.1-8b, gpu: B300}", ":7:34: $.timing.options.gpu", "unknown GPU 'B300'"),
+    ("{model: llama-3.1-8b, gpu: A100-SXM4-80GB, dtype: fp8}", ":7:55: $.timing.options.dtype",
+     "has no fp8 tensor-core peak"),
+    ("{model: llama-3.1-8b, gpu: H100-SXM-80GB, tensor_parallel_size: 3}",
+     ":7:54: $.timing.options.tensor_parallel_size", "does not divide"),
+])
+def test_refused_options_are_located_at_the_option(tmp_path: Path, options: str, where: str, message: str) -> None:
+    path = tmp_path / "p.yaml"
+    path.write_text("version: 1\nscheduler:\n  name: vllm-v1\n  options: {block_size: 16, num_gpu_blocks: 64, "
+                    "max_num_seqs: 8, max_num_batched_tokens: 512}\ntiming:\n  name: roofline\n"
+                    f"  options: {options}\n")
+    res = run_cli("validate", str(path))
+    assert res.returncode == 2
+    line = res.stderr.strip()
+    assert line.startswith(f"error: {path}{where}: ") and message in line and len(res.stderr.splitlines()) == 1

@@ -69,7 +69,12 @@ class ConfigError(TickgateError):
     """A plugin refuses its configuration, or its combination with the rest of
     the policy (an admission policy that needs a prefix cache the allocator
     lacks). Raised from a plugin's ``build``; the core reports it at the
-    plugin's section of the policy file, and ``tickgate validate`` finds it."""
+    plugin's section of the policy file (at the option named by ``option``,
+    when given), and ``tickgate validate`` finds it."""
+
+    def __init__(self, message: str, *, option: str | None = None) -> None:
+        super().__init__(message)
+        self.option = option
 
 
 class ReplayError(TickgateError):

@@ -65,7 +65,14 @@ class Policy:
         try:
             return build()
         except ConfigError as exc:
-            raise InputError(self.path, str(exc), **self.locate(*where)) from None
+            at = self.locate(*where)
+            if exc.option and where:
+                for parts in ((where[0], "options", exc.option), (where[0], exc.option)):
+                    found = self.locate(*parts)
+                    if found["line"] is not None:
+                        at = found
+                        break
+            raise InputError(self.path, str(exc), **at) from None
         except TickgateError:
             raise
         except Exception as exc:

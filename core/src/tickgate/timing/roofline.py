@@ -125,8 +125,14 @@ class RooflineTiming(TimingModel):
         factors = {**ENGINE_DEFAULTS[engine], **{k: float(v) for k, v in options.items() if k in FACTORS}}
         self.factors = factors
         self.engine = engine
-        self.model = lookup_model(str(options["model"]), base=base)
-        self.gpu = lookup_gpu(options["gpu"])
+        try:
+            self.model = lookup_model(str(options["model"]), base=base)
+        except ConfigError as exc:
+            raise ConfigError(str(exc), option="model") from None
+        try:
+            self.gpu = lookup_gpu(options["gpu"])
+        except ConfigError as exc:
+            raise ConfigError(str(exc), option="gpu") from None
         self.dtype = options.get("dtype", "bf16")
         kv = options.get("kv_cache_dtype", "auto")
         self.kv_cache_dtype = ("fp16" if self.dtype == "fp16" else "bf16") if kv == "auto" else kv
@@ -134,9 +140,12 @@ class RooflineTiming(TimingModel):
         m, g = self.model, self.gpu
         if m.num_attention_heads % tp:
             raise ConfigError(f"tensor_parallel_size {tp} does not divide the model's "
-                              f"{m.num_attention_heads} attention heads")
+                              f"{m.num_attention_heads} attention heads", option="tensor_parallel_size")
         # Peaks in FLOP/ms and byte/ms, with their efficiencies applied.
-        matmul = g.peak_tflops(self.dtype) * 1e9 * factors["compute_efficiency"]
+        try:
+            matmul = g.peak_tflops(self.dtype) * 1e9 * factors["compute_efficiency"]
+        except ConfigError as exc:
+            raise ConfigError(str(exc), option="dtype") from None
         attention = g.peak_tflops("bf16") * 1e9 * factors["attention_efficiency"]
         hbm = g.hbm_bandwidth_gbps * 1e6 * factors["memory_efficiency"]
         wbytes, kvbytes = DTYPE_BYTES[self.dtype], DTYPE_BYTES[self.kv_cache_dtype]

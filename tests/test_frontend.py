@@ -56,3 +56,15 @@ def test_a_front_end_with_time_to_spare_changes_nothing(tmp_path: Path) -> None:
 def test_without_a_front_end_requests_enter_when_they_arrive(tmp_path: Path) -> None:
     report = replay(requests([0.0] * 5), policy(tmp_path), detail_limit=100)
     assert {o["admitted_ms"] for o in report["outcomes"]} == {0.0}
+
+
+def test_the_report_adds_the_way_in_and_out_to_ttft_and_end_to_end(tmp_path: Path) -> None:
+    arrivals = [50.0 * i for i in range(6)]
+    plain = replay(requests(arrivals), policy(tmp_path, frontend_ms=0.0), detail_limit=100)
+    late = replay(requests(arrivals), policy(tmp_path, frontend_ms=100.0), detail_limit=100)
+    assert late["outcomes"] == plain["outcomes"]  # the engine's times, unchanged
+    for key in ("ttft_ms", "e2e_ms"):
+        a, b = plain["latency"][key], late["latency"][key]
+        for stat in ("mean", "p50", "p99", "max"):
+            assert b[stat] == pytest.approx(a[stat] + 100.0, abs=1e-3)
+    assert late["latency"]["itl_ms"] == plain["latency"]["itl_ms"]

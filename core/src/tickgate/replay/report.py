@@ -576,7 +576,12 @@ class SummarySink:
     # -- report ---------------------------------------------------------------
     def report(self, *, total_ticks: int, kv_capacity: int, decode_slots: int, final_kv: int,
                fingerprint: str, extra: Mapping[str, Any], built: Mapping[str, Any],
-               inputs: Mapping[str, Any], timed: bool, busy_ms: float | None = None) -> dict[str, Any]:
+               inputs: Mapping[str, Any], timed: bool, busy_ms: float | None = None,
+               frontend_ms: float = 0.0) -> dict[str, Any]:
+        """The report. ``frontend_ms``: the timing model's way in and out of the
+        engine, added to every TTFT and end-to-end latency (as a client measures
+        them; the outcomes keep the engine's times)."""
+        self.frontend_ms = frontend_ms
         busy = self.busy_ticks
         slots = busy * decode_slots
         summary = {
@@ -630,10 +635,10 @@ class SummarySink:
                 self.elapsed_ms = busy_ms
             seconds = self.elapsed_ms / 1000.0
             report["latency"] = {
-                "ttft_ms": distribution(self.ttft_ms, 3),
+                "ttft_ms": distribution(self._client(self.ttft_ms), 3),
                 "tpot_ms": distribution(self.tpot_ms, 3),
                 "itl_ms": self.gaps.distribution(),
-                "e2e_ms": distribution(self.e2e_ms, 3),
+                "e2e_ms": distribution(self._client(self.e2e_ms), 3),
                 "queue_ms": distribution(self.queue_ms, 3),
                 "busy_ms": _round(self.elapsed_ms, 3),
                 "output_tokens_per_s": _round(self.output_tokens_done / seconds, 3) if seconds else None,
@@ -653,6 +658,11 @@ class SummarySink:
             report["ticks_omitted"] = self.ticks_omitted
         return report
 
+    def _client(self, values: Any) -> Any:
+        """Latencies as a client sees them: the front end's ``frontend_ms`` added."""
+        c = self.frontend_ms
+        return values if not c else [v + c for v in values]
+
     def _segments_json(self) -> dict[str, Any]:
         out: dict[str, dict[str, Any]] = {}
         totals: dict[str, int] = {}
@@ -667,8 +677,8 @@ class SummarySink:
                 "rejections_by_reason": dict(sorted(seg.reasons.items())),
                 "deadline_missed": seg.deadline_missed,
                 "queue_ticks": distribution(seg.queue),
-                "ttft_ms": distribution(seg.ttft, 3),
-                "e2e_ms": distribution(seg.e2e, 3),
+                "ttft_ms": distribution(self._client(seg.ttft), 3),
+                "e2e_ms": distribution(self._client(seg.e2e), 3),
                 "admitted_tokens": seg.admitted_tokens,
                 "admitted_token_share": _round(seg.admitted_tokens / total) if total else 0.0,
             }

@@ -104,6 +104,7 @@ def replay(
         inputs=inputs,
         timed=policy.timing is not None,
         busy_ms=clock.now_ms - clock.idle_ms if policy.timing is not None else None,
+        frontend_ms=policy.timing.frontend_ms if policy.timing is not None else 0.0,
     )
 
 

@@ -12,10 +12,12 @@ outcome field becomes (docs/formats.md):
   output's identity is its token count (``output_fingerprint: tokens:N``): a
   scheduler that ends a request early produces another output;
 * timed replays (a ``timing`` section): ``ttft_ms = first_token_ms - arrival_ms``,
-  ``latency_ms = finished_ms - arrival_ms``, ``tpot_ms`` = the mean gap after
-  the first token (the report's own TPOT), ``start_ms = arrival_ms``. A replay
-  records no per-token gaps, so ``itl_p95_ms`` is absent (decode-token-p95 is
-  not evaluated); untimed replays have no milliseconds at all;
+  ``latency_ms = finished_ms - arrival_ms`` (each plus the timing model's
+  ``frontend_ms``, as the report's latencies), ``tpot_ms`` = the mean gap after
+  the first token (the report's own TPOT), ``start_ms = arrival_ms``. The
+  report's inter-token gaps are run-level (``latency.itl_ms``, an aggregate
+  here), so the per-request ``itl_p95_ms`` is absent (decode-token-p95 is not
+  evaluated); untimed replays have no milliseconds at all;
 * ``tenant`` / ``lane`` -> segments;
 * run aggregates from the report: throughput, latency percentiles, peak KV
   pressure (``memory_pressure``), preemptions, prefix-cache hit rate; the
@@ -39,7 +41,7 @@ from .common import Fields, clean_aggregates, document, head_text, provenance
 _HEAD = '"summary"'
 #: the report's distribution fields, named as the observation schema's percentiles are
 _PERCENTILES = ("mean", "p50", "p90", "p95", "p99", "max")
-_LATENCY = {"ttft_ms": "ttft_ms", "tpot_ms": "tpot_ms", "e2e_ms": "latency_ms"}
+_LATENCY = {"ttft_ms": "ttft_ms", "tpot_ms": "tpot_ms", "itl_ms": "itl_ms", "e2e_ms": "latency_ms"}
 
 
 def looks_like_replay_report(text: str) -> bool:
@@ -69,18 +71,20 @@ class ReplayReportMirror(BackendMirror):
             raise InputError(path, f"lists {len(outcomes)} of {total} request outcomes (the rest were cut by "
                              f"--detail-limit), so requests cannot be joined; replay again with "
                              f"--detail-limit {total}", json_path="$.outcomes_omitted")
-        requests = [_request(Fields(o, path, prefix=f"$.outcomes[{i}]", notes=notes))
+        inputs = f.sub("inputs")
+        frontend = _frontend_ms(inputs)
+        requests = [_request(Fields(o, path, prefix=f"$.outcomes[{i}]", notes=notes), frontend)
                     for i, o in enumerate(outcomes)]
         timed = any("ttft_ms" in r for r in requests)
         if not timed:
             notes.append("untimed replay: no milliseconds (add a timing section to the policy to gate latency)")
-        notes.append("a replay records no per-token gaps: tpot_ms is each request's mean gap, itl_p95_ms is absent")
+        notes.append("a replay's per-token gaps are run-level only (latency.itl_ms): tpot_ms is each request's "
+                     "mean gap, itl_p95_ms is absent")
         plugins = f.sub("plugins")
         scheduler = None
         if plugins is not None:
             sched = plugins.sub("scheduler")
             scheduler = sched.string("name") if sched is not None else None
-        inputs = f.sub("inputs")
         policy = inputs.string("policy") if inputs is not None else None
         run = {"label": policy, "scheduler": scheduler,
                "provenance": provenance(path, self.name, f"report-{fingerprint}", notes,
@@ -91,7 +95,16 @@ class ReplayReportMirror(BackendMirror):
         return document(run, requests)
 
 
-def _request(o: Fields) -> dict[str, Any]:
+def _frontend_ms(inputs: Fields | None) -> float:
+    """The timing model's way in and out of the engine, which the report's latencies
+    include and its outcomes' engine times do not (docs/timing.md)."""
+    timing = inputs.obj.get("timing") if inputs is not None else None
+    options = timing.get("options") if isinstance(timing, dict) else None
+    value = options.get("frontend_ms") if isinstance(options, dict) else None
+    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else 0.0
+
+
+def _request(o: Fields, frontend_ms: float = 0.0) -> dict[str, Any]:
     rid = o.string("id", required=True)
     status = o.string("status", required=True)
     prompt = o.count("prompt_tokens") or 0
@@ -107,9 +120,9 @@ def _request(o: Fields) -> dict[str, Any]:
     if arrival is not None:
         req["start_ms"] = arrival
         if first is not None:
-            req["ttft_ms"] = round(first - arrival, 6)
+            req["ttft_ms"] = round(first - arrival + frontend_ms, 6)
         if done is not None:
-            req["latency_ms"] = round(done - arrival, 6)
+            req["latency_ms"] = round(done - arrival + frontend_ms, 6)
             if first is not None and output > 1:
                 req["tpot_ms"] = round((done - first) / (output - 1), 6)
     segments = {k: o.string(k) for k in ("tenant", "lane") if o.string(k)}

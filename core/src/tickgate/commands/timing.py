@@ -24,6 +24,8 @@ def _echo_table(results: list[Any]) -> None:
             click.echo(f"skipped  {r.point.id}: {r.skipped}")
             continue
         errors = r.errors()
+        if r.assumed:
+            click.echo(f"{r.point.id}  assumed: {'; '.join(r.assumed)}")
         for key in r.point.measured:
             if key in r.predicted:
                 click.echo(f"{r.point.id}  {key:22s} measured {r.point.measured[key]:>12.4g}  "

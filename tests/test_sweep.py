@@ -220,3 +220,13 @@ def test_a_bad_base_policy_is_located_in_the_policy(tmp_path: Path) -> None:
                     encoding="utf-8")
     line = located(run_cli("sweep", str(sweep), "--output", str(tmp_path / "out")))
     assert line.startswith(f"error: {base}:13:") and "$.scheduler.options.max_num_seqs" in line
+
+
+def test_the_example_sweep_file_expands_to_its_nine_points() -> None:
+    from tickgate.sweep.spec import load_sweep
+
+    sweep = load_sweep(FIXTURES / "sweeps" / "vllm-azure.yaml")
+    assert [p.id for p in sweep.points] == [f"p{i:04d}" for i in range(9)]
+    assert sweep.points[4].params == {SEQS: 64, TOKENS: 2048}
+    assert sweep.points[4].workload.format == "azure" and sweep.points[4].workload.limit == 300
+    assert sweep.points[0].document["scheduler"]["options"]["max_num_seqs"] == 16

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import shutil
+import sys
 from pathlib import Path
 
 import pytest
@@ -50,6 +51,7 @@ def swept(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path, Path]:
         result = run_cli("sweep", str(sweep), "--output", str(out), "--jobs", jobs)
         assert result.returncode == 0, result.stderr
         assert "9 replayed, 0 reused, 0 failed" in result.stdout
+        assert result.stderr == ""  # not a terminal: no progress
     return sweep, one, two
 
 
@@ -97,7 +99,8 @@ def test_results_are_the_same_bytes_under_another_hash_seed(swept: tuple[Path, P
     sweep, one, _ = swept
     for seed in ("0", "12345"):
         out = tmp_path / seed
-        result = run_cli("sweep", str(sweep), "--output", str(out), "--jobs", "2", env={"PYTHONHASHSEED": seed})
+        result = run_cli("sweep", str(sweep), "--output", str(out), "--jobs", "2",
+                         env={"PYTHONHASHSEED": seed})
         assert result.returncode == 0, result.stderr
         assert (out / "results.jsonl").read_bytes() == (one / "results.jsonl").read_bytes()
 
@@ -230,3 +233,25 @@ def test_the_example_sweep_file_expands_to_its_nine_points() -> None:
     assert sweep.points[4].params == {SEQS: 64, TOKENS: 2048}
     assert sweep.points[4].workload.format == "azure" and sweep.points[4].workload.limit == 300
     assert sweep.points[0].document["scheduler"]["options"]["max_num_seqs"] == 16
+
+
+def test_progress_counts_points_on_a_terminal_only(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    from tickgate.cli import main
+
+    sweep = write_sweep(tmp_path / "in", f"  {SEQS}: [32, 64]\n")
+    monkeypatch.setattr(sys.stderr, "isatty", lambda: True)
+    assert main(["sweep", str(sweep), "--output", str(tmp_path / "tty")]) == 0
+    out, err = capsys.readouterr()
+    assert "sweep: " in err and "\r" in err
+    assert "2 replayed" in out and err not in out
+    piped = run_cli("sweep", str(sweep), "--output", str(tmp_path / "pipe"))
+    assert piped.stderr == ""
+    assert (tmp_path / "pipe" / "results.jsonl").read_bytes() == (tmp_path / "tty" / "results.jsonl").read_bytes()
+
+
+def test_an_output_that_is_a_file_is_refused(tmp_path: Path) -> None:
+    sweep = write_sweep(tmp_path / "in", f"  {SEQS}: [64]\n")
+    (tmp_path / "out").write_text("x", encoding="utf-8")
+    line = located(run_cli("sweep", str(sweep), "--output", str(tmp_path / "out")))
+    assert line == f"error: {tmp_path / 'out'}: --output must be a directory"

@@ -63,11 +63,13 @@ def inputs_hash(point: Point, workload_sha256: str) -> str:
 def metrics(report: dict[str, Any]) -> dict[str, Any]:
     """The headline numbers of a replay report (latencies only when it was timed)."""
     summary = report["summary"]
-    out: dict[str, Any] = {"completed": report["requests"]["completed"], "rejected": report["requests"]["rejected"],
+    requests = report["requests"]
+    out: dict[str, Any] = {"completed": requests["completed"], "rejected": requests["rejected"],
                            "total_ticks": summary["total_ticks"]}
     latency = report.get("latency")
     if isinstance(latency, dict) and latency.get("ttft_ms"):
-        for name, quantiles in (("ttft_ms", ("p50", "p99")), ("itl_ms", ("p50", "p99")), ("e2e_ms", ("p99",))):
+        for name, quantiles in (("ttft_ms", ("p50", "p99")), ("itl_ms", ("p50", "p99")),
+                                ("e2e_ms", ("p99",))):
             block = latency.get(name) or {}
             for q in quantiles:
                 if q in block:
@@ -160,7 +162,8 @@ def run_sweep(sweep: Sweep, out_dir: Path, *, jobs: int = 1,
             if on_done:
                 on_done(point.id)
             continue
-        for stale in ("inputs.sha256", "report.json"):  # a failure must not leave an old report looking current
+        # a failure must not leave an old report looking current
+        for stale in ("inputs.sha256", "report.json"):
             (point_dir / stale).unlink(missing_ok=True)
         text = json.dumps(point.document, indent=2, ensure_ascii=False, allow_nan=False) + "\n"
         with atomic_writer(point_dir / "policy.json") as fh:
@@ -182,7 +185,8 @@ def run_sweep(sweep: Sweep, out_dir: Path, *, jobs: int = 1,
         import multiprocessing
 
         context = multiprocessing.get_context("spawn")  # why: the module docstring
-        with concurrent.futures.ProcessPoolExecutor(max_workers=min(jobs, len(todo)), mp_context=context) as pool:
+        workers = min(jobs, len(todo))
+        with concurrent.futures.ProcessPoolExecutor(max_workers=workers, mp_context=context) as pool:
             futures = {pool.submit(run_point, *args(point, digest), True): point.id for point, digest in todo}
             for future in concurrent.futures.as_completed(futures):
                 point_id = futures[future]

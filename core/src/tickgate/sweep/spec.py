@@ -73,7 +73,8 @@ def load_sweep(path: Path) -> Sweep:
             _check_path(base, key, policy_path, path, locs, section)
     for key in zipped:
         if key in grid:
-            raise InputError(path, f"{key} is in both grid and zip; give it in one of them", **_at(locs, "zip", key))
+            raise InputError(path, f"{key} is in both grid and zip; give it in one of them",
+                             **_at(locs, "zip", key))
     lengths = {key: len(values) for key, values in zipped.items()}
     if len(set(lengths.values())) > 1:
         first = next(iter(lengths))

@@ -188,7 +188,7 @@ def located(result: object) -> str:
     (f"  {SEQS}: [64]\n", f"zip:\n  {TOKENS}: [1024, 2048]\n  scheduler.options.num_gpu_blocks: [1024]\n",
      ":9:3: $.zip.scheduler.options.num_gpu_blocks: ", "zip lists must have the same length"),
     (f"  {SEQS}: [64]\n", "repeats: 3\n",
-     ":1:1: $: ", "unknown key 'repeats'"),
+     ":7:1: $.repeats: ", "unknown key 'repeats'"),
     (f"  {SEQS}: 64\n", "",
      ":6:3: $.grid.scheduler.options.max_num_seqs: ", "64 is not of type 'array'"),
     (f"  timing.options.fixed_ms.x: [1]\n", "",
@@ -247,7 +247,8 @@ def test_progress_counts_points_on_a_terminal_only(tmp_path: Path, capsys: pytes
     assert "2 replayed" in out and err not in out
     piped = run_cli("sweep", str(sweep), "--output", str(tmp_path / "pipe"))
     assert piped.stderr == ""
-    assert (tmp_path / "pipe" / "results.jsonl").read_bytes() == (tmp_path / "tty" / "results.jsonl").read_bytes()
+    results = "results.jsonl"
+    assert (tmp_path / "pipe" / results).read_bytes() == (tmp_path / "tty" / results).read_bytes()
 
 
 def test_an_output_that_is_a_file_is_refused(tmp_path: Path) -> None:
@@ -255,3 +256,18 @@ def test_an_output_that_is_a_file_is_refused(tmp_path: Path) -> None:
     (tmp_path / "out").write_text("x", encoding="utf-8")
     line = located(run_cli("sweep", str(sweep), "--output", str(tmp_path / "out")))
     assert line == f"error: {tmp_path / 'out'}: --output must be a directory"
+
+
+def test_workloads_are_the_outer_loop_and_an_untimed_replay_has_no_latencies(tmp_path: Path) -> None:
+    sweep = tmp_path / "sweep.yaml"
+    workload = FIXTURES / "workload.json"
+    sweep.write_text(f"policy: {POLICIES / 'default.yaml'}\n"
+                     f"workloads:\n  - {workload}\n  - {{path: {workload}, limit: 2}}\n"
+                     "grid:\n  scheduler.options.kv_pages: [20, 40]\n", encoding="utf-8")
+    result = run_cli("sweep", str(sweep), "--output", str(tmp_path / "out"))
+    assert result.returncode == 0, result.stderr
+    found = rows(tmp_path / "out")
+    pages = "scheduler.options.kv_pages"
+    assert [(r["id"], r["params"][pages], r["metrics"]["completed"]) for r in found] == [
+        ("p0000", 20, 4), ("p0001", 40, 4), ("p0002", 20, 2), ("p0003", 40, 2)]
+    assert set(found[0]["metrics"]) == {"completed", "rejected", "total_ticks"}

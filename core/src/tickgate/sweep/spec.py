@@ -58,7 +58,13 @@ def load_sweep(path: Path) -> Sweep:
     data, locs = load_yaml(path)
     if not isinstance(data, dict):
         raise InputError(path, "a sweep file must be a mapping with 'policy', 'workloads' and 'grid'", line=1)
-    validate(data, load_schema("sweep.schema.json"), file=path, locations=locs)
+    schema = load_schema("sweep.schema.json")
+    unknown = [key for key in data if key not in schema["properties"]]
+    if unknown:  # at the key itself (the schema's error points at the whole mapping)
+        allowed = ", ".join(sorted(schema["properties"]))
+        raise InputError(path, f"unknown key {unknown[0]!r}; expected one of: {allowed}",
+                         **_at(locs, unknown[0]))
+    validate(data, schema, file=path, locations=locs)
     base_dir = path.parent
     policy_path = base_dir / data["policy"]
     if not policy_path.is_file():

@@ -28,6 +28,7 @@ LAZY_COMMANDS: dict[str, str] = {
     "gate": "tickgate.commands.gate:gate_command",
     "schema": "tickgate.commands.schema:schema_command",
     "timing": "tickgate.commands.timing:timing_command",
+    "sweep": "tickgate.commands.sweep:sweep_command",
 }
 
 

@@ -14,7 +14,8 @@ from hypothesis import strategies as st
 
 from tickgate.quantile import (cumulative_weights, interpolate, quantile, weighted_interpolate,
                                weighted_quantile)
-from tickgate.replay.report import distribution, weighted_distribution
+from tickgate.replay.report import distribution
+from tickgate.replay.token_gaps import weighted_distribution
 
 
 def test_quantile_interpolates_between_closest_ranks():

@@ -8,7 +8,7 @@ clients print, computed as they compute them (docs/timing.md):
   (``vllm bench serve`` / ``sglang.bench_serving``: ``benchmark_duration``);
 * TTFT, E2E and TPOT (``(e2e - ttft) / (output tokens - 1)``) per request;
 * ITL from the report's ``latency.itl_ms`` (every gap between consecutive
-  tokens), or TPOT's distribution where the report has none;
+  tokens; a re-timed recording, :mod:`.retime`, gives its steps' gaps instead);
 * ``first_token_latency_ms`` (TensorRT-LLM's batch-1 figure): the mean TTFT.
 """
 
@@ -22,7 +22,7 @@ from typing import Any, Callable, Iterable, Mapping
 
 import attrs
 
-from ..quantile import quantile
+from ..quantile import cumulative_weights, quantile, weighted_interpolate
 from .points import Point, PointSetup, Skip
 
 __all__ = ["Prediction", "check_points", "error_summary", "predict"]
@@ -52,33 +52,17 @@ def _stats(values: list[float], prefix: str, out: dict[str, float]) -> None:
     out[f"{prefix}_p99"] = quantile(data, 0.99)
 
 
-def _weighted(pairs: list[tuple[float, int]], q: float, total: int) -> float:
-    """numpy's "linear" quantile of the multiset where each value appears its weight's times."""
-    index = (total - 1) * q
-    lo = int(index)
-    frac = index - lo
-    seen = 0
-    below = None
-    for value, weight in pairs:
-        if below is not None:
-            return below + (value - below) * frac
-        seen += weight
-        if seen > lo:
-            if frac == 0 or seen > lo + 1:
-                return value
-            below = value
-    return pairs[-1][0]
-
-
 def _gap_stats(gaps: list[tuple[float, int]], out: dict[str, float]) -> None:
     """ITL from steps: each step's duration once per token it decoded."""
     pairs = sorted((d, w) for d, w in gaps if w > 0)
     total = sum(w for _, w in pairs)
     if not total:
         return
+    values, weights = [d for d, _ in pairs], [w for _, w in pairs]
+    cumulative = cumulative_weights(weights)
     out["itl_ms_mean"] = sum(d * w for d, w in pairs) / total
-    out["itl_ms_median"] = _weighted(pairs, 0.5, total)
-    out["itl_ms_p99"] = _weighted(pairs, 0.99, total)
+    out["itl_ms_median"] = weighted_interpolate(values, cumulative, (total - 1) * 0.5)
+    out["itl_ms_p99"] = weighted_interpolate(values, cumulative, (total - 1) * 0.99)
 
 
 def figures(done: list[tuple[float, float, float, int, int]], gaps: list[tuple[float, int]] | None,
@@ -117,12 +101,8 @@ def metrics(report: Mapping[str, Any]) -> dict[str, float]:
     done = [(o["arrival_ms"], o["first_token_ms"], o["finished_ms"], o["prompt_tokens"], o["output_tokens"])
             for o in report.get("outcomes", ()) if o.get("status") == "completed"]
     itl = (report.get("latency") or {}).get("itl_ms")
-    gaps = None
-    if not itl:
-        # no per-token gaps in the report: TPOT per request stands in for them
-        gaps = [((f - t) / (n - 1), n - 1) for _, t, f, _, n in done if n > 1]
     frontend = ((report.get("inputs") or {}).get("timing") or {}).get("options", {}).get("frontend_ms", 0.0)
-    return figures(done, gaps, itl, frontend)
+    return figures(done, None, itl, frontend)
 
 
 def setup_policy(setup: PointSetup) -> Any:

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from bisect import bisect_right
 from itertools import accumulate, repeat
-from typing import Any, Mapping
+from typing import Any
 
 import attrs
 
@@ -200,11 +200,3 @@ def record(policy: Any, requests: list[Request]) -> Recording | None:
         if abs(first - first0) > 1e-6 * max(1.0, first0) or abs(finish - finish0) > 1e-6 * max(1.0, finish0):
             return None
     return recording
-
-
-def summarize(done: list[tuple[float, float, float, int, int]],
-              gaps: list[tuple[float, int]]) -> Mapping[str, float]:
-    """The benchmark figures of re-timed requests (:func:`tickgate.timing.check.figures`)."""
-    from .check import figures
-
-    return figures(done, gaps)

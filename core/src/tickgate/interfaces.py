@@ -28,6 +28,7 @@ if TYPE_CHECKING:  # pragma: no cover
 # the bases with modules of their own, part of this interface
 from .plugin_base import EMPTY_OPTIONS, Plugin  # noqa: F401
 from .timing_model import SPAN_CHUNK, TimingModel  # noqa: F401
+from .routing import ReplicaView, Router, RouterContext  # noqa: F401
 
 
 @attrs.define
@@ -110,6 +111,14 @@ class Scheduler(Plugin):
     #: not those that sample one as their prefill (or recompute) ends. The report's
     #: inter-token gaps (``latency.itl_ms``, docs/report.md) read records by it.
     decoded_lists_every_sample: ClassVar[bool] = True
+    #: whether a fleet may give a replica of this scheduler data-parallel ranks
+    #: (``cluster.data_parallel_size``): each rank is one instance with its own KV
+    #: pool, the fleet balances and (lockstep) synchronises them; an engine mirror
+    #: says yes, a toy scheduler does not
+    supports_data_parallel: ClassVar[bool] = False
+    #: whether it has ``add_transferred(request)``: the decode side of a
+    #: disaggregated fleet, a request whose prompt KV arrives computed
+    accepts_transferred_kv: ClassVar[bool] = False
 
     @classmethod
     def build(cls, options: Mapping[str, Any], ctx: BuildContext) -> "Scheduler":
@@ -413,9 +422,11 @@ class GateSignal(Plugin):
 _OPTIONAL: dict[str, type] = {
     "uses_admission_policy": Scheduler, "supported_admission": Scheduler, "uses_kv_allocator": Scheduler,
     "admission_note": Scheduler, "decoded_lists_every_sample": Scheduler, "has_prefix_cache": KvAllocator,
+    "supports_data_parallel": Scheduler, "accepts_transferred_kv": Scheduler,
     "dynamic": AdmissionPolicy,
     "declared_kind": BackendMirror, "accepts_line": BackendMirror, "reads_parts": WorkloadReader,
     "default_block_size": WorkloadReader, "source": WorkloadReader,
+    "uses_replica_state": Router, "reads_cached_prefixes": Router,
 }
 
 
@@ -441,6 +452,9 @@ __all__ = [
     "Horizon",
     "KvAllocator",
     "Plugin",
+    "ReplicaView",
+    "Router",
+    "RouterContext",
     "Scheduler",
     "TimingModel",
     "WorkloadReader",

@@ -94,6 +94,7 @@ class VllmV1Scheduler(DecodeGroup, Spans, FcfsStep, ReferenceStep, Records, Bloc
     options_schema = OPTIONS_SCHEMA
     uses_admission_policy = False
     uses_kv_allocator = False
+    supports_data_parallel = True  # DP: one engine core (scheduler, KV cache) per rank
     admission_note = ("vLLM admits strictly in its own waiting-queue order (fcfs or priority) with "
                       "head-of-line blocking; an external admission policy would change the semantics")
 
@@ -226,6 +227,11 @@ class VllmV1Scheduler(DecodeGroup, Spans, FcfsStep, ReferenceStep, Records, Bloc
 
     def kv_capacity_pages(self) -> int:
         return self.pool.usable
+
+    def prefix_hit_tokens(self) -> int:
+        """Prompt tokens the prefix cache supplied at requests' first admissions (a fleet's
+        ``prefix_cache_hit_rate`` divides them by the prompt tokens)."""
+        return self.total_first_hit_tokens
 
     def kv_used_pages(self) -> int:
         return self.pool.used

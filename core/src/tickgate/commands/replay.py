@@ -50,7 +50,17 @@ def replay_command(input_path: Path, output_path: Path, policy_path: Path | None
         report = replay(bar.counted(requests), policy, trace_path=trace_path, inputs=inputs,
                         detail_limit=detail_limit, sidecar=helpers)
     write_json(output_path, report)
-    if not quiet:
+    if not quiet and "fleet" in report:
+        s, lat = report["summary"], report["latency"]
+        ttft = (lat.get("ttft_ms") or {}).get("p50")
+        click.echo(
+            f"replayed {s['request_count']} requests on {s['replicas']} replicas "
+            f"({report['fleet']['routing']['router']}): {s['completed_requests']} completed, "
+            f"{report['requests']['rejected']} rejected; prefix-cache hit rate "
+            f"{report['fleet']['prefix_cache_hit_rate']}, TTFT p50 {ttft} ms; "
+            f"fingerprint {s['trace_fingerprint']} -> {output_path}"
+        )
+    elif not quiet:
         s = report["summary"]
         click.echo(
             f"replayed {s['request_count']} requests in {s['total_ticks']} ticks: "

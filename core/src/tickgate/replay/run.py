@@ -45,6 +45,10 @@ def replay(
         prefix_block_size = inputs.get("block_size")
     if max_concurrency is None and inputs:
         max_concurrency = inputs.get("max_concurrency")
+    if "cluster" in policy.data:
+        return _replay_fleet(requests, policy, trace_path=trace_path, inputs=inputs, detail_limit=detail_limit,
+                             prefix_block_size=prefix_block_size, max_concurrency=max_concurrency,
+                             sidecar=sidecar)
     scheduler, built = build_scheduler(policy, clock, prefix_block_size=prefix_block_size)
     label = f'scheduler "{built["scheduler"]["name"]}"'
     with contextlib.ExitStack() as stack:
@@ -106,6 +110,25 @@ def replay(
         busy_ms=clock.now_ms - clock.idle_ms if policy.timing is not None else None,
         frontend_ms=policy.timing.frontend_ms if policy.timing is not None else 0.0,
     )
+
+
+def _replay_fleet(requests: Iterable[Request], policy: Policy, *, trace_path: Path | str | None,
+                  inputs: dict[str, Any] | None, detail_limit: int, prefix_block_size: int | None,
+                  max_concurrency: int | None, sidecar: bool) -> dict[str, Any]:
+    """A policy with a ``cluster`` section: its fleet (:mod:`tickgate.fleet`)."""
+    from ..errors import InputError
+    from ..fleet import fleet_spec, replay_fleet
+
+    spec = fleet_spec(policy)
+    assert spec is not None
+    if max_concurrency is not None:
+        raise InputError(policy.path, "closed-loop clients (max_concurrency) are not modelled for fleets yet: "
+                         "replay the workload's arrivals open-loop, or one replica", **policy.locate("cluster"))
+    inputs = dict(inputs or {})
+    inputs["policy"] = policy.source or policy.path
+    inputs["timing"] = policy.timing.to_json()  # type: ignore[union-attr]
+    return replay_fleet(requests, policy, spec, inputs=inputs, prefix_block_size=prefix_block_size,
+                        detail_limit=detail_limit, trace_path=trace_path, sidecar=sidecar)
 
 
 def _chain(first: Request | None, rest: Iterable[Request]) -> Iterable[Request]:

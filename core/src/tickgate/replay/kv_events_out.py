@@ -1,0 +1,182 @@
+"""Writing KV-cache events in vLLM's ``KVEventBatch`` msgpack framing.
+
+A file is what a ZMQ subscriber of vLLM's ``ZmqEventPublisher`` would keep of
+the payload frames: concatenated msgpack ``EventBatch`` values, topic and
+sequence frames dropped (docs/design/fleets-sources.md section 4; the format
+``tickgate normalize`` reads as ``vllm-kv-events``). The encoding is vLLM
+0.33's (``vllm/distributed/kv_events.py``): the batch is an array-like struct
+``[ts, events, data_parallel_rank]``, the events are tagged maps
+(``{"type": "BlockStored", ...}``) with vLLM's always-present fields
+(``block_hashes``, ``parent_block_hash``, ``token_ids``, ``block_size``,
+``lora_id``, ``medium``, ``lora_name``; ``BlockRemoved``: ``block_hashes``,
+``medium``) and the defaulted ones omitted, as its ``omit_defaults=True``
+structs encode them. msgspec is vLLM's own encoder, so the bytes are what its
+``msgspec.msgpack.Encoder().encode(batch)`` gives for the same values.
+
+Two things tickgate has to decide, documented in docs/vllm.md ("KV events"):
+
+* ``token_ids``: tickgate requests carry no token ids. Each stored block gets
+  ``block_size`` copies of one value derived from its hash (``hash >> 33``,
+  below 2**31), so ``len(token_ids) == len(block_hashes) * block_size`` holds as
+  in vLLM and a consumer that hashes token content sees two blocks alike
+  exactly when their hashes are.
+* the replica: vLLM names a stream only by its ZMQ topic and endpoint (one
+  publisher per DP rank, port offset by rank), which a payload file loses. A
+  batch of a named replica gets a fourth element, the replica's name:
+  ``[ts, events, data_parallel_rank, replica]``. vLLM's ``KVEventBatch`` is an
+  ``array_like`` msgspec struct, and msgspec ignores trailing array elements
+  it has no field for, so vLLM's own decoder reads such a batch (tested in
+  tests/test_kv_events_out.py); tickgate's reader keeps one resident set per
+  (replica, rank). A single replay names no replica: plain 3-item batches.
+
+Deterministic: the bytes depend only on the values written (no wall clock).
+"""
+
+from __future__ import annotations
+
+from typing import IO, Any, Union
+
+import msgspec
+
+from ..interfaces import AllBlocksCleared, BlockRemoved, BlockStored
+
+__all__ = ["KvEventWriter", "KvEventCounts"]
+
+
+class _Stored(msgspec.Struct, tag="BlockStored", omit_defaults=True, gc=False):
+    block_hashes: list[int]
+    parent_block_hash: Union[int, None]
+    token_ids: list[int]
+    block_size: int
+    lora_id: Union[int, None]
+    medium: Union[str, None]
+    lora_name: Union[str, None]
+
+
+class _Removed(msgspec.Struct, tag="BlockRemoved", omit_defaults=True, gc=False):
+    block_hashes: list[int]
+    medium: Union[str, None]
+
+
+class _Cleared(msgspec.Struct, tag="AllBlocksCleared", omit_defaults=True, gc=False):
+    pass
+
+
+_Event = Union[_Stored, _Removed, _Cleared]
+
+
+class _Batch(msgspec.Struct, array_like=True, omit_defaults=True, gc=False):
+    ts: float
+    events: list[_Event]
+    data_parallel_rank: Union[int, None] = None
+
+
+class _NamedBatch(msgspec.Struct, array_like=True, gc=False):
+    ts: float
+    events: list[_Event]
+    data_parallel_rank: Union[int, None]
+    replica: str
+
+
+class KvEventCounts:
+    """What a writer wrote: the report's ``kv_events`` block (docs/report.md).
+
+    ``resident_at_end`` replays the events over one set of hashes per stream
+    (replica, rank), as tickgate's reader does, so it is what a consumer of the
+    file sees resident."""
+
+    __slots__ = ("batches", "stored_events", "removed_events", "cleared_events", "blocks_stored",
+                 "blocks_removed", "tokens_stored", "resident", "peak_resident", "streams")
+
+    def __init__(self) -> None:
+        self.batches = 0
+        self.stored_events = 0
+        self.removed_events = 0
+        self.cleared_events = 0
+        self.blocks_stored = 0
+        self.blocks_removed = 0
+        self.tokens_stored = 0
+        self.resident = 0
+        self.peak_resident = 0
+        self.streams: dict[tuple[str | None, int | None], set[int]] = {}
+
+    def count(self, events: list[Any], stream: tuple[str | None, int | None]) -> None:
+        resident = self.streams.get(stream)
+        if resident is None:
+            resident = self.streams[stream] = set()
+        for ev in events:
+            before = len(resident)
+            if type(ev) is BlockStored:
+                self.stored_events += 1
+                self.blocks_stored += len(ev.block_hashes)
+                self.tokens_stored += ev.token_count
+                resident.update(ev.block_hashes)
+            elif type(ev) is BlockRemoved:
+                self.removed_events += 1
+                self.blocks_removed += len(ev.block_hashes)
+                resident.difference_update(ev.block_hashes)
+            else:
+                self.cleared_events += 1
+                resident.clear()
+            self.resident += len(resident) - before
+            if self.resident > self.peak_resident:
+                self.peak_resident = self.resident
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "batches": self.batches,
+            "events": {"BlockStored": self.stored_events, "BlockRemoved": self.removed_events,
+                       "AllBlocksCleared": self.cleared_events},
+            "blocks_stored": self.blocks_stored,
+            "blocks_removed": self.blocks_removed,
+            "tokens_stored": self.tokens_stored,
+            "peak_resident_blocks": self.peak_resident,
+            "resident_blocks_at_end": self.resident,
+        }
+
+
+def _wire(ev: Any) -> _Event:
+    t = type(ev)
+    if t is BlockStored:
+        hashes = list(ev.block_hashes)
+        per = ev.block_size
+        tokens: list[int] = []
+        for h in hashes:
+            tokens += [h >> 33] * per
+        return _Stored(hashes, ev.parent_block_hash, tokens, per, None, ev.medium, None)
+    if t is BlockRemoved:
+        return _Removed(list(ev.block_hashes), ev.medium)
+    if t is AllBlocksCleared:
+        return _Cleared()
+    raise TypeError(f"not a KV event: {t.__name__}")
+
+
+class KvEventWriter:
+    """Writes batches of tickgate KV events to a binary file handle.
+
+    ``write_batch(ts_s, events, data_parallel_rank, replica)``: one vLLM
+    ``KVEventBatch`` (vLLM publishes one per engine step that produced
+    events; an empty list writes nothing, as vLLM publishes nothing).
+    ``counts`` holds what was written. The caller owns the handle (write it
+    through :func:`tickgate.atomic.atomic_writer` so a failed run leaves
+    nothing behind).
+    """
+
+    def __init__(self, fh: IO[bytes]) -> None:
+        self.fh = fh
+        self.counts = KvEventCounts()
+        self._encoder = msgspec.msgpack.Encoder()
+
+    def write_batch(self, ts_s: float, events: list[Any], data_parallel_rank: int | None = None,
+                    replica: str | None = None) -> None:
+        if not events:
+            return
+        wire = [_wire(ev) for ev in events]
+        batch: _Batch | _NamedBatch
+        if replica is None:
+            batch = _Batch(float(ts_s), wire, data_parallel_rank)
+        else:
+            batch = _NamedBatch(float(ts_s), wire, data_parallel_rank, replica)
+        self.fh.write(self._encoder.encode(batch))
+        self.counts.batches += 1
+        self.counts.count(events, (replica, data_parallel_rank))

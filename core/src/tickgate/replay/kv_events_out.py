@@ -16,10 +16,12 @@ structs encode them. msgspec is vLLM's own encoder, so the bytes are what its
 Two things tickgate has to decide, documented in docs/vllm.md ("KV events"):
 
 * ``token_ids``: tickgate requests carry no token ids. Each stored block gets
-  ``block_size`` copies of one value derived from its hash (``hash >> 33``,
-  below 2**31), so ``len(token_ids) == len(block_hashes) * block_size`` holds as
-  in vLLM and a consumer that hashes token content sees two blocks alike
-  exactly when their hashes are.
+  ``block_size`` synthetic ids made of its hash: the hash's four 16-bit words,
+  repeated (``h & 0xFFFF, h >> 16 & 0xFFFF, ...``; each below 65536, at most 3
+  bytes of msgpack, like real vocabulary ids). So ``len(token_ids) ==
+  len(block_hashes) * block_size`` holds as in vLLM, and a consumer that hashes
+  a block's token content (Dynamo's ``LocalBlockHash``) sees two blocks alike
+  exactly when their hashes are (for blocks of at least 4 tokens).
 * the replica: vLLM names a stream only by its ZMQ topic and endpoint (one
   publisher per DP rank, port offset by rank), which a payload file loses. A
   batch of a named replica gets a fourth element, the replica's name:
@@ -40,7 +42,7 @@ import msgspec
 
 from ..interfaces import AllBlocksCleared, BlockRemoved, BlockStored
 
-__all__ = ["KvEventWriter", "KvEventCounts"]
+__all__ = ["KvEventWriter", "KvEventCounts", "KvEventSink"]
 
 
 class _Stored(msgspec.Struct, tag="BlockStored", omit_defaults=True, gc=False):
@@ -142,7 +144,8 @@ def _wire(ev: Any) -> _Event:
         per = ev.block_size
         tokens: list[int] = []
         for h in hashes:
-            tokens += [h >> 33] * per
+            four = [h & 0xFFFF, (h >> 16) & 0xFFFF, (h >> 32) & 0xFFFF, h >> 48]
+            tokens += (four * (per // 4 + 1))[:per]
         return _Stored(hashes, ev.parent_block_hash, tokens, per, None, ev.medium, None)
     if t is BlockRemoved:
         return _Removed(list(ev.block_hashes), ev.medium)
@@ -180,3 +183,39 @@ class KvEventWriter:
         self.fh.write(self._encoder.encode(batch))
         self.counts.batches += 1
         self.counts.count(events, (replica, data_parallel_rank))
+
+
+class KvEventSink:
+    """A replay sink that drains the scheduler's KV events after each record and
+    writes them as one batch (what vLLM publishes after a step that produced events).
+
+    ``ts``: the simulated clock, never the wall clock. Timed replays: the end of
+    the record's step (or span) in seconds from the replay's start (vLLM stamps
+    a batch after the step, with ``time.time()``); untimed: the record's step
+    number. ``data_parallel_rank`` 0, as a single vLLM engine publishes it; no
+    replica name (a fleet names its replicas, :class:`KvEventWriter`).
+    """
+
+    def __init__(self, scheduler: Any, clock: Any, writer: KvEventWriter, *, timed: bool,
+                 data_parallel_rank: int | None = 0, replica: str | None = None) -> None:
+        self.drain = scheduler.drain_kv_events
+        self.clock = clock
+        self.writer = writer
+        self.timed = timed
+        self.rank = data_parallel_rank
+        self.replica = replica
+
+    def record(self, record: Any) -> None:
+        events = self.drain()
+        if events:
+            if self.timed:
+                ts = (self.clock.now_ms + (record.duration_ms or 0.0)) / 1000.0
+            else:
+                ts = float(record.tick)
+            self.writer.write_batch(ts, events, self.rank, self.replica)
+
+    def outcome(self, outcome: Any) -> None:
+        pass
+
+    def arrival(self, request: Any) -> None:
+        pass

@@ -83,9 +83,9 @@ class _NamedBatch(msgspec.Struct, array_like=True, gc=False):
 class KvEventCounts:
     """What a writer wrote: the report's ``kv_events`` block (docs/report.md).
 
-    ``resident_at_end`` replays the events over one set of hashes per stream
-    (replica, rank), as tickgate's reader does, so it is what a consumer of the
-    file sees resident."""
+    ``resident_at_end`` replays the events over one set of hashes per named
+    (replica, rank) and one for unnamed batches, as tickgate's reader does, so
+    it is what a consumer of the file sees resident."""
 
     __slots__ = ("batches", "stored_events", "removed_events", "cleared_events", "blocks_stored",
                  "blocks_removed", "tokens_stored", "resident", "peak_resident", "streams")
@@ -100,9 +100,9 @@ class KvEventCounts:
         self.tokens_stored = 0
         self.resident = 0
         self.peak_resident = 0
-        self.streams: dict[tuple[str | None, int | None], set[int]] = {}
+        self.streams: dict[tuple[str, int | None] | None, set[int]] = {}
 
-    def count(self, events: list[Any], stream: tuple[str | None, int | None]) -> None:
+    def count(self, events: list[Any], stream: tuple[str, int | None] | None) -> None:
         resident = self.streams.get(stream)
         if resident is None:
             resident = self.streams[stream] = set()
@@ -182,7 +182,7 @@ class KvEventWriter:
             batch = _NamedBatch(float(ts_s), wire, data_parallel_rank, replica)
         self.fh.write(self._encoder.encode(batch))
         self.counts.batches += 1
-        self.counts.count(events, (replica, data_parallel_rank))
+        self.counts.count(events, None if replica is None else (replica, data_parallel_rank))
 
 
 class KvEventSink:

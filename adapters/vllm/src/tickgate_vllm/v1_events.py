@@ -32,6 +32,7 @@ registers nothing and emits nothing; neither does the mirror.
 
 from __future__ import annotations
 
+from itertools import repeat
 from typing import Any
 
 from tickgate import BlockRemoved, BlockStored, PluginError, Request, external_block_hash
@@ -59,13 +60,12 @@ class EventPool(BlockPool):
 
     def allocate(self, n: int, into: list[int]) -> None:
         start = len(into)
+        anon = self.anon_free
         BlockPool.allocate(self, n, into)
-        pop = self.hashes.pop
-        events = self.events
-        for b in into[start:]:
-            h = pop(b, None)
-            if h is not None:
-                events.append(BlockRemoved((h,)))
+        if n > anon:  # some came from the cached part of the queue: evictions, in pop order
+            pop = self.hashes.pop
+            self.events += [BlockRemoved((h,)) for h in map(pop, into[start + anon:], repeat(None))
+                            if h is not None]
 
 
 class KvEventOps:

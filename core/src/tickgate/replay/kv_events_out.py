@@ -102,27 +102,11 @@ class KvEventCounts:
         self.peak_resident = 0
         self.streams: dict[tuple[str, int | None] | None, set[int]] = {}
 
-    def count(self, events: list[Any], stream: tuple[str, int | None] | None) -> None:
+    def resident_set(self, stream: tuple[str, int | None] | None) -> set[int]:
         resident = self.streams.get(stream)
         if resident is None:
             resident = self.streams[stream] = set()
-        for ev in events:
-            before = len(resident)
-            if type(ev) is BlockStored:
-                self.stored_events += 1
-                self.blocks_stored += len(ev.block_hashes)
-                self.tokens_stored += ev.token_count
-                resident.update(ev.block_hashes)
-            elif type(ev) is BlockRemoved:
-                self.removed_events += 1
-                self.blocks_removed += len(ev.block_hashes)
-                resident.difference_update(ev.block_hashes)
-            else:
-                self.cleared_events += 1
-                resident.clear()
-            self.resident += len(resident) - before
-            if self.resident > self.peak_resident:
-                self.peak_resident = self.resident
+        return resident
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -137,21 +121,13 @@ class KvEventCounts:
         }
 
 
-def _wire(ev: Any) -> _Event:
-    t = type(ev)
-    if t is BlockStored:
-        hashes = list(ev.block_hashes)
-        per = ev.block_size
-        tokens: list[int] = []
-        for h in hashes:
-            four = [h & 0xFFFF, (h >> 16) & 0xFFFF, (h >> 32) & 0xFFFF, h >> 48]
-            tokens += (four * (per // 4 + 1))[:per]
-        return _Stored(hashes, ev.parent_block_hash, tokens, per, None, ev.medium, None)
-    if t is BlockRemoved:
-        return _Removed(list(ev.block_hashes), ev.medium)
-    if t is AllBlocksCleared:
-        return _Cleared()
-    raise TypeError(f"not a KV event: {t.__name__}")
+def _tokens(hashes: tuple[int, ...], per: int) -> list[int]:
+    """Synthetic token ids of blocks (module docstring): each hash's four 16-bit words, repeated."""
+    reps = per // 4 + 1
+    tokens: list[int] = []
+    for h in hashes:
+        tokens += ([h & 0xFFFF, (h >> 16) & 0xFFFF, (h >> 32) & 0xFFFF, h >> 48] * reps)[:per]
+    return tokens
 
 
 class KvEventWriter:
@@ -174,15 +150,58 @@ class KvEventWriter:
                     replica: str | None = None) -> None:
         if not events:
             return
-        wire = [_wire(ev) for ev in events]
+        c = self.counts
+        resident = c.resident_set(None if replica is None else (replica, data_parallel_rank))
+        wire: list[_Event] = []
+        add = wire.append
+        n_stored = n_removed = n_cleared = b_stored = b_removed = tokens = 0
+        held = c.resident
+        peak = c.peak_resident
+        # one pass: the wire structs and the counts (a replay's events are mostly one-block removals)
+        for ev in events:
+            t = type(ev)
+            if t is BlockRemoved:
+                hs = ev.block_hashes
+                add(_Removed(list(hs), ev.medium))
+                n_removed += 1
+                b_removed += len(hs)
+                before = len(resident)
+                resident.difference_update(hs)
+                held -= before - len(resident)
+            elif t is BlockStored:
+                hs = ev.block_hashes
+                add(_Stored(list(hs), ev.parent_block_hash, _tokens(hs, ev.block_size), ev.block_size, None,
+                            ev.medium, None))
+                n_stored += 1
+                b_stored += len(hs)
+                tokens += ev.token_count
+                before = len(resident)
+                resident.update(hs)
+                held += len(resident) - before
+                if held > peak:
+                    peak = held
+            elif t is AllBlocksCleared:
+                add(_Cleared())
+                n_cleared += 1
+                held -= len(resident)
+                resident.clear()
+            else:
+                raise TypeError(f"not a KV event: {t.__name__}")
         batch: _Batch | _NamedBatch
         if replica is None:
             batch = _Batch(float(ts_s), wire, data_parallel_rank)
         else:
             batch = _NamedBatch(float(ts_s), wire, data_parallel_rank, replica)
         self.fh.write(self._encoder.encode(batch))
-        self.counts.batches += 1
-        self.counts.count(events, None if replica is None else (replica, data_parallel_rank))
+        c.batches += 1
+        c.stored_events += n_stored
+        c.removed_events += n_removed
+        c.cleared_events += n_cleared
+        c.blocks_stored += b_stored
+        c.blocks_removed += b_removed
+        c.tokens_stored += tokens
+        c.resident = held
+        c.peak_resident = peak
 
 
 class KvEventSink:

@@ -83,7 +83,8 @@ def run(variant: str, args: argparse.Namespace, base_path: Path) -> dict:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--base", default="main", help="commit whose vllm adapter is the baseline")
-    ap.add_argument("--trace", type=Path, default=REPO / "fixtures/realdata/traces/mooncake_conversation_trace.jsonl")
+    ap.add_argument("--trace", type=Path,
+                    default=REPO / "fixtures/realdata/traces/mooncake_conversation_trace.jsonl")
     ap.add_argument("--policy", type=Path, default=REPO / "policies/vllm-v1-bench.yaml")
     ap.add_argument("--limit", type=int, default=3000)
     ap.add_argument("--rounds", type=int, default=5)

@@ -75,6 +75,12 @@ def test_vllms_decoder_reads_both_batch_shapes() -> None:
     raw = [obj for _, obj in decode_all(fh.getvalue(), "x")]
     assert len(raw[0]) == 3 and raw[1][3] == "decode-3"  # the replica: a 4th element vLLM ignores
     assert writer.counts.batches == 2
+    s = summarize(fh.getvalue(), "x")  # the reader's replay of the same events, a clear included
+    c = writer.counts
+    assert (s.batches, s.blocks_stored, s.blocks_removed, s.tokens_stored, s.peak_resident, s.resident_end) == (
+        c.batches, c.blocks_stored, c.blocks_removed, c.tokens_stored, c.peak_resident, c.resident) == (
+        2, 5, 1, 20, 3, 3)
+    assert s.replicas == {"decode-3": [2, 0, 2]}
 
 
 def _payloads(data: bytes) -> list[bytes]:
@@ -90,8 +96,8 @@ def test_encoding_is_vllms_byte_for_byte() -> None:
     wire: list[Any] = []
     for e in events:
         fields = {k: v for k, v in e.items() if k != "type"}
-        wire.append({"BlockStored": _Stored, "BlockRemoved": _Removed, "AllBlocksCleared": _Cleared}[e["type"]](
-            **fields))
+        kind = {"BlockStored": _Stored, "BlockRemoved": _Removed, "AllBlocksCleared": _Cleared}[e["type"]]
+        wire.append(kind(**fields))
     assert msgspec.msgpack.Encoder().encode(_Batch(ts, wire, rank)) == data
 
 
@@ -116,7 +122,8 @@ def test_reader_keeps_one_resident_set_per_replica() -> None:
     assert s.replicas == {"a": [2, 1, 1], "b": [2, 0, 2]} and s.removed_unknown == 0
 
 
-def _policy(tmp_path: Path, blocks: int = 3000, seqs: int = 2, name: str = "vllm-small.yaml", **extra: Any) -> Path:
+def _policy(tmp_path: Path, blocks: int = 3000, seqs: int = 2, name: str = "vllm-small.yaml",
+            **extra: Any) -> Path:
     text = (POLICIES / "vllm-v1-bench.yaml").read_text()
     text = text.replace("num_gpu_blocks: 2048", f"num_gpu_blocks: {blocks}")
     text = text.replace("max_num_seqs: 64", f"max_num_seqs: {seqs}")
@@ -127,7 +134,8 @@ def _policy(tmp_path: Path, blocks: int = 3000, seqs: int = 2, name: str = "vllm
     return path
 
 
-def _replay(tmp_path: Path, policy: Path, tag: str, limit: int = 100, env: dict[str, str] | None = None) -> Any:
+def _replay(tmp_path: Path, policy: Path, tag: str, limit: int = 100,
+            env: dict[str, str] | None = None) -> Any:
     report, events = tmp_path / f"{tag}.json", tmp_path / f"{tag}.msgpack"
     result = run_cli("replay", "--input", str(MOONCAKE), "--input-format", "mooncake", "--limit", str(limit),
                      "--policy", str(policy), "--output", str(report), "--kv-events", str(events), "--quiet",
@@ -224,7 +232,8 @@ def test_nothing_is_written_when_the_replay_fails(tmp_path: Path) -> None:
     policy = _policy(tmp_path, limits={"max_ticks": 50})
     events = tmp_path / "e.msgpack"
     result = run_cli("replay", "--input", str(MOONCAKE), "--input-format", "mooncake", "--limit", "20",
-                     "--policy", str(policy), "--output", str(tmp_path / "r.json"), "--kv-events", str(events))
+                     "--policy", str(policy), "--output", str(tmp_path / "r.json"),
+                     "--kv-events", str(events))
     assert result.returncode == 2 and "tick limit" in result.stderr
     assert list(tmp_path.iterdir()) == [policy]
 

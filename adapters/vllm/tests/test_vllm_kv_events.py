@@ -11,7 +11,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tickgate import BlockRemoved, BlockStored, Clock, PluginError, Request, external_block_hash, run_scheduler
+from tickgate import (BlockRemoved, BlockStored, Clock, PluginError, Request, external_block_hash,
+                      run_scheduler)
 from tickgate.policy import load_policy
 from tickgate.replay import replay
 from tickgate.replay.engine import build_scheduler
@@ -93,7 +94,8 @@ def test_events_where_vllm_emits_them(tmp_path: Path) -> None:
 
 def test_eviction_on_reuse_is_block_removed(tmp_path: Path) -> None:
     # 4 usable blocks: b's blocks can only come from a's cached ones, oldest freed first
-    a = Request(id="a", prompt_tokens=8, max_output_tokens=1, arrival_tick=0, prompt_token_ids=tuple(range(8)))
+    a = Request(id="a", prompt_tokens=8, max_output_tokens=1, arrival_tick=0,
+                prompt_token_ids=tuple(range(8)))
     b = Request(id="b", prompt_tokens=12, max_output_tokens=1, arrival_tick=5,
                 prompt_token_ids=tuple(range(50, 62)))
     scheduler, batches = run_events(policy(tmp_path, base(num_gpu_blocks=5)), [a, b])

@@ -30,7 +30,8 @@ from ..atomic import check_distinct_outputs, write_json
               help="Keep at most this many tick records and request outcomes in the report.")
 @click.option("--quiet", is_flag=True, help="Do not print the summary (nor progress on a terminal).")
 def replay_command(input_path: Path, output_path: Path, policy_path: Path | None,
-                   trace_path: Path | None, kv_events_path: Path | None, input_format: str, block_size: int | None,
+                   trace_path: Path | None, kv_events_path: Path | None, input_format: str,
+                   block_size: int | None,
                    limit: int | None, detail_limit: int, quiet: bool) -> None:
     """Replay a workload through the policy's scheduler and write a report."""
     from ..errors import InputError

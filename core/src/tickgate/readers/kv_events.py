@@ -202,7 +202,8 @@ def summarize(data: bytes, path: Path | str) -> KvSummary:
             if len(batch) == 4:
                 replica = batch[3]
                 if not isinstance(replica, str):
-                    raise _fail(path, offset, "$[3]", f"expected the replica's name (a string), got {replica!r}")
+                    raise _fail(path, offset, "$[3]",
+                                f"expected the replica's name (a string), got {replica!r}")
         elif isinstance(batch, dict):
             summary.batch_encoding.add("map")
             if "events" not in batch or "ts" not in batch:

@@ -55,7 +55,8 @@ def replay(
         from ..kv_events import records_kv_events
 
         if not records_kv_events(scheduler):
-            raise InputError(policy.path, f'scheduler "{built["scheduler"]["name"]}" does not record KV-cache '
+            name = built["scheduler"]["name"]
+            raise InputError(policy.path, f'scheduler "{name}" does not record KV-cache '
                              "events; --kv-events needs one that does, such as vllm-v1 (docs/vllm.md, "
                              '"KV events")', **policy.locate("scheduler", "name"))
         scheduler.enable_kv_events()

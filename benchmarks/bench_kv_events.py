@@ -13,6 +13,12 @@ the policy excluded; the requests are read into a list first):
 
 Prints each run, the medians, the ratios off/base and on/off, and checks that all three give the
 same fingerprint. A script, not a test: timings depend on the machine and its load.
+
+    python benchmarks/bench_kv_events.py --instructions [--limit 200]
+
+counts instructions instead (valgrind cachegrind, as ``bench_instructions.py``; wall time on a
+shared VM varies by up to 2x): each variant replays ``--limit`` and 10 requests, the difference is
+the replay of the rest, start-up and imports cancelled. ``PYTHONHASHSEED=0`` for every process.
 """
 
 from __future__ import annotations
@@ -20,6 +26,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import statistics
 import subprocess
 import sys
@@ -63,17 +70,28 @@ def extract_base(commit: str, into: Path) -> Path:
     return into / "adapters/vllm/src"
 
 
-def run(variant: str, args: argparse.Namespace, base_path: Path) -> dict:
+def run(variant: str, args: argparse.Namespace, base_path: Path, limit: int | None = None,
+        valgrind: Path | None = None) -> dict:
     env = dict(os.environ)
     program = PROGRAM
     if variant == "base":
         env["PYTHONPATH"] = str(base_path) + os.pathsep + env.get("PYTHONPATH", "")
         program = PROGRAM_BASE
-    out = subprocess.run([sys.executable, "-c", program, str(args.trace), str(args.policy), str(args.limit),
-                          "on" if variant == "on" else "off"], env=env, capture_output=True, text=True)
+    argv = [sys.executable, "-c", program, str(args.trace), str(args.policy), str(limit or args.limit),
+            "on" if variant == "on" else "off"]
+    if valgrind is not None:
+        env["PYTHONHASHSEED"] = "0"
+        env["TICKGATE_PARALLEL"] = "0"
+        argv = ["valgrind", "--tool=cachegrind", "--cache-sim=no", f"--cachegrind-out-file={valgrind}", *argv]
+    out = subprocess.run(argv, env=env, capture_output=True, text=True)
     if out.returncode:
         raise SystemExit(out.stderr)
-    result = json.loads(out.stdout)
+    result = json.loads(out.stdout.strip().splitlines()[-1])
+    if valgrind is not None:
+        match = re.search(r"I\s+refs:\s+([\d,]+)", out.stderr)
+        if match is None:
+            raise SystemExit(f"no instruction count in valgrind's output:\n{out.stderr[-2000:]}")
+        result["instructions"] = int(match.group(1).replace(",", ""))
     expected = str(base_path) if variant == "base" else str(REPO / "adapters/vllm/src")
     if not result["adapter"].startswith(expected):
         raise SystemExit(f"{variant} imported {result['adapter']}, not the adapter under {expected}")
@@ -88,7 +106,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--policy", type=Path, default=REPO / "policies/vllm-v1-bench.yaml")
     ap.add_argument("--limit", type=int, default=3000)
     ap.add_argument("--rounds", type=int, default=5)
+    ap.add_argument("--instructions", action="store_true", help="count instructions (valgrind), not time")
     args = ap.parse_args(argv)
+    if args.instructions:
+        return count_instructions(args)
     walls: dict[str, list[float]] = {"base": [], "off": [], "on": []}
     prints = set()
     with tempfile.TemporaryDirectory() as tmp:
@@ -104,6 +125,25 @@ def main(argv: list[str] | None = None) -> int:
     print(f"median base {med['base']:.3f} s, off {med['off']:.3f} s, on {med['on']:.3f} s; "
           f"off/base {med['off'] / med['base']:.3f}, on/off {med['on'] / med['off']:.3f}; "
           f"load average {os.getloadavg()[0]:.2f}")
+    if len(prints) != 1:
+        print(f"fingerprints differ: {sorted(prints)}", file=sys.stderr)
+        return 1
+    return 0
+
+
+def count_instructions(args: argparse.Namespace) -> int:
+    counts: dict[str, int] = {}
+    prints = set()
+    with tempfile.TemporaryDirectory() as tmp:
+        base_path = extract_base(args.base, Path(tmp))
+        for variant in ("base", "off", "on"):
+            small = run(variant, args, base_path, 10, Path(tmp) / "small.out")["instructions"]
+            big = run(variant, args, base_path, args.limit, Path(tmp) / "big.out")
+            prints.add(big["fingerprint"])
+            counts[variant] = big["instructions"] - small
+            print(f"{variant:>4}: {counts[variant] / 1e9:.4f} G instructions for requests 11..{args.limit}",
+                  flush=True)
+    print(f"off/base {counts['off'] / counts['base']:.4f}, on/off {counts['on'] / counts['off']:.3f}")
     if len(prints) != 1:
         print(f"fingerprints differ: {sorted(prints)}", file=sys.stderr)
         return 1

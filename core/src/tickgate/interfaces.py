@@ -22,6 +22,9 @@ import attrs
 
 from .model import Request, RequestOutcome, TickRecord
 
+# the KV-cache events a scheduler may record (values of their own module)
+from .kv_events import AllBlocksCleared, BlockRemoved, BlockStored, KvEvent  # noqa: F401
+
 if TYPE_CHECKING:  # pragma: no cover
     from .gate.protocol import SignalResult
 
@@ -154,6 +157,31 @@ class Scheduler(Plugin):
     def extra_summary(self) -> Mapping[str, Any]:
         """Scheduler-specific totals for the report (prefix hits, preemptions, ...)."""
         return {}
+
+    # -- optional capability: KV-cache events (tickgate.kv_events, docs/plugins.md) --
+    #: whether the scheduler implements the three methods below. False: ``tickgate
+    #: replay --kv-events`` and routers that read KV events refuse it with one line.
+    records_kv_events: ClassVar[bool] = False
+
+    def enable_kv_events(self) -> None:
+        """Start recording KV-cache events. Called at most once, before the first
+        :meth:`step` (requests may have been added); a scheduler never asked
+        records nothing and must cost nothing for the capability."""
+        raise NotImplementedError
+
+    def drain_kv_events(self) -> "list[KvEvent]":
+        """The events (``BlockStored``, ``BlockRemoved``, ``AllBlocksCleared``)
+        recorded since the last call, in the order the engine would emit them;
+        called after every step's record. Empty when nothing changed the cache."""
+        raise NotImplementedError
+
+    def prompt_block_hashes(self, request: Request) -> list[int]:
+        """The hashes this scheduler's ``BlockStored`` events would carry for
+        ``request``'s shareable full prompt blocks, first block first (a pure
+        function of the request and the scheduler's options: a router calls it
+        before routing, on any replica, and matches the leading run against each
+        replica's resident set)."""
+        raise NotImplementedError
 
 
 class KvAllocator(Plugin):
@@ -421,8 +449,9 @@ class GateSignal(Plugin):
 #: optional plugin attribute -> the base that declares it with its default
 _OPTIONAL: dict[str, type] = {
     "uses_admission_policy": Scheduler, "supported_admission": Scheduler, "uses_kv_allocator": Scheduler,
-    "admission_note": Scheduler, "decoded_lists_every_sample": Scheduler, "has_prefix_cache": KvAllocator,
+    "admission_note": Scheduler, "decoded_lists_every_sample": Scheduler, "records_kv_events": Scheduler,
     "supports_data_parallel": Scheduler, "accepts_transferred_kv": Scheduler,
+    "has_prefix_cache": KvAllocator,
     "dynamic": AdmissionPolicy,
     "declared_kind": BackendMirror, "accepts_line": BackendMirror, "reads_parts": WorkloadReader,
     "default_block_size": WorkloadReader, "source": WorkloadReader,
@@ -442,6 +471,10 @@ def optional_attribute(plugin: Any, attribute: str) -> Any:
 
 __all__ = [
     "AdmissionContext",
+    "AllBlocksCleared",
+    "BlockRemoved",
+    "BlockStored",
+    "KvEvent",
     "AdmissionPolicy",
     "BackendMirror",
     "BuildContext",

@@ -19,6 +19,7 @@ module                 what it holds (and what it mirrors)
 :mod:`.v1_blocks`      a request's blocks: ``kv_cache_manager.py``'s ``allocate_slots()``,
                        ``cache_blocks()``, ``free()``; ``_preempt_request()``
 :mod:`.v1_pool`        the block pool: free queue and prefix cache (``block_pool.py``)
+:mod:`.v1_events`      KV-cache events where ``block_pool.py`` emits them, when asked for
 :mod:`.v1_records`     records, outcomes, per-step totals; :mod:`.v1_summary` the summary
 =====================  ===================================================================
 
@@ -73,6 +74,7 @@ from typing import Any, Callable, Mapping
 from tickgate import BuildContext, Horizon, Request, RequestOutcome, Scheduler, TickRecord
 
 from .v1_blocks import BlockOps
+from .v1_events import KvEventOps
 from .v1_fcfs import FcfsStep
 from .v1_group import DecodeGroup
 from .v1_options import OPTIONS_SCHEMA, V1Config, resolve_num_gpu_blocks
@@ -85,7 +87,7 @@ from .v1_spans import Spans, span_record
 __all__ = ["VllmV1Scheduler", "RequestState", "prompt_block_keys"]
 
 
-class VllmV1Scheduler(DecodeGroup, Spans, FcfsStep, ReferenceStep, Records, BlockOps, Scheduler):
+class VllmV1Scheduler(KvEventOps, DecodeGroup, Spans, FcfsStep, ReferenceStep, Records, BlockOps, Scheduler):
     """The ``vllm-v1`` scheduler plugin (see the module docstring for its parts)."""
 
     name = "vllm-v1"

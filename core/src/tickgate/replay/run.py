@@ -8,7 +8,7 @@ from typing import Any, Iterable
 
 from ..atomic import atomic_writer
 from .engine import build_scheduler, run
-from ..errors import TickLimitExceeded
+from ..errors import InputError, TickLimitExceeded
 from ..interfaces import Clock, optional_attribute
 from ..model import Request
 from ..policy import Policy
@@ -31,6 +31,7 @@ def replay(
     prefix_block_size: int | None = None,
     sidecar: bool = False,
     max_concurrency: int | None = None,
+    kv_events_path: Path | str | None = None,
 ) -> dict[str, Any]:
     """Run ``requests`` through the policy's scheduler; return the report.
 
@@ -39,6 +40,9 @@ def replay(
     summary in a forked child (:mod:`tickgate.parallel.sidecar`; same report).
     ``max_concurrency``: closed-loop clients, at most this many requests in
     flight (default: the workload header's, ``inputs["max_concurrency"]``).
+    ``kv_events_path``: also write the scheduler's KV-cache events there (vLLM's
+    msgpack batches, :mod:`tickgate.replay.kv_events_out`), atomically, and add
+    the report's ``kv_events`` block; a scheduler that cannot record them is refused.
     """
     clock = Clock()
     if prefix_block_size is None and inputs:
@@ -51,6 +55,16 @@ def replay(
                              sidecar=sidecar)
     scheduler, built = build_scheduler(policy, clock, prefix_block_size=prefix_block_size)
     label = f'scheduler "{built["scheduler"]["name"]}"'
+    if kv_events_path is not None:
+        from ..kv_events import records_kv_events
+
+        if not records_kv_events(scheduler):
+            name = built["scheduler"]["name"]
+            raise InputError(policy.path, f'scheduler "{name}" does not record KV-cache '
+                             "events; --kv-events needs one that does, such as vllm-v1 (docs/vllm.md, "
+                             '"KV events")', **policy.locate("scheduler", "name"))
+        scheduler.enable_kv_events()
+    kv_writer = None
     with contextlib.ExitStack() as stack:
         side: Sidecar | None = None
         every_sample = bool(optional_attribute(scheduler, "decoded_lists_every_sample"))
@@ -67,9 +81,12 @@ def replay(
         it = iter(requests)
         first = next(it, None)
         timed = first is not None and first.arrival_ms is not None
-        if timed and policy.timing is None:
-            from ..errors import InputError
+        if kv_events_path is not None:
+            from .kv_events_out import KvEventSink, KvEventWriter
 
+            kv_writer = KvEventWriter(stack.enter_context(atomic_writer(kv_events_path, binary=True)))
+            sinks.append(KvEventSink(scheduler, clock, kv_writer, timed=timed))
+        if timed and policy.timing is None:
             raise InputError(policy.path, "the workload gives arrivals in ms (arrival_ms); the policy needs a "
                              "'timing' section to map them onto steps: add one to "
                              + ("a copy of this bundled policy" if policy.source.startswith("bundled:")
@@ -80,8 +97,6 @@ def replay(
             run(stream, scheduler, clock, sinks, timed=timed, max_ticks=policy.max_ticks, label=label,
                 max_concurrency=max_concurrency, timing=policy.timing)
         except TickLimitExceeded as exc:
-            from ..errors import InputError
-
             if policy.max_ticks is not None:
                 raise InputError(policy.path, f"replay exceeded the tick limit of {exc.limit} steps (raise it "
                                  "if this is expected)", **policy.locate("limits", "max_ticks")) from None
@@ -97,7 +112,7 @@ def replay(
     inputs["policy"] = policy.source or policy.path
     if policy.timing is not None:
         inputs["timing"] = policy.timing.to_json()
-    return summary.report(
+    report = summary.report(
         total_ticks=clock.tick,
         kv_capacity=scheduler.kv_capacity_pages(),
         decode_slots=scheduler.decode_slots_per_tick(),
@@ -110,6 +125,9 @@ def replay(
         busy_ms=clock.now_ms - clock.idle_ms if policy.timing is not None else None,
         frontend_ms=policy.timing.frontend_ms if policy.timing is not None else 0.0,
     )
+    if kv_writer is not None:
+        report["kv_events"] = kv_writer.counts.to_json()
+    return report
 
 
 def _replay_fleet(requests: Iterable[Request], policy: Policy, *, trace_path: Path | str | None,

@@ -64,7 +64,7 @@ def test_a_one_replica_fleet_makes_the_plain_replays_decisions(tmp_path: Path, e
     base, options = ENGINES[engine]
     plain_doc = policy_doc(base)
     plain_doc["scheduler"].setdefault("options", {}).update(options)
-    plain = run(write_policy(tmp_path, plain_doc, "plain.json"))
+    plain = run(write_policy(tmp_path, plain_doc, "plain-policy.json"))
     keep: list[Any] = []
     fleet_doc = dict(plain_doc, cluster={"replicas": 1})
     report = run(write_policy(tmp_path, fleet_doc, "fleet.json"), keep=keep)
@@ -83,8 +83,8 @@ def test_a_one_replica_fleet_makes_the_plain_replays_decisions(tmp_path: Path, e
 def test_a_one_replica_fleet_with_a_serial_front_end_is_the_plain_replay(tmp_path: Path) -> None:
     """The roofline model's vLLM front end delays arrivals: the fleet's replica has it too."""
     doc = policy_doc(POLICIES / "fleet-round-robin.yaml")
-    plain = run(write_policy(tmp_path, doc, "plain.json"), limit=150)
-    assert load_policy(write_policy(tmp_path, doc, "plain.json")).timing.serial_frontend
+    plain = run(write_policy(tmp_path, doc, "plain-policy.json"), limit=150)
+    assert load_policy(write_policy(tmp_path, doc, "plain-policy.json")).timing.serial_frontend
     keep: list[Any] = []
     run(write_policy(tmp_path, dict(doc, cluster={"replicas": 1}), "fleet.json"), limit=150, keep=keep)
     (alone,) = keep[1]
@@ -248,3 +248,44 @@ def test_the_sidecar_gives_a_fleet_the_same_report() -> None:
     inline = replay(*mooncake(120)[:1], policy, inputs=mooncake(120)[1])
     forked = replay(*mooncake(120)[:1], policy, inputs=mooncake(120)[1], sidecar=True)
     assert canonical(forked) == canonical(inline)
+
+
+def test_a_fleets_kv_events_round_trip_through_the_vllm_mirror(tmp_path: Path) -> None:
+    """Every replica's events in one file, named by replica: `tickgate normalize` reads them
+    back with the replay's counts; a one-replica fleet writes the plain replay's events."""
+    from tickgate.testing import run_cli
+
+    def replay_cli(policy: Path, tag: str) -> tuple[dict[str, Any], dict[str, Any]]:
+        out, events, norm = tmp_path / f"{tag}.json", tmp_path / f"{tag}.msgpack", tmp_path / f"{tag}-n.json"
+        res = run_cli("replay", "--input", str(MOONCAKE), "--input-format", "mooncake", "--limit", "60",
+                      "--policy", str(policy), "--output", str(out), "--kv-events", str(events), "--quiet")
+        assert res.returncode == 0, res.stderr
+        res = run_cli("normalize", str(events), "-o", str(norm))
+        assert res.returncode == 0, res.stderr
+        return json.loads(out.read_text()), json.loads(norm.read_text())["run"]
+
+    doc = policy_doc(POLICIES / "vllm-v1-bench.yaml", replicas=3, router={"name": "least-loaded"})
+    doc["scheduler"]["options"]["num_gpu_blocks"] = 3000
+    report, run_doc = replay_cli(write_policy(tmp_path, doc, "three-policy.json"), "three")
+    kv, extra = report["kv_events"], run_doc["aggregates"]["extra"]
+    assert run_doc["provenance"]["format"] == "vllm-kv-events"
+    assert extra["kv_blocks_stored"] == kv["blocks_stored"] > 0
+    assert extra["kv_blocks_removed"] == kv["blocks_removed"] > 0
+    assert extra["kv_resident_blocks_at_end"] == kv["resident_blocks_at_end"]
+    assert extra["kv_event_batches"] == kv["batches"]
+    assert sorted(run_doc["provenance"]["replicas"]) == ["replica-0", "replica-1", "replica-2"]
+    one = dict(doc, cluster={"replicas": 1})
+    fleet1, _ = replay_cli(write_policy(tmp_path, one, "one-policy.json"), "one")
+    plain_doc = policy_doc(POLICIES / "vllm-v1-bench.yaml")
+    plain_doc["scheduler"]["options"]["num_gpu_blocks"] = 3000
+    plain, _ = replay_cli(write_policy(tmp_path, plain_doc, "plain-policy.json"), "plain")
+    assert fleet1["kv_events"] == plain["kv_events"]
+    # a scheduler that records none is refused in one line, nothing written
+    seed = policy_doc(POLICIES / "default.yaml", replicas=2)
+    seed["timing"] = LINEAR
+    out, events = tmp_path / "s.json", tmp_path / "s.msgpack"
+    res = run_cli("replay", "--input", str(MOONCAKE), "--input-format", "mooncake", "--limit", "5",
+                  "--policy", str(write_policy(tmp_path, seed, "seed-policy.json")), "--output", str(out),
+                  "--kv-events", str(events))
+    assert res.returncode == 2 and not out.exists() and not events.exists()
+    assert "does not record KV-cache events" in res.stderr and res.stderr.count("\n") == 1

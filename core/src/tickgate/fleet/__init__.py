@@ -43,13 +43,16 @@ class _ReplicaTrace:
 def replay_fleet(requests: Iterable[Request], policy: Policy, spec: FleetSpec, *, inputs: dict[str, Any],
                  prefix_block_size: int | None, detail_limit: int = DETAIL_LIMIT,
                  trace_path: Path | str | None = None, keep: list[Any] | None = None,
-                 sidecar: bool = False) -> dict[str, Any]:
+                 sidecar: bool = False, kv_events_path: Path | str | None = None) -> dict[str, Any]:
     """Replay ``requests`` through the fleet; the fleet's report. ``sidecar``: each
     engine's fingerprint and summary in a forked child (:mod:`tickgate.parallel.sidecar`;
     the same report). ``keep``: a list the built :class:`Fleet` and the engines' own
-    reports are appended to (tests)."""
-    fleet = Fleet(spec, policy, prefix_block_size=prefix_block_size, detail_limit=detail_limit, sidecar=sidecar)
+    reports are appended to (tests). ``kv_events_path``: every engine's KV-cache events,
+    in vLLM's msgpack batches named by replica and rank, written atomically."""
+    from ..replay.kv_events_out import KvEventWriter
+
     client = SummarySink(detail_limit=detail_limit)
+    writer = None
 
     def arrivals() -> Iterable[Request]:
         for r in requests:
@@ -57,6 +60,10 @@ def replay_fleet(requests: Iterable[Request], policy: Policy, spec: FleetSpec, *
             yield r
 
     with contextlib.ExitStack() as stack:
+        if kv_events_path is not None:
+            writer = KvEventWriter(stack.enter_context(atomic_writer(kv_events_path, binary=True)))
+        fleet = Fleet(spec, policy, prefix_block_size=prefix_block_size, detail_limit=detail_limit,
+                      sidecar=sidecar, kv_writer=writer)
         for e in fleet.engines:
             stack.callback(e.close)
         if trace_path is not None:
@@ -70,6 +77,8 @@ def replay_fleet(requests: Iterable[Request], policy: Policy, spec: FleetSpec, *
     replicas = [replica_report(fleet, i, inputs) for i in range(len(fleet.engines))]
     inputs["cluster"] = spec.to_json()
     report = fleet_report(fleet, client, inputs, replicas)
+    if writer is not None:
+        report["kv_events"] = writer.counts.to_json()
     if keep is not None:
         keep.extend([fleet, replicas])
     return report

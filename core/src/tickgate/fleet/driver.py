@@ -35,7 +35,8 @@ from ..plugins import get_registry
 from ..policy import Policy
 from ..replay.engine import DEFAULT_MAX_TICKS, build_scheduler
 from ..routing import Router, RouterContext
-from .prefix_index import RoutedPrefixes
+from ..kv_events import records_kv_events
+from .prefix_index import EventPrefixes, RoutedPrefixes
 from .replica import Engine, Target
 from .spec import FleetSpec, PoolSpec
 
@@ -50,7 +51,7 @@ class Fleet:
     """Every replica of a policy's ``cluster`` section, built, and the loop that runs them."""
 
     def __init__(self, spec: FleetSpec, policy: Policy, *, prefix_block_size: int | None,
-                 detail_limit: int, sidecar: bool = False) -> None:
+                 detail_limit: int, sidecar: bool = False, kv_writer: Any = None) -> None:
         self.spec = spec
         self.policy = policy
         self.timing = policy.timing
@@ -61,6 +62,7 @@ class Fleet:
         self.prefix_block_size = prefix_block_size
         self.sidecar = sidecar
         self.prefixes = RoutedPrefixes(prefix_block_size)
+        self.events = EventPrefixes()
         single = len(spec.pools) == 1 and spec.pools[0].name == "default"
         for pool in spec.pools:
             targets = self.pool_targets.setdefault(pool.name, [])
@@ -71,7 +73,7 @@ class Fleet:
                     rank_name = name if pool.data_parallel_size == 1 else f"{name}/dp{k}"
                     ranks.append(self._engine(pool, rank_name, k, limit, detail_limit))
                 target = Target(len(targets), name, pool.name, ranks, self.timing, pool.lockstep,
-                                self.prefixes.cached_tokens)
+                                self._cached_prefix)
                 for e in ranks:
                     e.frontend = target.frontend
                 targets.append(target)
@@ -89,6 +91,7 @@ class Fleet:
                               else self.targets)
         self.router = self._router(self.entry_pool, len(self.entry_targets))
         self.track_prefixes = bool(optional_attribute(self.router, "reads_cached_prefixes"))
+        self._kv_events(kv_writer, self.track_prefixes and getattr(self.router, "prefix_source", "events") == "events")
         # asked ahead: a router that reads no state (or has one replica to pick), when no replica
         # balances data-parallel ranks (that reads the ranks' counts at the arrival)
         self.eager = (not optional_attribute(self.router, "uses_replica_state") or len(self.entry_targets) == 1) \
@@ -110,6 +113,29 @@ class Fleet:
         self.engines.append(engine)
         self.prefixes.add_engine(scheduler)
         return engine
+
+    def _kv_events(self, writer: Any, index: bool) -> None:
+        """Turn on the engines' KV events where they are wanted: written to ``writer``
+        (``--kv-events``; every engine must record them) and, for ``index``, read
+        by the prefix-aware router in process (engines without them fall back to
+        the record of what was routed there)."""
+        for e in self.engines:
+            records = records_kv_events(e.scheduler)
+            if writer is not None and not records:
+                pool = next(p for p in self.spec.pools if p.name == e.pool)
+                raise InputError(self.policy.path, f'scheduler "{pool.scheduler.plugin.name}" of {e.name} does not '
+                                 "record KV-cache events; --kv-events needs one that does, such as vllm-v1",
+                                 **pool.policy.locate(*pool.policy.scheduler_at, "name"))
+            on = records and (index or writer is not None)
+            self.events.add_engine(e.scheduler, on and index)
+            if on:
+                e.scheduler.enable_kv_events()
+                e.sinks.append(_EventSink(self, e, writer, on and index))
+
+    def _cached_prefix(self, index: int, request: Request) -> int:
+        if self.events.known(index):
+            return self.events.cached_tokens(index, self.engines[index].scheduler, request)
+        return self.prefixes.cached_tokens(index, request)
 
     def _router(self, pool: PoolSpec, replicas: int) -> Router:
         info = pool.router.plugin
@@ -191,7 +217,7 @@ class Fleet:
         engine = target.pick_rank()
         self.decisions.update(f"{request.id}\t{target.name}\t{engine.rank}\n".encode())
         self.decision_counts[self.fleet_position[id(target)]] += 1
-        if self.track_prefixes:
+        if self.track_prefixes and not self.events.known(engine.index):
             self.prefixes.routed(engine.index, request)
         entering = target.frontend.enter(request) if target.frontend is not None else request
         engine.entries.append(entering)
@@ -269,6 +295,38 @@ class Fleet:
             router.finished(o, target.position)
             for fn in self._on_outcome:
                 fn(o)
+
+
+class _EventSink:
+    """An engine's KV events after each of its records: applied to the fleet's index
+    of resident blocks and/or written, one batch per record, stamped with the
+    simulated end of the step in seconds and named by replica and rank."""
+
+    __slots__ = ("drain", "fleet", "engine", "writer", "index", "replica")
+
+    def __init__(self, fleet: Fleet, engine: Engine, writer: Any, index: bool) -> None:
+        self.drain = engine.scheduler.drain_kv_events
+        self.fleet = fleet
+        self.engine = engine
+        self.writer = writer
+        self.index = index
+        self.replica = fleet.targets_of[engine.index].name
+
+    def record(self, record: Any) -> None:
+        events = self.drain()
+        if not events:
+            return
+        if self.index:
+            self.fleet.events.apply(self.engine.index, events)
+        if self.writer is not None:
+            ts = (self.engine.clock.now_ms + (record.duration_ms or 0.0)) / 1000.0
+            self.writer.write_batch(ts, events, self.engine.rank, self.replica)
+
+    def arrival(self, request: Request) -> None:
+        pass
+
+    def outcome(self, outcome: RequestOutcome) -> None:
+        pass
 
 
 def _shifted(o: RequestOutcome, own_end: float, end: float) -> RequestOutcome:

@@ -1,5 +1,6 @@
 """What each replica holds in its prefix cache, as a router asks it.
 
+From a replica's KV events when its scheduler records them (:class:`EventPrefixes`).
 Without KV events (a scheduler that publishes none) the fleet keeps the
 record Dynamo's router keeps in its no-events mode and llm-d's approximate
 prefix scorer keeps (docs/design/fleets-sources.md §2, §3): the prefix blocks
@@ -16,7 +17,7 @@ from typing import Any
 
 from ..model import Request
 
-__all__ = ["RoutedPrefixes"]
+__all__ = ["EventPrefixes", "RoutedPrefixes"]
 
 
 class RoutedPrefixes:
@@ -73,3 +74,57 @@ class RoutedPrefixes:
         over = len(cache) - self.capacity[engine]
         for _ in range(over if over > 0 else 0):
             cache.popitem(last=False)
+
+
+class EventPrefixes:
+    """Per engine: the block hashes its KV events say are resident, as Dynamo's
+    indexer and llm-d's precise prefix-cache scorer rebuild them from vLLM's
+    events (``BlockStored`` adds, ``BlockRemoved`` drops, ``AllBlocksCleared``
+    empties), applied at the end of the step that produced them. A request's
+    prefix there is the run of its ``prompt_block_hashes`` (the scheduler's own,
+    first block first) found resident, times the scheduler's block size: the
+    longest-consecutive-prefix rule of llm-d's ``LongestPrefixScorer``."""
+
+    __slots__ = ("resident", "block_size", "_for", "_hashes")
+
+    def __init__(self) -> None:
+        self.resident: list[set[int] | None] = []  # None: the engine records no events
+        self.block_size: list[int] = []
+        self._for: tuple[Any, Any] | None = None
+        self._hashes: list[int] = []
+
+    def add_engine(self, scheduler: Any, records: bool) -> None:
+        self.resident.append(set() if records else None)
+        self.block_size.append(int(getattr(scheduler, "block_size", 0) or 0))
+
+    def known(self, engine: int) -> bool:
+        return self.resident[engine] is not None
+
+    def apply(self, engine: int, events: list[Any]) -> None:
+        from ..kv_events import AllBlocksCleared, BlockRemoved, BlockStored
+
+        resident = self.resident[engine]
+        assert resident is not None
+        for event in events:
+            kind = type(event)
+            if kind is BlockStored:
+                resident.update(event.block_hashes)
+                self.block_size[engine] = event.block_size
+            elif kind is BlockRemoved:
+                resident.difference_update(event.block_hashes)
+            elif kind is AllBlocksCleared:
+                resident.clear()
+
+    def cached_tokens(self, engine: int, scheduler: Any, request: Request) -> int:
+        resident = self.resident[engine]
+        if not resident:
+            return 0
+        key = (request, type(scheduler), self.block_size[engine])
+        if key != self._for:  # the same hashes for every replica of one scheduler kind and block size
+            self._for, self._hashes = key, scheduler.prompt_block_hashes(request)
+        n = 0
+        for h in self._hashes:
+            if h not in resident:
+                break
+            n += 1
+        return min(n * self.block_size[engine], request.prompt_tokens)

@@ -138,8 +138,8 @@ class PrefixAware(Router):
         cost = overlap_weight * (pending_prefill + uncached) + active + uncached
 
     per replica, where ``uncached`` is the request's prompt tokens beyond the
-    longest prefix the replica holds (its KV events, else what was routed
-    there), ``pending_prefill`` the prompt tokens routed there not yet computed
+    longest prefix the replica holds (its KV events, or with ``prefix_source:
+    routed`` or a scheduler without them, what was routed there), ``pending_prefill`` the prompt tokens routed there not yet computed
     (routed uncached tokens less the tokens its prefills computed) and
     ``active`` the prompt tokens of its requests in flight (Dynamo's active
     blocks, ``assume_kv_reuse``: cached blocks are shared, not new). Dynamo
@@ -152,20 +152,26 @@ class PrefixAware(Router):
     reads_cached_prefixes = True
     options_schema = {
         "type": "object", "additionalProperties": False,
-        "properties": {"overlap_weight": {
-            "type": "number", "minimum": 0, "maximum": 1000, "default": 1,
-            "description": "weight of the prefill work against the decode load (Dynamo's "
-                           "--router-kv-overlap-score-weight, default 1)"}},
+        "properties": {
+            "overlap_weight": {
+                "type": "number", "minimum": 0, "maximum": 1000, "default": 1,
+                "description": "weight of the prefill work against the decode load (Dynamo's "
+                               "--router-kv-overlap-score-weight, default 1)"},
+            "prefix_source": {
+                "enum": ["events", "routed"], "default": "events",
+                "description": "events: each replica's KV events (schedulers that record them; the "
+                               "others as 'routed'); routed: what was routed there (Dynamo without events)"}},
     }
-    def __init__(self, n: int, overlap_weight: float) -> None:
+    def __init__(self, n: int, overlap_weight: float, prefix_source: str = "events") -> None:
         self.w = overlap_weight
+        self.prefix_source = prefix_source  # read by the fleet: where cached_prefix_tokens looks
         self.routed_uncached = [0] * n
         self.active = [0] * n
         self.ties = _Rotating()
 
     @classmethod
     def build(cls, options: Mapping[str, Any], ctx: RouterContext) -> "PrefixAware":
-        return cls(ctx.replicas, float(options.get("overlap_weight", 1)))
+        return cls(ctx.replicas, float(options.get("overlap_weight", 1)), options.get("prefix_source", "events"))
 
     def route(self, request: Request, replicas: Sequence[ReplicaView]) -> int:
         w = self.w

@@ -52,7 +52,7 @@ def replay(
     if "cluster" in policy.data:
         return _replay_fleet(requests, policy, trace_path=trace_path, inputs=inputs, detail_limit=detail_limit,
                              prefix_block_size=prefix_block_size, max_concurrency=max_concurrency,
-                             sidecar=sidecar)
+                             sidecar=sidecar, kv_events_path=kv_events_path)
     scheduler, built = build_scheduler(policy, clock, prefix_block_size=prefix_block_size)
     label = f'scheduler "{built["scheduler"]["name"]}"'
     if kv_events_path is not None:
@@ -132,7 +132,8 @@ def replay(
 
 def _replay_fleet(requests: Iterable[Request], policy: Policy, *, trace_path: Path | str | None,
                   inputs: dict[str, Any] | None, detail_limit: int, prefix_block_size: int | None,
-                  max_concurrency: int | None, sidecar: bool) -> dict[str, Any]:
+                  max_concurrency: int | None, sidecar: bool,
+                  kv_events_path: Path | str | None) -> dict[str, Any]:
     """A policy with a ``cluster`` section: its fleet (:mod:`tickgate.fleet`)."""
     from ..errors import InputError
     from ..fleet import fleet_spec, replay_fleet
@@ -146,7 +147,8 @@ def _replay_fleet(requests: Iterable[Request], policy: Policy, *, trace_path: Pa
     inputs["policy"] = policy.source or policy.path
     inputs["timing"] = policy.timing.to_json()  # type: ignore[union-attr]
     return replay_fleet(requests, policy, spec, inputs=inputs, prefix_block_size=prefix_block_size,
-                        detail_limit=detail_limit, trace_path=trace_path, sidecar=sidecar)
+                        detail_limit=detail_limit, trace_path=trace_path, sidecar=sidecar,
+                        kv_events_path=kv_events_path)
 
 
 def _chain(first: Request | None, rest: Iterable[Request]) -> Iterable[Request]:

@@ -195,6 +195,11 @@ BAD = [
     ({"pools": {"p": {"role": "prefill"}, "d": {"role": "decode"}}}, "$.cluster.pools", "transfer"),
     ({"pools": {"p": {"role": "prefill"}, "m": {}}}, "$.cluster.pools", "prefill and decode pools only"),
     ({"replicas": 2, "transfer": {"bandwidth_gb_s": 10}}, "$.cluster.transfer", "disaggregated"),
+    ({"pools": {"a": {"replicas": 1}, "b": {"replicas": 2, "router": {"name": "round-robin"}}}},
+     "$.cluster.pools.b.router", "one router"),
+    ({"pools": {"a": {"replicas": 1, "scheduler": {"name": "vllm-v1", "options": {
+        "block_size": 16, "num_gpu_blocks": 512, "max_num_batched_tokens": 512, "max_num_seqs": 0}}}}},
+     "$.cluster.pools.a.scheduler.options.max_num_seqs", "minimum"),
 ]
 
 

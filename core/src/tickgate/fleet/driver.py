@@ -36,6 +36,7 @@ from ..policy import Policy
 from ..replay.engine import DEFAULT_MAX_TICKS, build_scheduler
 from ..routing import Router, RouterContext
 from ..kv_events import records_kv_events
+from .handoff import Handoff
 from .prefix_index import EventPrefixes, RoutedPrefixes
 from .replica import Engine, Target
 from .spec import FleetSpec, PoolSpec
@@ -90,6 +91,16 @@ class Fleet:
         self.entry_targets = (self.pool_targets[self.entry_pool.name] if spec.disaggregated
                               else self.targets)
         self.router = self._router(self.entry_pool, len(self.entry_targets))
+        self.handoff: Handoff | None = None
+        if spec.disaggregated:
+            self.decode_pool = by_role["decode"]
+            self.decode_targets = self.pool_targets[self.decode_pool.name]
+            self.decode_router = self._router(self.decode_pool, len(self.decode_targets))
+            self.handoff = Handoff(spec.transfer)  # type: ignore[arg-type]
+            self.prefill_engines = [e for t in self.entry_targets for e in t.engines]
+            for t in self.decode_targets:
+                for e in t.engines:
+                    e.transferred = True
         self.track_prefixes = bool(optional_attribute(self.router, "reads_cached_prefixes"))
         self._kv_events(kv_writer, self.track_prefixes and getattr(self.router, "prefix_source", "events") == "events")
         # asked ahead: a router that reads no state (or has one replica to pick), when no replica
@@ -160,11 +171,17 @@ class Fleet:
         self.steps: list[tuple[float, int]] = []  # (start, engine index) of busy units
         entries, steps = self.entries, self.steps
         engines = self.engines
+        handoff = self.handoff
         while True:
             head = self._head
             t_head = head.arrival_ms if head is not None else INF
             t_entry = entries[0][0] if entries else INF
             t_step = steps[0][0] if steps else INF
+            if handoff is not None and handoff.pending:
+                t_xfer = handoff.pending[0][0]
+                if t_xfer <= t_head and t_xfer <= t_entry and t_xfer <= t_step:
+                    self._route_decode(handoff.arrived())
+                    continue
             if t_head <= t_entry and t_head <= t_step:
                 if head is None:
                     break
@@ -214,33 +231,54 @@ class Fleet:
             raise InputError(None, f"{self.entry_pool.router.plugin.label()} returned {position!r} for request "
                              f"{request.id!r}: not a replica position 0..{len(targets) - 1}")
         target = targets[position]
+        if self.handoff is not None:
+            request = self.handoff.prefill_request(request)
+        engine = self._send(request, target)
+        if self.track_prefixes and not self.events.known(engine.index):
+            self.prefixes.routed(engine.index, request)
+        if self.eager:
+            self._ahead += 1
+
+    def _send(self, request: Request, target: Target) -> Engine:
+        """``request`` to ``target`` (one of its ranks): the decision recorded, its entry queued."""
         engine = target.pick_rank()
         self.decisions.update(f"{request.id}\t{target.name}\t{engine.rank}\n".encode())
         self.decision_counts[self.fleet_position[id(target)]] += 1
-        if self.track_prefixes and not self.events.known(engine.index):
-            self.prefixes.routed(engine.index, request)
         entering = target.frontend.enter(request) if target.frontend is not None else request
         engine.entries.append(entering)
         engine.in_flight += 1
         engine.routed += 1
         self._seq += 1
         heapq.heappush(self.entries, (entering.arrival_ms, self._seq, engine.index))  # type: ignore[arg-type]
-        if self.eager:
-            self._ahead += 1
+        return engine
+
+    def _route_decode(self, request: Request) -> None:
+        """A request whose KV has arrived: to a decode replica (its router, at this time)."""
+        targets = self.decode_targets
+        position = self.decode_router.route(request, targets) if len(targets) > 1 else 0
+        if type(position) is not int or not 0 <= position < len(targets):
+            raise InputError(None, f"{self.decode_pool.router.plugin.label()} returned {position!r} for "
+                             f"request {request.id!r}: not a replica position 0..{len(targets) - 1}")
+        self._send(request, targets[position])
 
     def _next_arrival(self, engine: Engine) -> float | None:
         """When the next request may enter ``engine``: the end of the spans it may run."""
-        if self.eager:
+        if self.eager and not engine.transferred:
             while not engine.entries and self._head is not None and self._ahead < LOOKAHEAD:
                 self._route(self._head)
             if engine.entries:
                 return engine.entries[0].arrival_ms
             return self._head.arrival_ms if self._head is not None else None
-        own = engine.entries[0].arrival_ms if engine.entries else None
-        head = self._head.arrival_ms if self._head is not None else None
-        if own is None:
-            return head
-        return own if head is None or own < head else head
+        own = engine.entries[0].arrival_ms if engine.entries else INF
+        head = self._head.arrival_ms if self._head is not None else INF
+        nxt = own if own < head else head
+        if self.handoff is not None and engine.transferred:
+            # a decode replica's next request comes with a transfer that has begun, or with one a
+            # prefill step will begin: no sooner than the earliest prefill step still to start
+            pending = self.handoff.pending[0][0] if self.handoff.pending else INF
+            prefill = min((e.clock.now_ms for e in self.prefill_engines if e.busy), default=INF)
+            nxt = min(nxt, pending, prefill)
+        return None if nxt == INF else nxt
 
     def _step(self, engine: Engine, target: Target) -> None:
         start = engine.clock.now_ms
@@ -289,10 +327,17 @@ class Fleet:
             self._covered = end
 
     def _finish(self, engine: Engine, target: Target, outcomes: list[RequestOutcome]) -> None:
-        router = self.router
+        handoff = self.handoff
+        decode = handoff is not None and engine.transferred
+        router = self.decode_router if decode else self.router
         for o in outcomes:
             engine.in_flight -= 1
             router.finished(o, target.position)
+            if handoff is not None:
+                client = handoff.decoded(o) if decode else handoff.prefilled(o)
+                if client is None:
+                    continue
+                o = client
             for fn in self._on_outcome:
                 fn(o)
 

@@ -33,7 +33,7 @@ class Engine:
 
     __slots__ = ("index", "name", "pool", "rank", "scheduler", "clock", "built", "label", "fingerprint",
                  "summary", "sinks", "sidecar", "digest", "limit", "stalled", "horizon", "horizon_for", "entries",
-                 "in_flight", "routed", "running", "prefilled_tokens", "busy", "hit_tokens", "frontend")
+                 "in_flight", "routed", "running", "prefilled_tokens", "busy", "hit_tokens", "frontend", "transferred")
 
     def __init__(self, index: int, name: str, pool: str, rank: int, scheduler: Any, clock: Clock,
                  built: dict[str, Any], limit: int, detail_limit: int, sidecar: bool = False) -> None:
@@ -66,6 +66,8 @@ class Engine:
         self.busy = False  # in the fleet's step heap
         self.hit_tokens = getattr(scheduler, "prefix_hit_tokens", None)
         self.frontend: _Frontend | None = None  # its replica's: outcomes get the client's arrival back
+        #: a disaggregated fleet's decode side: every request arrives with its prompt's KV computed
+        self.transferred = False
 
     # -- the plain replay's loop body -------------------------------------------
     def enter(self, request: Request) -> None:
@@ -77,7 +79,10 @@ class Engine:
             clock.now_ms = at  # type: ignore[assignment]
         for sink in self.sinks:
             sink.arrival(request)
-        self.scheduler.add(request)
+        if self.transferred:
+            self.scheduler.add_transferred(request)
+        else:
+            self.scheduler.add(request)
 
     def step(self, next_arrival_ms: float | None) -> tuple[TickRecord, list[RequestOutcome]]:
         """One step (or span), ending before ``next_arrival_ms``; its record and outcomes."""

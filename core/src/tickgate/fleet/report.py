@@ -104,12 +104,23 @@ def _fleet_block(fleet: Fleet, replicas: list[dict[str, Any]], prompt_tokens: in
         }
         entries.append(entry)
     decisions = {t.name: fleet.decision_counts[i] for i, t in enumerate(fleet.targets)}
-    return {
+    block: dict[str, Any] = {
         "replicas": entries,
         "prefix_cache_hit_rate": round(hits / prompt_tokens, 6) if prompt_tokens else 0.0,
         "routing": {"router": fleet.entry_pool.router.plugin.name, "decisions": decisions,
                     "jain_index": jain_index([float(v) for v in decisions.values()])},
     }
+    if fleet.handoff is not None:
+        # each side's decisions and evenness: a request is routed once on either side
+        for side, targets, pool in (("prefill", fleet.entry_targets, fleet.entry_pool),
+                                    ("decode", fleet.decode_targets, fleet.decode_pool)):
+            counts = [decisions[t.name] for t in targets]
+            block["routing"][side] = {"router": pool.router.plugin.name, "jain_index": jain_index(
+                [float(c) for c in counts])}
+        # the decode side's spread is the fleet's (its prefill side is given too)
+        block["routing"]["jain_index"] = block["routing"]["decode"]["jain_index"]
+        block["transfers"] = fleet.handoff.to_json()
+    return block
 
 
 def _plugins(fleet: Fleet) -> dict[str, Any]:

@@ -114,6 +114,11 @@ def fleet_spec(policy: Policy, registry: Registry | None = None) -> FleetSpec | 
                 raise _error(policy, f'the decode pool\'s scheduler "{p.scheduler.plugin.name}" cannot take a '
                              "request whose prompt KV arrives computed (a disaggregated decode side); "
                              "schedulers that can: vllm-v1", at)
+    elif any("router" in doc for doc in pools_doc.values()):
+        name = next(n for n, doc in pools_doc.items() if "router" in doc)
+        raise _error(policy, "one router (cluster.router) routes over every replica of a fleet without roles; "
+                     "a pool's own router is for the prefill and decode pools of a disaggregated fleet",
+                     (*where, "pools", name, "router"))
     elif "transfer" in cluster:
         raise _error(policy, "'transfer' is for disaggregated fleets (pools with roles prefill and decode)",
                      (*where, "transfer"))
@@ -165,7 +170,8 @@ def _transfer(policy: Policy, doc: Mapping[str, Any] | None, at: tuple[Any, ...]
             raise _error(policy, "the timing model does not know the model's KV bytes per token: give "
                          "'kv_bytes_per_token'", at)
         per_token = gpu_bytes * int(getattr(timing, "tp", 1) or 1)
-        source = f"timing model ({getattr(timing, 'model', 'model')})"
+        model = getattr(timing, "model", None)
+        source = f"timing model ({getattr(model, 'key', model)})"
     return TransferSpec(bandwidth_bytes_per_ms=float(doc["bandwidth_gb_s"]) * 1e6,
                         latency_ms=float(doc.get("latency_ms", 0.0)), kv_bytes_per_token=float(per_token),
                         bytes_source=source)

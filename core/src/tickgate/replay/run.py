@@ -31,6 +31,7 @@ def replay(
     prefix_block_size: int | None = None,
     sidecar: bool = False,
     max_concurrency: int | None = None,
+    extra_sinks: Iterable[Any] = (),
 ) -> dict[str, Any]:
     """Run ``requests`` through the policy's scheduler; return the report.
 
@@ -39,6 +40,9 @@ def replay(
     summary in a forked child (:mod:`tickgate.parallel.sidecar`; same report).
     ``max_concurrency``: closed-loop clients, at most this many requests in
     flight (default: the workload header's, ``inputs["max_concurrency"]``).
+    ``extra_sinks``: more sinks (``arrival``, ``record``, ``outcome``) that see every
+    request and step, e.g. ``tickgate plan``'s goodput count, which needs every
+    outcome, not the report's first ``detail_limit``.
     """
     clock = Clock()
     if prefix_block_size is None and inputs:
@@ -58,6 +62,7 @@ def replay(
             fingerprint = FingerprintSink()
             summary = SummarySink(detail_limit=detail_limit, every_sample=every_sample)
             sinks = [fingerprint, summary]
+        sinks.extend(extra_sinks)
         if trace_path is not None:
             sinks.append(TraceSink(stack.enter_context(atomic_writer(trace_path))))
         it = iter(requests)

@@ -115,6 +115,8 @@ def run_point(task: Task, *, worker: bool = False, root: str | None = None,
             frontend = policy.timing.frontend_ms if policy.timing is not None else 0.0
             sinks.append(GoodputSink(task.goodput, frontend))
         report = replay(requests, policy, inputs=inputs, extra_sinks=sinks)
+        if root != task.root:  # the report names the policy file on the caller's machine
+            report["inputs"]["policy"] = str(point_policy(task.root, task.point_id))
         payload: dict[str, Any] = {"headline": headline(report), "latency": report.get("latency"),
                                    "request_count": report["summary"]["request_count"]}
         if sinks:

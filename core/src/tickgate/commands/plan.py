@@ -72,7 +72,8 @@ def plan_command(workload_path: Path, input_format: str, limit: int | None, bloc
     write_plan(output_path, document(question, str(policy_path), recommendation, evidence))
     if not quiet:
         click.echo(table(question, evidence))
-        click.echo(summary(recommendation, evidence, output_path))
+        if recommendation is not None:  # else the error line says it
+            click.echo(summary(recommendation, evidence, output_path))
     failed = [e for e in evidence if "error" in e]
     if failed:
         click.echo(f"warning: {len(failed)} of {len(evidence)} runs failed and count as missing the SLOs "

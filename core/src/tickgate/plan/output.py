@@ -60,10 +60,8 @@ def table(question: Question, evidence: Sequence[dict[str, Any]]) -> str:
     return "\n".join("  ".join(cell.ljust(w) for cell, w in zip(line, widths)).rstrip() for line in lines)
 
 
-def summary(recommendation: dict[str, Any] | None, evidence: Sequence[dict[str, Any]], output: Path) -> str:
+def summary(recommendation: dict[str, Any], evidence: Sequence[dict[str, Any]], output: Path) -> str:
     runs = f"{len(evidence)} run{'s' if len(evidence) != 1 else ''}"
-    if recommendation is None:
-        return f"no configuration meets the SLOs ({runs}) -> {output}"
     values = " ".join(f"{k}={_text(v)}" for k, v in recommendation["values"].items())
     n = recommendation["cost"]["gpus"]
     return (f"recommendation: {values} ({n} GPU{'s' if n != 1 else ''}, run {recommendation['run']}; "

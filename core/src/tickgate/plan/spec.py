@@ -114,9 +114,9 @@ def parse_vary(text: str) -> Vary:
         if lo > hi:
             raise PlanError(f"--vary {text}: the range is empty ({lo} > {hi})")
         return Vary(path, "range", (lo, hi), spec)
-    values = tuple(_scalar(item.strip()) for item in spec.split(","))
     if any(item.strip() == "" for item in spec.split(",")):
         raise PlanError(f"--vary {text}: an empty value in the list")
+    values = tuple(_scalar(item.strip()) for item in spec.split(","))
     seen: list[Any] = []
     for value in values:
         if any(type(value) is type(old) and value == old for old in seen):

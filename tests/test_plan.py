@@ -61,7 +61,8 @@ def test_bisection_finds_what_enumeration_finds_with_fewer_replays(searched: dic
     by_value = {e["values"][SEQS]: e for e in every["evidence"]}
     for entry in bisect["evidence"]:
         twin = by_value[entry["values"][SEQS]]
-        assert (entry["slos"], entry["fingerprint"], entry["met"]) == (twin["slos"], twin["fingerprint"], twin["met"])
+        for key in ("slos", "fingerprint", "met"):
+            assert entry[key] == twin[key]
 
 
 def test_the_choice_meets_the_slo_and_one_fewer_misses(searched: dict[str, Path], tmp_path: Path) -> None:
@@ -112,7 +113,8 @@ def test_plan_json_has_the_question_the_recommendation_and_the_evidence(searched
 def test_plan_json_is_the_same_bytes_with_one_job_and_another_hash_seed(searched: dict[str, Path],
                                                                          tmp_path: Path) -> None:
     out = tmp_path / "one.json"
-    result = plan(out, "--slo", SLO, "--vary", f"{SEQS}={LO}..{HI}", "--jobs", "1", env={"PYTHONHASHSEED": "7"})
+    result = plan(out, "--slo", SLO, "--vary", f"{SEQS}={LO}..{HI}", "--jobs", "1",
+                  env={"PYTHONHASHSEED": "7"})
     assert result.returncode == 0, result.stderr  # type: ignore[attr-defined]
     assert out.read_bytes() == searched["bisect"].read_bytes()
 
@@ -123,8 +125,9 @@ def test_the_cheapest_listed_configuration_wins_not_the_first(tmp_path: Path) ->
     completed, is within the limit, and it still meets nothing."""
     policy = tmp_path / "roofline.yaml"
     text = BASE.read_text(encoding="utf-8")
-    policy.write_text(text[:text.index("timing:")] + "timing:\n  name: roofline\n  options: {model: llama-3.1-8b, "
-                      "gpu: H100-SXM-80GB, engine: vllm, tensor_parallel_size: 1}\n", encoding="utf-8")
+    policy.write_text(text[:text.index("timing:")] + "timing:\n  name: roofline\n  options: {model: "
+                      "llama-3.1-8b, gpu: H100-SXM-80GB, engine: vllm, tensor_parallel_size: 1}\n",
+                      encoding="utf-8")
     out = tmp_path / "plan.json"
     result = plan(out, "--slo", "ttft_p99_ms=400", "--vary", "scheduler.options.num_gpu_blocks=64,2048",
                   "--vary", "timing.options.tensor_parallel_size=4,2,1", "--jobs", "2", policy=policy)
@@ -160,7 +163,8 @@ def test_goodput_counts_every_request_beyond_the_detail_limit(tmp_path: Path) ->
                   "--policy", str(policy), "--output", str(tmp_path / "r.json"))
     assert res.returncode == 0, res.stderr
     outcomes = load(tmp_path / "r.json")["outcomes"]
-    good = sum(1 for o in outcomes if o["status"] == "completed" and o["first_token_ms"] - o["arrival_ms"] <= 1000
+    good = sum(1 for o in outcomes if o["status"] == "completed"
+               and o["first_token_ms"] - o["arrival_ms"] <= 1000
                and o["finished_ms"] - o["arrival_ms"] <= 20000)
     assert low["slos"]["goodput"]["good"] == good
 
@@ -200,8 +204,10 @@ def one_line(result: object) -> str:
 
 
 @pytest.mark.parametrize(("args", "message"), [
-    (["--slo", "ttft_p99=1000", "--vary", f"{SEQS}=1..8"], "error: --slo ttft_p99=1000: unknown SLO 'ttft_p99'"),
-    (["--slo", "ttft_p99_ms", "--vary", f"{SEQS}=1..8"], "error: --slo ttft_p99_ms: expected NAME=MILLISECONDS"),
+    (["--slo", "ttft_p99=1000", "--vary", f"{SEQS}=1..8"],
+     "error: --slo ttft_p99=1000: unknown SLO 'ttft_p99'"),
+    (["--slo", "ttft_p99_ms", "--vary", f"{SEQS}=1..8"],
+     "error: --slo ttft_p99_ms: expected NAME=MILLISECONDS"),
     (["--slo", "ttft_p99_ms=-5", "--vary", f"{SEQS}=1..8"], "must be a positive number of milliseconds"),
     (["--slo", SLO, "--vary", SEQS], f"error: --vary {SEQS}: expected PATH=LO..HI"),
     (["--slo", SLO, "--vary", f"{SEQS}=8..1"], "the range is empty (8 > 1)"),
@@ -213,9 +219,11 @@ def one_line(result: object) -> str:
      "only one --vary may be a range"),
     (["--slo", SLO, "--vary", "scheduler.options.policy=1..3"], "a range varies an integer setting"),
     (["--slo", SLO, "--vary", f"{SEQS}=0..8"],
-     f"error: --vary {SEQS}=0..8: 0 is refused: $.scheduler.options.max_num_seqs: 0 is less than the minimum of 1"),
+     f"error: --vary {SEQS}=0..8: 0 is refused: $.scheduler.options.max_num_seqs: "
+     "0 is less than the minimum of 1"),
     (["--slo", SLO, "--vary", f"{SEQS}=1..8", "--vary", f"{SEQS}=4,8"], f"{SEQS} is varied twice"),
-    (["--slo", SLO, "--goodput", "1.5", "--vary", f"{SEQS}=1..8"], "error: --goodput 1.5: expected a fraction"),
+    (["--slo", SLO, "--goodput", "1.5", "--vary", f"{SEQS}=1..8"],
+     "error: --goodput 1.5: expected a fraction"),
     (["--slo", "itl_p99_ms=50", "--goodput", "0.9", "--vary", f"{SEQS}=1..8"], "needs a per-request SLO"),
 ])
 def test_bad_options_are_one_line_and_write_nothing(tmp_path: Path, args: list[str], message: str) -> None:

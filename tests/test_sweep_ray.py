@@ -35,7 +35,8 @@ def three_ways(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     root = tmp_path_factory.mktemp("ray-sweep")
     sweep = write_sweep(root / "in", GRID_3X3)
     outs = {}
-    for name, options in (("jobs1", ["--jobs", "1"]), ("jobs2", ["--jobs", "2"]), ("ray", ["--executor", "ray"])):
+    runs = (("jobs1", ["--jobs", "1"]), ("jobs2", ["--jobs", "2"]), ("ray", ["--executor", "ray"]))
+    for name, options in runs:
         out = outs[name] = root / name
         result = run_cli("sweep", str(sweep), "--output", str(out), *options)
         assert result.returncode == 0, result.stderr
@@ -68,11 +69,13 @@ def test_a_failing_point_on_ray_is_recorded_as_locally(tmp_path: Path) -> None:
     ray = run_cli("sweep", str(sweep), "--output", str(tmp_path / "ray"), "--executor", "ray")
     assert local.returncode == ray.returncode == 1
     assert ray.stderr == local.stderr.replace(str(tmp_path / "local"), str(tmp_path / "ray"))
-    assert (tmp_path / "ray" / "results.jsonl").read_bytes() == (tmp_path / "local" / "results.jsonl").read_bytes()
+    results = "results.jsonl"
+    assert (tmp_path / "ray" / results).read_bytes() == (tmp_path / "local" / results).read_bytes()
     assert "points/p0001/policy.json:" in rows(tmp_path / "ray")[1]["error"]
 
 
-def test_the_workload_is_put_into_the_object_store_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_workload_is_put_into_the_object_store_once(tmp_path: Path,
+                                                        monkeypatch: pytest.MonkeyPatch) -> None:
     import ray
 
     from tickgate.sweep.ray_executor import RayExecutor

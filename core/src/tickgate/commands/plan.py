@@ -113,8 +113,8 @@ def _workload(path: Path, input_format: str, block_size: int | None, limit: int 
         raise TickgateError(f"--input-format {input_format}: unknown format; expected one of: "
                             f"{', '.join(['workload', *readers])}")
     if input_format == "workload" and block_size is not None:
-        raise InputError(path, "--block-size applies to trace formats (--input-format); a workload file gives "
-                         "its prefix block size in its header (block_size)")
+        raise InputError(path, "--block-size applies to trace formats (--input-format); a workload file "
+                         "gives its prefix block size in its header (block_size)")
     return Workload(path, str(path), input_format, block_size, limit)
 
 
@@ -142,7 +142,8 @@ def _check_values(varies: Any, base: dict[str, Any], policy_path: Path) -> None:
                     load_policy(probe)
                 except InputError as exc:
                     where = f"{exc.json_path}: " if exc.json_path else ""
-                    raise PlanError(f"{vary.option}: {json.dumps(value)} is refused: {where}{exc.message}") from None
+                    raise PlanError(f"{vary.option}: {json.dumps(value)} is refused: "
+                                    f"{where}{exc.message}") from None
                 except TickgateError as exc:
                     raise PlanError(f"{vary.option}: {json.dumps(value)} is refused: "
                                     f"{str(exc).replace(str(probe), str(policy_path))}") from None

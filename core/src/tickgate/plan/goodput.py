@@ -31,7 +31,7 @@ class GoodputSink:
         pass
 
     def outcome(self, o: Any) -> None:
-        if o.status != "completed" or o.arrival_ms is None or o.first_token_ms is None or o.finished_ms is None:
+        if o.status != "completed" or None in (o.arrival_ms, o.first_token_ms, o.finished_ms):
             return
         c = self.frontend_ms
         if self.ttft is not None and o.first_token_ms - o.arrival_ms + c > self.ttft:

@@ -53,8 +53,8 @@ def table(question: Question, evidence: Sequence[dict[str, Any]]) -> str:
                 measured = "-" if f["measured"] is None else _text(f["measured"])
                 row.append(f"{measured} {'<=' if name != 'goodput' else '>='} {_text(f['limit'])}"
                            f"{'' if f['met'] else ' !'}")
-            met = "yes" if entry["met"] else ("no" if not entry["rejected"] else f"no ({entry['rejected']} rejected)")
-            row.append(met)
+            rejected = entry["rejected"]
+            row.append("yes" if entry["met"] else (f"no ({rejected} rejected)" if rejected else "no"))
         lines.append(row)
     widths = [max(len(line[i]) for line in lines) for i in range(len(header))]
     return "\n".join("  ".join(cell.ljust(w) for cell, w in zip(line, widths)).rstrip() for line in lines)

@@ -60,8 +60,11 @@ class _Search:
     probe: int | None = None
 
 
+Entry = dict[str, Any]
+
+
 def search(question: Question, executor: Executor, root: Path,
-           on_run: Callable[[dict[str, Any]], None] | None = None) -> tuple[dict[str, Any] | None, list[dict[str, Any]]]:
+           on_run: Callable[[Entry], None] | None = None) -> tuple[Entry | None, list[Entry]]:
     """Replay what the search needs; return (recommendation or None, evidence)."""
     lists = [v for v in question.varies if v.kind == "list"]
     ranged = next((v for v in question.varies if v.kind == "range"), None)
@@ -124,7 +127,7 @@ def _point(question: Question, run: int, params: dict[str, Any]) -> Point:
     return Point(f"r{run:04d}", question.workload, params, document)
 
 
-def judge(question: Question, run: int, point: Point, result: tuple[str, Any]) -> dict[str, Any]:
+def judge(question: Question, run: int, point: Point, result: tuple[str, Any]) -> Entry:
     """One evidence entry: the values, the cost, each SLO's figure and margin, met or not."""
     entry: dict[str, Any] = {"run": run, "values": dict(point.params), "cost": {"gpus": gpus(point.document)}}
     status, payload = result
@@ -137,8 +140,8 @@ def judge(question: Question, run: int, point: Point, result: tuple[str, Any]) -
     for slo in question.slos:
         measured = slo.measure(latency)
         met = measured is not None and measured <= slo.limit
-        figures[slo.name] = {"limit": slo.limit, "measured": measured,
-                             "margin": None if measured is None else round(slo.limit - measured, 3), "met": met}
+        margin = None if measured is None else round(slo.limit - measured, 3)
+        figures[slo.name] = {"limit": slo.limit, "measured": measured, "margin": margin, "met": met}
     if question.goodput is not None:
         counts = payload["goodput"]
         share = round(counts["good"] / counts["requests"], 6) if counts["requests"] else 0.0

@@ -70,11 +70,13 @@ def parse_slos(texts: Sequence[str]) -> tuple[Slo, ...]:
             raise PlanError(f"--slo {text}: expected NAME=MILLISECONDS, e.g. ttft_p99_ms=2000")
         match = _SLO.match(name)
         if match is None:
-            raise PlanError(f"--slo {text}: unknown SLO {name!r}; expected <metric>_<stat>_ms with metric one of "
+            raise PlanError(f"--slo {text}: unknown SLO {name!r}; expected <metric>_<stat>_ms with metric "
+                            "one of "
                             f"{', '.join(METRICS)} and stat one of {', '.join(STATS)} (e.g. {names[4]})")
         limit = _number(value)
         if limit is None or limit <= 0:
-            raise PlanError(f"--slo {text}: the limit must be a positive number of milliseconds, not {value!r}")
+            raise PlanError(f"--slo {text}: the limit must be a positive number of milliseconds, "
+                            f"not {value!r}")
         if name in slos:
             raise PlanError(f"--slo {text}: {name} is given twice")
         slos[name] = Slo(name, match.group(1), match.group(2), limit)
@@ -103,9 +105,11 @@ def parse_vary(text: str) -> Vary:
     path, sep, spec = text.partition("=")
     path = path.strip()
     if not sep or not path or not spec.strip():
-        raise PlanError(f"--vary {text}: expected PATH=LO..HI (integers, searched) or PATH=A,B,C (each replayed)")
+        raise PlanError(f"--vary {text}: expected PATH=LO..HI (integers, searched) or PATH=A,B,C "
+                        "(each replayed)")
     if any(not part for part in path.split(".")):
-        raise PlanError(f"--vary {text}: {path!r} is not a dotted policy path (e.g. scheduler.options.max_num_seqs)")
+        raise PlanError(f"--vary {text}: {path!r} is not a dotted policy path "
+                        "(e.g. scheduler.options.max_num_seqs)")
     if ".." in spec:
         match = _RANGE.match(spec)
         if match is None:

@@ -3,8 +3,8 @@ machine (docs/sweep.md, "Ray"). Needs the ``tickgate[ray]`` extra.
 
 The cluster is the one at ``RAY_ADDRESS`` (``ray.init`` reads it), else a local
 Ray instance started for the command (``address="local"``: never one that
-someone else left running on the machine) without the dashboard, quiet, and
-shut down at the end.
+someone else left running on the machine) on loopback, without the dashboard,
+quiet, and shut down at the end.
 
 The workload is shipped once per node, not once per point: its bytes go into
 the object store once (``ray.put`` in the command), every task gets the
@@ -38,6 +38,11 @@ MISSING = "--executor ray needs Ray, which is not installed: pip install 'tickga
 
 
 def _import_ray() -> Any:
+    if not os.environ.get("RAY_ADDRESS"):
+        # The instance started for the command is one node that nobody else joins: keep it on
+        # loopback (Ray would otherwise swap 127.0.0.1 for the machine's address and listen
+        # there). Read when Ray's constants are first imported.
+        os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
     try:
         import ray
     except ImportError:

@@ -22,12 +22,12 @@ from __future__ import annotations
 import hashlib
 import json
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
 import attrs
 
 from ..atomic import atomic_writer
-from .executor import Executor, LocalExecutor, Task, point_policy
+from .executor import Executor, LocalExecutor, Result, Task, point_policy
 from .spec import Point, Sweep, file_sha256
 
 RESULTS = "results.jsonl"
@@ -121,18 +121,17 @@ def run_sweep(sweep: Sweep, out_dir: Path, *, jobs: int = 1, executor: Executor 
             (point_dir / stale).unlink(missing_ok=True)
         todo.append((write_task(point, out_dir, hashes[point.workload.path]), digest))
     digests = {task.point_id: digest for task, digest in todo}
-    with executor or LocalExecutor(jobs) as running:
-        for point_id, (status, value) in running.run([task for task, _ in todo]):
-            if status == "ok":
-                point_dir = out_dir / "points" / point_id
-                with atomic_writer(point_dir / "report.json") as fh:
-                    fh.write(value["report"])
-                with atomic_writer(point_dir / "inputs.sha256") as fh:
-                    fh.write(digests[point_id] + "\n")
-                value = value["headline"]
-            results[point_id] = (status, value)
-            if on_done:
-                on_done(point_id)
+    for point_id, (status, value) in _results(executor or LocalExecutor(jobs), [t for t, _ in todo]):
+        if status == "ok":
+            point_dir = out_dir / "points" / point_id
+            with atomic_writer(point_dir / "report.json") as fh:
+                fh.write(value["report"])
+            with atomic_writer(point_dir / "inputs.sha256") as fh:
+                fh.write(digests[point_id] + "\n")
+            value = value["headline"]
+        results[point_id] = (status, value)
+        if on_done:
+            on_done(point_id)
     rows = []
     for point in sweep.points:
         status, value = results[point.id]
@@ -148,6 +147,14 @@ def run_sweep(sweep: Sweep, out_dir: Path, *, jobs: int = 1, executor: Executor 
     failed = tuple(r["id"] for r in rows if "error" in r)
     replayed = tuple(t.point_id for t, _ in todo if t.point_id not in failed)
     return Outcome(tuple(rows), replayed, tuple(reused), failed)
+
+
+def _results(executor: Executor, tasks: list[Task]) -> Iterator[tuple[str, Result]]:
+    """The executor's results; with nothing to replay, no pool and no cluster connection."""
+    if not tasks:
+        return
+    with executor as running:
+        yield from running.run(tasks)
 
 
 def write_task(point: Point, root: Path, workload_sha256: str, *, goodput: Any = None,

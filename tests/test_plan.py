@@ -283,3 +283,26 @@ def test_cost_is_replicas_times_tensor_times_data_parallel(document: dict, expec
     from tickgate.plan.spec import gpus
 
     assert gpus(document) == expected
+
+
+def test_a_failed_replay_is_evidence_that_misses_and_a_warning(tmp_path: Path) -> None:
+    """A 1024-token budget takes this slice 2600 steps, past the policy's tick limit: that
+    combination's replay fails, the other one is searched and recommended."""
+    policy = tmp_path / "limited.yaml"
+    policy.write_text(BASE.read_text(encoding="utf-8") + "limits:\n  max_ticks: 2550\n", encoding="utf-8")
+    out = tmp_path / "plan.json"
+    tokens = "scheduler.options.max_num_batched_tokens"
+    result = plan(out, "--slo", SLO, "--vary", f"{tokens}=1024,2048", "--vary", f"{SEQS}={LO}..{HI}",
+                  policy=policy)
+    assert result.returncode == 0, result.stderr  # type: ignore[attr-defined]
+    data = load(out)
+    failed = data["evidence"][0]
+    assert failed["values"] == {tokens: 1024, SEQS: HI} and failed["met"] is False
+    assert "replay exceeded the tick limit of 2550 steps" in failed["error"]
+    assert set(failed) == {"run", "values", "cost", "met", "error"}
+    assert all("error" not in e for e in data["evidence"][1:])  # 1024 tokens: done after HI
+    assert data["recommendation"]["values"][tokens] == 2048
+    warning = result.stderr.strip()  # type: ignore[attr-defined]
+    assert warning.startswith(f"warning: 1 of {len(data['evidence'])} runs failed and count as missing "
+                              "the SLOs (first: run 1: ")
+    assert len(warning.splitlines()) == 1

@@ -61,7 +61,6 @@ class Vary:
 
 
 def parse_slos(texts: Sequence[str]) -> tuple[Slo, ...]:
-    names = [f"{m}_{s}_ms" for m in METRICS for s in STATS]
     slos: dict[str, Slo] = {}
     for text in texts:
         name, sep, value = text.partition("=")
@@ -72,7 +71,7 @@ def parse_slos(texts: Sequence[str]) -> tuple[Slo, ...]:
         if match is None:
             raise PlanError(f"--slo {text}: unknown SLO {name!r}; expected <metric>_<stat>_ms with metric "
                             "one of "
-                            f"{', '.join(METRICS)} and stat one of {', '.join(STATS)} (e.g. {names[4]})")
+                            f"{', '.join(METRICS)} and stat one of {', '.join(STATS)} (e.g. ttft_p99_ms)")
         limit = _number(value)
         if limit is None or limit <= 0:
             raise PlanError(f"--slo {text}: the limit must be a positive number of milliseconds, "

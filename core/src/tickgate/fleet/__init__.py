@@ -43,20 +43,27 @@ class _ReplicaTrace:
 def replay_fleet(requests: Iterable[Request], policy: Policy, spec: FleetSpec, *, inputs: dict[str, Any],
                  prefix_block_size: int | None, detail_limit: int = DETAIL_LIMIT,
                  trace_path: Path | str | None = None, keep: list[Any] | None = None,
-                 sidecar: bool = False, kv_events_path: Path | str | None = None) -> dict[str, Any]:
+                 sidecar: bool = False, kv_events_path: Path | str | None = None,
+                 client_sinks: list[Any] | None = None) -> dict[str, Any]:
     """Replay ``requests`` through the fleet; the fleet's report. ``sidecar``: each
     engine's fingerprint and summary in a forked child (:mod:`tickgate.parallel.sidecar`;
     the same report). ``keep``: a list the built :class:`Fleet` and the engines' own
     reports are appended to (tests). ``kv_events_path``: every engine's KV-cache events,
-    in vLLM's msgpack batches named by replica and rank, written atomically."""
+    in vLLM's msgpack batches named by replica and rank, written atomically.
+    ``client_sinks``: more sinks given every request's arrival at the fleet and its
+    outcome as the client sees it (``tickgate plan``'s goodput; no records: those
+    are per engine)."""
     from ..replay.kv_events_out import KvEventWriter
 
     client = SummarySink(detail_limit=detail_limit)
     writer = None
 
+    clients = [client, *(client_sinks or ())]
+
     def arrivals() -> Iterable[Request]:
         for r in requests:
-            client.arrival(r)
+            for sink in clients:
+                sink.arrival(r)
             yield r
 
     with contextlib.ExitStack() as stack:
@@ -70,7 +77,7 @@ def replay_fleet(requests: Iterable[Request], policy: Policy, spec: FleetSpec, *
             fh = stack.enter_context(atomic_writer(trace_path))
             for e in fleet.engines:
                 e.sinks.append(_ReplicaTrace(fh, e.name))
-        fleet.run(arrivals(), [client.outcome])
+        fleet.run(arrivals(), [sink.outcome for sink in clients])
         for e in fleet.engines:
             e.finish()
     inputs = dict(inputs)

@@ -32,6 +32,7 @@ def replay(
     sidecar: bool = False,
     max_concurrency: int | None = None,
     kv_events_path: Path | str | None = None,
+    extra_sinks: Iterable[Any] = (),
 ) -> dict[str, Any]:
     """Run ``requests`` through the policy's scheduler; return the report.
 
@@ -43,6 +44,9 @@ def replay(
     ``kv_events_path``: also write the scheduler's KV-cache events there (vLLM's
     msgpack batches, :mod:`tickgate.replay.kv_events_out`), atomically, and add
     the report's ``kv_events`` block; a scheduler that cannot record them is refused.
+    ``extra_sinks``: more sinks (``arrival``, ``record``, ``outcome``) that see every
+    request and step, e.g. ``tickgate plan``'s goodput count, which needs every
+    outcome, not the report's first ``detail_limit``.
     """
     clock = Clock()
     if prefix_block_size is None and inputs:
@@ -52,7 +56,7 @@ def replay(
     if "cluster" in policy.data:
         return _replay_fleet(requests, policy, trace_path=trace_path, inputs=inputs, detail_limit=detail_limit,
                              prefix_block_size=prefix_block_size, max_concurrency=max_concurrency,
-                             sidecar=sidecar, kv_events_path=kv_events_path)
+                             sidecar=sidecar, kv_events_path=kv_events_path, extra_sinks=extra_sinks)
     scheduler, built = build_scheduler(policy, clock, prefix_block_size=prefix_block_size)
     label = f'scheduler "{built["scheduler"]["name"]}"'
     if kv_events_path is not None:
@@ -76,6 +80,7 @@ def replay(
             fingerprint = FingerprintSink()
             summary = SummarySink(detail_limit=detail_limit, every_sample=every_sample)
             sinks = [fingerprint, summary]
+        sinks.extend(extra_sinks)
         if trace_path is not None:
             sinks.append(TraceSink(stack.enter_context(atomic_writer(trace_path))))
         it = iter(requests)
@@ -133,7 +138,7 @@ def replay(
 def _replay_fleet(requests: Iterable[Request], policy: Policy, *, trace_path: Path | str | None,
                   inputs: dict[str, Any] | None, detail_limit: int, prefix_block_size: int | None,
                   max_concurrency: int | None, sidecar: bool,
-                  kv_events_path: Path | str | None) -> dict[str, Any]:
+                  kv_events_path: Path | str | None, extra_sinks: Iterable[Any]) -> dict[str, Any]:
     """A policy with a ``cluster`` section: its fleet (:mod:`tickgate.fleet`)."""
     from ..errors import InputError
     from ..fleet import fleet_spec, replay_fleet
@@ -148,7 +153,7 @@ def _replay_fleet(requests: Iterable[Request], policy: Policy, *, trace_path: Pa
     inputs["timing"] = policy.timing.to_json()  # type: ignore[union-attr]
     return replay_fleet(requests, policy, spec, inputs=inputs, prefix_block_size=prefix_block_size,
                         detail_limit=detail_limit, trace_path=trace_path, sidecar=sidecar,
-                        kv_events_path=kv_events_path)
+                        kv_events_path=kv_events_path, client_sinks=list(extra_sinks))
 
 
 def _chain(first: Request | None, rest: Iterable[Request]) -> Iterable[Request]:

@@ -19,7 +19,8 @@ from ..errors import TickgateError
 def sweep_command(sweep_path: Path, output_dir: Path, jobs: int, quiet: bool) -> None:
     """Replay every point of a grid of policy variants over workloads; write
     one line per point to DIR/results.jsonl. Exit status 1 when a point failed
-    (its line says why; the others still ran), 2 for a bad sweep file."""
+    (its line says why; the others still ran), 2 for a bad sweep file. With the
+    'html' extra, also DIR/index.html: the Pareto front and the table."""
     from ..progress import progress
     from ..sweep.run import RESULTS, run_sweep
     from ..sweep.spec import load_sweep
@@ -30,13 +31,37 @@ def sweep_command(sweep_path: Path, output_dir: Path, jobs: int, quiet: bool) ->
     with progress("sweep", unit=" points", total=len(sweep.points), quiet=quiet) as bar:
         outcome = run_sweep(sweep, output_dir, jobs=jobs, on_done=bar.step)
     results = output_dir / RESULTS
+    index = write_index(output_dir)
     if not quiet:
         click.echo(f"swept {len(sweep.points)} points: {len(outcome.replayed)} replayed, "
                    f"{len(outcome.reused)} reused, {len(outcome.failed)} failed -> {results}")
+        if index is None:
+            click.echo(f"note: {output_dir / INDEX} not written: the page needs the 'html' extra "
+                       "(pip install 'tickgate[html]')", err=True)
     if outcome.failed:
         first = next(row for row in outcome.rows if "error" in row)
         raise SweepFailed(f"{len(outcome.failed)} of {len(sweep.points)} sweep points failed "
                           f"(first: {first['id']}: {first['error']}); see {results}")
+
+
+INDEX = "index.html"
+
+
+def write_index(output_dir: Path) -> Path | None:
+    """DIR/index.html, the page ``tickgate report DIR --html`` draws (docs/html.md), from the
+    results.jsonl just written; None (nothing written) without the optional 'html' extra: a
+    sweep's results do not depend on a picture of them."""
+    import importlib.util
+
+    if importlib.util.find_spec("vl_convert") is None:
+        return None
+    from ..atomic import atomic_writer
+    from ..html import build
+
+    _, text = build(output_dir)
+    with atomic_writer(output_dir / INDEX) as fh:
+        fh.write(text)
+    return output_dir / INDEX
 
 
 class SweepFailed(TickgateError):

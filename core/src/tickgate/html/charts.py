@@ -142,19 +142,20 @@ def intervals(title: str, rows: list[dict[str, Any]], x_title: str) -> dict[str,
 
 def pareto(title: str, points: Iterable[dict[str, Any]]) -> dict[str, Any]:
     """Sweep points: p99 TTFT against output throughput, the front joined by a line.
-    ``points``: id, ttft, throughput, front (bool)."""
+    ``points``: id, ttft, throughput, front ("on the front" or "dominated"), label."""
     rows = list(points)
     spec = _base(title, rows, height=320)
     x = {"field": "ttft", "type": "quantitative", "title": "TTFT p99 (ms)", "scale": {"zero": False}}
     y = {"field": "throughput", "type": "quantitative", "title": "output tokens/s", "scale": {"zero": False}}
     spec["layer"] = [
         {"mark": {"type": "line", "color": COLOURS["hold"], "strokeWidth": 1.5},
-         "transform": [{"filter": "datum.front"}], "encoding": {"x": x, "y": y, "order": {"field": "ttft"}}},
+         "transform": [{"filter": "datum.front == 'on the front'"}], "encoding": {"x": x, "y": y, "order": {"field": "ttft"}}},
         {"mark": {"type": "point", "filled": True, "size": 70},
          "encoding": {"x": x, "y": y,
-                      "color": {"field": "front", "type": "nominal", "title": "Pareto front",
-                                "scale": {"domain": [True, False], "range": [COLOURS["hold"], COLOURS["mean"]]}}}},
+                      "color": {"field": "front", "type": "nominal", "title": None,
+                                "scale": {"domain": ["on the front", "dominated"],
+                                          "range": [COLOURS["hold"], COLOURS["mean"]]}}}},
         {"mark": {"type": "text", "dx": 8, "align": "left", "fontSize": 10},
-         "encoding": {"x": x, "y": y, "text": {"field": "id"}}},
+         "encoding": {"x": x, "y": y, "text": {"field": "label"}}},
     ]
     return spec

@@ -25,7 +25,7 @@ h1{font-size:1.5em;margin-bottom:4px}h2{font-size:1.2em;margin-top:32px;border-b
 figure.chart{margin:12px 0;overflow-x:auto}figure.chart svg{max-width:100%;height:auto}
 table{border-collapse:collapse;margin:8px 0;font-size:.88em}caption{text-align:left;font-weight:600;padding:4px 0}
 th,td{border:1px solid #ddd;padding:3px 8px;text-align:left;vertical-align:top}td.n{text-align:right;
-font-variant-numeric:tabular-nums}th{background:#f5f5f5}
+font-variant-numeric:tabular-nums}th{background:#f5f5f5;overflow-wrap:anywhere}
 .badge{display:inline-block;padding:2px 10px;border-radius:4px;color:#fff;font-weight:600}
 .pass,.promote{background:#59a14f}.hold,.fail,.block{background:#e15759}.warn{background:#c9a227}
 .other{background:#888}

@@ -183,8 +183,13 @@ def sweep_sections(rows: list[dict[str, Any]]) -> list[Section]:
     section.notes.append(f"{len(rows)} points, {failed} failed; {len(front)} on the front (no other point has both "
                          "a lower p99 TTFT and a higher output throughput).")
     if plotted:
+        together: dict[tuple[float, float], list[str]] = {}
         for p in plotted:
-            p["front"] = p["id"] in front
+            together.setdefault((p["ttft"], p["throughput"]), []).append(p["id"])
+        for p in plotted:
+            p["front"] = "on the front" if p["id"] in front else "dominated"
+            ids = together[(p["ttft"], p["throughput"])]
+            p["label"] = ", ".join(ids) if ids[0] == p["id"] else ""  # points on one spot: one label
         section.charts.append(("pareto", charts.render(charts.pareto(
             "Output throughput against p99 TTFT", plotted))))
     else:
@@ -193,11 +198,16 @@ def sweep_sections(rows: list[dict[str, Any]]) -> list[Section]:
     params = sorted({k for r in rows for k in r["params"]})
     metric_names = ["completed", "rejected", "ttft_ms_p50", "ttft_ms_p99", "itl_ms_p99", "e2e_ms_p99",
                     "output_tokens_per_s"]
+    workloads = sorted({str(r.get("workload")) for r in rows})
+    one = len(workloads) == 1  # then said once, not on every row
     table_rows = []
     for r in rows:
         m = r.get("metrics") or {}
-        table_rows.append([r["id"], r.get("workload"), *(r["params"].get(k) for k in params),
+        table_rows.append([r["id"], *([] if one else [r.get("workload")]), *(r["params"].get(k) for k in params),
                            *(m.get(k) for k in metric_names), r["id"] in front, r.get("error")])
-    table = Section("Points", tables=[Table("Points (results.jsonl)", ["id", "workload", *params, *metric_names,
-                                                                       "on the front", "error"], table_rows)])
+    table = Section("Points", tables=[Table("Points (results.jsonl)", ["id", *([] if one else ["workload"]), *params,
+                                                                       *metric_names, "on the front", "error"],
+                                            table_rows)])
+    if one:
+        table.notes.append(f"Workload: {workloads[0]}")
     return [section, table]

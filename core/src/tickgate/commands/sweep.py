@@ -51,12 +51,12 @@ def write_index(output_dir: Path) -> Path | None:
     """DIR/index.html, the page ``tickgate report DIR --html`` draws (docs/html.md), from the
     results.jsonl just written; None (nothing written) without the optional 'html' extra: a
     sweep's results do not depend on a picture of them."""
-    import importlib.util
-
-    if importlib.util.find_spec("vl_convert") is None:
-        return None
     from ..atomic import atomic_writer
     from ..html import build
+    from ..html.charts import available
+
+    if not available():
+        return None
 
     _, text = build(output_dir)
     with atomic_writer(output_dir / INDEX) as fh:

@@ -22,7 +22,8 @@ TITLES = {"replay": "tickgate replay report", "fleet": "tickgate fleet replay re
 def build(path: Path) -> tuple[str, str]:
     """``(kind, page)`` for the report, gate report or sweep at ``path``."""
     kind, data = inputs.load(path)
-    return kind, page(kind, data, label=path.name or str(path))
+    named = path.parent if kind == "sweep" and not path.is_dir() else path  # a sweep by its directory
+    return kind, page(kind, data, label=named.resolve().name)
 
 
 def page(kind: str, data: Any, *, label: str) -> str:
@@ -44,8 +45,7 @@ def page(kind: str, data: Any, *, label: str) -> str:
 
 def check_available() -> None:
     """Fail before any work when the charting extra is missing (one line naming it)."""
-    from .charts import render
-    import importlib.util
+    from .charts import available, missing_extra
 
-    if importlib.util.find_spec("vl_convert") is None:
-        render({})  # raises the error that names the extra
+    if not available():
+        raise missing_extra()

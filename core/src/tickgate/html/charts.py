@@ -33,13 +33,25 @@ COLOURS = {"max": "#f28e2b", "mean": "#4e79a7", "pass": "#59a14f", "hold": "#e15
 _EXTRA = "pip install 'tickgate[html]'"
 
 
+def available() -> bool:
+    """Whether the optional ``html`` extra (vl-convert) is installed."""
+    try:
+        import vl_convert  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+def missing_extra() -> TickgateError:
+    return TickgateError(f"tickgate report --html needs the 'html' extra (vl-convert-python): {_EXTRA}")
+
+
 def render(spec: dict[str, Any]) -> str:
     """The SVG of a Vega-Lite spec (vl-convert, imported only here: an optional extra)."""
     try:
         import vl_convert
     except ImportError:
-        raise TickgateError("tickgate report --html needs the 'html' extra (vl-convert-python): "
-                            f"{_EXTRA}") from None
+        raise missing_extra() from None
     try:
         return str(vl_convert.vegalite_to_svg(spec, vl_version=VEGA_LITE, allowed_base_urls=[],
                                               format_locale="en-US", time_format_locale="en-US"))

@@ -49,13 +49,11 @@ class Doc:
                 return None
             raise self.fail(at, f"missing (expected {_expected(kind)})")
         value = parent[key]
-        if kind.endswith("?"):
-            if value is None:
-                return None
-            kind = kind[:-1]
+        if kind.endswith("?") and value is None:
+            return None
         ok = {"object": isinstance(value, dict), "array": isinstance(value, list), "string": isinstance(value, str),
               "number": isinstance(value, (int, float)) and not isinstance(value, bool),
-              "integer": isinstance(value, int) and not isinstance(value, bool)}[kind]
+              "integer": isinstance(value, int) and not isinstance(value, bool)}[kind.rstrip("?")]
         if not ok:
             raise self.fail(at, f"expected {_expected(kind)}, not {_kind_of(value)}")
         return value

@@ -18,10 +18,9 @@ def report_command(input_path: Path, html_path: Path, quiet: bool) -> None:
     charts as inline SVG, no script, nothing fetched (docs/html.md). Needs
     the 'html' extra: pip install 'tickgate[html]'."""
     from ..atomic import atomic_writer, check_distinct_outputs
-    from ..html import build, check_available
+    from ..html import build
 
     check_distinct_outputs({"--html": html_path}, {"INPUT": input_path})
-    check_available()
     kind, text = build(input_path)
     with atomic_writer(html_path) as fh:
         fh.write(text)

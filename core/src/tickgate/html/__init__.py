@@ -20,8 +20,10 @@ TITLES = {"replay": "tickgate replay report", "fleet": "tickgate fleet replay re
 
 
 def build(path: Path) -> tuple[str, str]:
-    """``(kind, page)`` for the report, gate report or sweep at ``path``."""
+    """``(kind, page)`` for the report, gate report or sweep at ``path``; nothing is
+    drawn (no chart rendered) before the input has passed its checks."""
     kind, data = inputs.load(path)
+    check_available()  # after the input's checks: a bad file is named first, extra or not
     named = path.parent if kind == "sweep" and not path.is_dir() else path  # a sweep by its directory
     return kind, page(kind, data, label=named.resolve().name)
 

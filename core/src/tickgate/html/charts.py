@@ -120,7 +120,8 @@ def grouped_bars(title: str, categories: list[str], series: dict[str, list[float
     spec.update({
         "mark": "bar",
         "encoding": {
-            "x": {"field": "category", "type": "nominal", "sort": categories, "title": None},
+            "x": {"field": "category", "type": "nominal", "sort": categories, "title": None,
+                  "axis": {"labelAngle": 0}},
             "xOffset": {"field": "of", "type": "nominal", "sort": names},
             "y": {"field": "value", "type": "quantitative", "title": y_title},
             "color": {"field": "of", "type": "nominal", "title": None, "sort": names,

@@ -42,7 +42,8 @@ TIMEOUT_S = 60.0
 FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--remote-debugging-pipe", "--no-first-run",
          "--no-default-browser-check", "--disable-background-networking", "--disable-component-update",
          "--disable-sync", "--disable-extensions", "--disable-default-apps", "--mute-audio",
-         "--proxy-server=127.0.0.1:9", "--proxy-bypass-list=<-loopback>", "--host-resolver-rules=MAP * ~NOTFOUND",
+         "--proxy-server=127.0.0.1:9", "--proxy-bypass-list=<-loopback>",
+         "--host-resolver-rules=MAP * ~NOTFOUND",
          "--hide-scrollbars", "--font-render-hinting=none"]
 
 
@@ -77,7 +78,8 @@ class _Pipe:
         self.next_id = 0
         self.events: list[dict[str, Any]] = []
 
-    def send(self, method: str, params: dict[str, Any] | None = None, session: str | None = None) -> dict[str, Any]:
+    def send(self, method: str, params: dict[str, Any] | None = None,
+             session: str | None = None) -> dict[str, Any]:
         self.next_id += 1
         message: dict[str, Any] = {"id": self.next_id, "method": method, "params": params or {}}
         if session is not None:
@@ -135,7 +137,8 @@ def visit(page: Path, *, width: int = 1200, height: int = 900) -> Visit:
 
     def fds() -> None:  # the child's fd 3 reads commands, fd 4 writes answers
         # (through fds above both: either pipe end may itself be 3 or 4)
-        high_r, high_w = fcntl.fcntl(to_child_r, fcntl.F_DUPFD, 10), fcntl.fcntl(from_child_w, fcntl.F_DUPFD, 10)
+        high_r = fcntl.fcntl(to_child_r, fcntl.F_DUPFD, 10)
+        high_w = fcntl.fcntl(from_child_w, fcntl.F_DUPFD, 10)
         os.dup2(high_r, 3)
         os.dup2(high_w, 4)
 
@@ -152,8 +155,8 @@ def visit(page: Path, *, width: int = 1200, height: int = 900) -> Visit:
             session = pipe.send("Target.attachToTarget", {"targetId": target, "flatten": True})["sessionId"]
             for domain in ("Runtime", "Log", "Network", "Page"):
                 pipe.send(f"{domain}.enable", session=session)
-            pipe.send("Emulation.setDeviceMetricsOverride", {"width": width, "height": height,
-                                                             "deviceScaleFactor": 1, "mobile": False}, session)
+            metrics = {"width": width, "height": height, "deviceScaleFactor": 1, "mobile": False}
+            pipe.send("Emulation.setDeviceMetricsOverride", metrics, session)
             url = page.resolve().as_uri()
             pipe.send("Page.navigate", {"url": url}, session)
             pipe.wait_for("Page.loadEventFired")
@@ -168,8 +171,8 @@ def visit(page: Path, *, width: int = 1200, height: int = 900) -> Visit:
             whole = base64.b64decode(pipe.send("Page.captureScreenshot", {"format": "png",
                                                                           "captureBeyondViewport": True},
                                                session)["data"])
-            svg_count = pipe.send("Runtime.evaluate", {"expression": "document.querySelectorAll('svg').length",
-                                                       "returnByValue": True}, session)["result"]["value"]
+            count = {"expression": "document.querySelectorAll('svg').length", "returnByValue": True}
+            svg_count = pipe.send("Runtime.evaluate", count, session)["result"]["value"]
             pipe.drain(0.2)
         finally:
             try:
@@ -195,7 +198,7 @@ _BOXES = """JSON.stringify([...document.querySelectorAll('figure.chart')].map(f 
 
 
 def _rgb(png: Any, data: bytes) -> list[tuple[int, int, int]]:
-    w, h, rows, info = png.Reader(bytes=data).asRGB8()
+    _, _, rows, _ = png.Reader(bytes=data).asRGB8()
     out = []
     for row in rows:
         out.extend(zip(row[0::3], row[1::3], row[2::3]))
@@ -207,18 +210,20 @@ def _read_events(events: list[dict[str, Any]]) -> tuple[list[str], list[str], di
     for e in events:
         method, params = e.get("method"), e.get("params", {})
         if method == "Runtime.consoleAPICalled" and params.get("type") in ("error", "warning", "assert"):
-            problems.append("console: " + " ".join(str(a.get("value", a.get("description"))) for a in params["args"]))
+            args = (str(a.get("value", a.get("description"))) for a in params["args"])
+            problems.append("console: " + " ".join(args))
         elif method == "Runtime.exceptionThrown":
             problems.append("exception: " + json.dumps(params.get("exceptionDetails", {}))[:300])
         elif method == "Log.entryAdded" and params["entry"]["level"] in ("error", "warning"):
             entry = params["entry"]
-            problems.append(f"log ({entry.get('source')}): {entry.get('text')} {entry.get('url', '')}".strip())
+            where = entry.get("url", "")
+            problems.append(f"log ({entry.get('source')}): {entry.get('text')} {where}".strip())
         elif method == "Network.requestWillBeSent":
             requests.append(params["request"]["url"])
             urls[params["requestId"]] = params["request"]["url"]
         elif method == "Network.loadingFailed":
-            failed[urls.get(params["requestId"], params["requestId"])] = (params.get("blockedReason")
-                                                                           or params.get("errorText", "failed"))
+            why = params.get("blockedReason") or params.get("errorText", "failed")
+            failed[urls.get(params["requestId"], params["requestId"])] = why
     return problems, requests, failed
 
 

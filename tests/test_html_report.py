@@ -30,7 +30,7 @@ AZURE = FIXTURES / "realdata" / "traces" / "AzureLLMInferenceTrace_code.csv"
 #: in CI (.ci/run installs both) a missing browser or extra is a failure, not a skip
 IN_CI = os.environ.get("CI") == "true"
 needs_chromium = pytest.mark.skipif(CHROMIUM is None and not IN_CI,
-                                    reason="no chromium on PATH (apt-get install chromium; .ci/run installs it)")
+                                    reason="no chromium on PATH (apt-get install chromium; .ci/run does)")
 
 
 def _has_extra() -> bool:
@@ -83,7 +83,8 @@ def inputs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     assert res.returncode == 10, res.stderr  # hold: the fixture's p95 regression
     sweep_file = tmp / "sweep.yaml"
     text = (FIXTURES / "sweeps" / "vllm-azure.yaml").read_text()
-    text = text.replace("../../policies/", str(POLICIES) + "/").replace("../realdata/", str(FIXTURES / "realdata") + "/")
+    text = text.replace("../../policies/", f"{POLICIES}/")
+    text = text.replace("../realdata/", f"{FIXTURES / 'realdata'}/")
     sweep_file.write_text(text.replace("limit: 300", "limit: 60"))
     res = run_cli("sweep", str(sweep_file), "--output", str(tmp / "sweep"), "--jobs", "2", "--quiet")
     assert res.returncode == 0, res.stderr
@@ -135,14 +136,17 @@ def test_the_fleet_page_shows_every_replica(inputs: dict[str, Path], pages: dict
     fleet = json.loads(inputs["fleet"].read_text())["fleet"]
     text = pages["fleet"].read_text()
     for replica in fleet["replicas"]:
-        assert f"<td>{replica['name']}</td><td>{replica['pool']}</td><td class=\"n\">{replica['routed']}</td>" in text
+        cells = (f"<td>{replica['name']}</td><td>{replica['pool']}</td>"
+                 f"<td class=\"n\">{replica['routed']}</td>")
+        assert cells in text
     assert "routing balance (Jain&#x27;s index) 0.930" in text and "prefix-cache hit rate 20.0%" in text
     assert "KV transfers (prefill to decode)" in text and "1,234,567,890" in text
     assert "Fleet: per-replica load" not in pages["replay"].read_text()
 
 
 @needs_extra
-def test_the_gate_page_shows_the_decision_and_each_interval(inputs: dict[str, Path], pages: dict[str, Path]) -> None:
+def test_the_gate_page_shows_the_decision_and_each_interval(inputs: dict[str, Path],
+                                                            pages: dict[str, Path]) -> None:
     gate = json.loads(inputs["gate"].read_text())
     text = pages["gate"].read_text()
     assert '<span class="badge hold">hold</span>' in text
@@ -162,7 +166,8 @@ def test_the_sweep_writes_its_index_and_the_page_marks_the_front(inputs: dict[st
     assert run_cli("report", str(inputs["sweep"] / "results.jsonl"), "--html", str(results)).returncode == 0
     assert results.read_bytes() == index.read_bytes()
     rows = [json.loads(line) for line in (inputs["sweep"] / "results.jsonl").read_text().splitlines()]
-    on_front = re.findall(r"<tr><td>(p\d+)</td>(?:(?!</tr>).)*<td>yes</td><td>\u2013</td></tr>", index.read_text())
+    on_front = re.findall(r"<tr><td>(p\d+)</td>(?:(?!</tr>).)*<td>yes</td><td>\u2013</td></tr>",
+                          index.read_text())
     assert len(rows) == 9 and on_front
     best = max(r["metrics"]["output_tokens_per_s"] for r in rows)
     assert {r["id"] for r in rows if r["metrics"]["output_tokens_per_s"] == best} & set(on_front)
@@ -178,7 +183,8 @@ def test_pareto_front() -> None:
 
 
 @needs_extra
-def test_the_same_input_the_same_page(inputs: dict[str, Path], pages: dict[str, Path], tmp_path: Path) -> None:
+def test_the_same_input_the_same_page(inputs: dict[str, Path], pages: dict[str, Path],
+                                      tmp_path: Path) -> None:
     again = tmp_path / "again.html"
     assert run_cli("report", str(inputs["fleet"]), "--html", str(again),
                    env={"PYTHONHASHSEED": "7"}).returncode == 0
@@ -221,8 +227,9 @@ def test_bad_json_is_located(tmp_path: Path) -> None:
 
 def test_a_document_of_another_kind(tmp_path: Path) -> None:
     line, path = _bad(tmp_path, "w.json", json.dumps({"kind": "tickgate.workload", "requests": []}))
-    assert line == (f"error: {path}: $: not a report tickgate knows: expected a replay report (with \"summary\"), "
-                    "a gate report (\"kind\": \"tickgate.gate-report\") or a sweep's results.jsonl")
+    assert line == (f"error: {path}: $: not a report tickgate knows: expected a replay report "
+                    "(with \"summary\"), a gate report (\"kind\": \"tickgate.gate-report\") or a sweep's "
+                    "results.jsonl")
     line, path = _bad(tmp_path, "a.json", "[1, 2]")
     assert line == f"error: {path}: $: expected an object, not an array"
 
@@ -307,7 +314,8 @@ def test_the_page_renders_in_chromium_offline(kind: str, pages: dict[str, Path])
     for chart in seen.charts:
         assert chart.box["width"] > 300 and chart.box["height"] > 80, chart.name
         assert chart.share(inked) > 0.02, f"{chart.name}: blank"
-        assert chart.count(coloured) >= 40, f"{chart.name}: axes but no data drawn"  # three dots of a sweep: ~300
+        # data marks are coloured (three dots of a sweep: ~300 pixels)
+        assert chart.count(coloured) >= 40, f"{chart.name}: axes but no data drawn"
 
 
 @needs_chromium
@@ -317,9 +325,9 @@ def test_the_browser_checks_catch_what_they_look_for(tmp_path: Path) -> None:
     from tickgate.html.page import CSP
 
     guarded = tmp_path / "guarded.html"
-    guarded.write_text(f'<!DOCTYPE html><html><head><meta http-equiv="Content-Security-Policy" content="{CSP}">'
-                       '</head><body><img src="https://example.com/x.png"><script>console.error("boom")</script>'
-                       "</body></html>")
+    guarded.write_text(f'<!DOCTYPE html><html><head><meta http-equiv="Content-Security-Policy" '
+                       f'content="{CSP}"></head><body><img src="https://example.com/x.png">'
+                       '<script>console.error("boom")</script></body></html>')
     seen = visit(guarded)
     assert any("Content Security Policy" in p for p in seen.problems), seen.problems
     assert not any("boom" in p for p in seen.problems)  # the script never ran

@@ -69,7 +69,8 @@ def test_bounded_covering_and_maxima_kept(spans: bool, gaps: bool) -> None:
     s = fold(records)
     last = records[-1].tick + records[-1].span - 1
     assert MAX_POINTS // 2 <= s["points"] <= MAX_POINTS if not gaps else s["points"] <= MAX_POINTS
-    assert s["bucket_steps"] * MAX_POINTS > last >= s["bucket_steps"] * MAX_POINTS // 2  # no wider than needed
+    width = s["bucket_steps"]
+    assert width * MAX_POINTS > last >= width * MAX_POINTS // 2  # no wider than needed
     # the whole run: from the first step, to a bucket that holds the last, every busy step counted
     assert s["tick"][0] == records[0].tick
     assert s["tick"][-1] <= last < s["tick"][-1] // s["bucket_steps"] * s["bucket_steps"] + s["bucket_steps"]
@@ -80,7 +81,8 @@ def test_bounded_covering_and_maxima_kept(spans: bool, gaps: bool) -> None:
         assert max(s[name]["max"]) == max(values)
         assert min(s[name]["max"]) >= min(values)
         weighted = sum(m * n for m, n in zip(s[name]["mean"], s["steps"])) / sum(s["steps"])
-        assert weighted == pytest.approx(sum(getattr(r, name) * r.span for r in records) / sum(s["steps"]), abs=5e-4)  # means kept to 3 decimals
+        exact = sum(getattr(r, name) * r.span for r in records) / sum(s["steps"])
+        assert weighted == pytest.approx(exact, abs=5e-4)  # means kept to 3 decimals
         assert all(mean <= top for mean, top in zip(s[name]["mean"], s[name]["max"]))
 
 
@@ -96,7 +98,8 @@ def test_a_span_counts_as_its_steps(n: int) -> None:
     a, b = fold(spanned), fold(single_steps(spanned))
     assert a["points"] == b["points"] and a["bucket_steps"] == b["bucket_steps"]
     assert {k: v for k, v in a.items() if k != "ms"} == {k: v for k, v in b.items() if k != "ms"}
-    assert a["ms"] == pytest.approx(b["ms"], rel=1e-9)  # equal steps inside a span: the same clock, but rounding
+    # equal steps inside a span: the same clock, but for rounding
+    assert a["ms"] == pytest.approx(b["ms"], rel=1e-9)
 
 
 def test_an_untimed_run_has_no_clock() -> None:

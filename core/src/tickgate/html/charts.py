@@ -59,7 +59,8 @@ def render(spec: dict[str, Any]) -> str:
         raise RuntimeError(f"vl-convert refused a chart: {exc}") from exc
 
 
-def _base(title: str, rows: list[dict[str, Any]], *, width: int = WIDTH, height: int = HEIGHT) -> dict[str, Any]:
+def _base(title: str, rows: list[dict[str, Any]], *, width: int = WIDTH,
+          height: int = HEIGHT) -> dict[str, Any]:
     return {"title": {"text": title, "anchor": "start"}, "width": width, "height": height,
             "data": {"values": rows}, "config": {"font": "sans-serif", "view": {"stroke": "#ddd"}}}
 
@@ -110,7 +111,8 @@ def quantiles(title: str, blocks: dict[str, dict[str, Any]], unit: str) -> dict[
     }
 
 
-def grouped_bars(title: str, categories: list[str], series: dict[str, list[float]], y_title: str) -> dict[str, Any]:
+def grouped_bars(title: str, categories: list[str], series: dict[str, list[float]],
+                 y_title: str) -> dict[str, Any]:
     """Bars per category (replica), one bar per series side by side."""
     rows = [{"category": c, "of": name, "value": values[i]} for name, values in series.items()
             for i, c in enumerate(categories)]
@@ -143,7 +145,8 @@ def intervals(title: str, rows: list[dict[str, Any]], x_title: str) -> dict[str,
         {"mark": {"type": "rule", "strokeWidth": 3}, "transform": [{"filter": "datum.lo != null"}],
          "encoding": {"y": y, "x": {"field": "lo", "type": "quantitative", "title": x_title},
                       "x2": {"field": "hi"}, "color": colour}},
-        {"mark": {"type": "tick", "color": "#333", "thickness": 2}, "transform": [{"filter": "datum.threshold != null"}],
+        {"mark": {"type": "tick", "color": "#333", "thickness": 2},
+         "transform": [{"filter": "datum.threshold != null"}],
          "encoding": {"y": y, "x": {"field": "threshold", "type": "quantitative"}}},
         {"mark": {"type": "point", "filled": True, "size": 80},
          "encoding": {"y": y, "x": {"field": "delta", "type": "quantitative"}, "color": colour}},
@@ -162,7 +165,8 @@ def pareto(title: str, points: Iterable[dict[str, Any]]) -> dict[str, Any]:
     y = {"field": "throughput", "type": "quantitative", "title": "output tokens/s", "scale": {"zero": False}}
     spec["layer"] = [
         {"mark": {"type": "line", "color": COLOURS["hold"], "strokeWidth": 1.5},
-         "transform": [{"filter": "datum.front == 'on the front'"}], "encoding": {"x": x, "y": y, "order": {"field": "ttft"}}},
+         "transform": [{"filter": "datum.front == 'on the front'"}],
+         "encoding": {"x": x, "y": y, "order": {"field": "ttft"}}},
         {"mark": {"type": "point", "filled": True, "size": 70},
          "encoding": {"x": x, "y": y,
                       "color": {"field": "front", "type": "nominal", "title": None,

@@ -51,7 +51,8 @@ class Doc:
         value = parent[key]
         if kind.endswith("?") and value is None:
             return None
-        ok = {"object": isinstance(value, dict), "array": isinstance(value, list), "string": isinstance(value, str),
+        ok = {"object": isinstance(value, dict), "array": isinstance(value, list),
+              "string": isinstance(value, str),
               "number": isinstance(value, (int, float)) and not isinstance(value, bool),
               "integer": isinstance(value, int) and not isinstance(value, bool)}[kind.rstrip("?")]
         if not ok:
@@ -159,7 +160,7 @@ def check_fleet(doc: Doc, fleet: dict[str, Any]) -> None:
         doc.get(transfers, "count", "$.fleet.transfers", "integer")
         doc.get(transfers, "bytes", "$.fleet.transfers", "number")
         ms = doc.get(transfers, "ms", "$.fleet.transfers", "object?", optional=True)
-        for key, value in (ms or {}).items():
+        for key in ms or {}:
             doc.get(ms, key, "$.fleet.transfers.ms", "number?")
 
 
@@ -198,7 +199,7 @@ def load_results(path: Path) -> list[dict[str, Any]]:
             doc.get(row, "error", "$", "string")
         else:
             metrics = doc.get(row, "metrics", "$", "object")
-            for key, value in metrics.items():
+            for key in metrics:
                 doc.get(metrics, key, "$.metrics", "number?")
         rows.append(row)
     if not rows:

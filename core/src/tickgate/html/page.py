@@ -11,6 +11,7 @@ the same bytes.
 from __future__ import annotations
 
 import html
+import math
 from typing import Any
 
 import attrs
@@ -20,10 +21,12 @@ CSP = "default-src 'none'; style-src 'unsafe-inline'; img-src data:"
 _CSS = """
 body{font-family:system-ui,-apple-system,"Segoe UI",Roboto,sans-serif;margin:24px auto;max-width:1100px;
 color:#222;padding:0 16px}
-h1{font-size:1.5em;margin-bottom:4px}h2{font-size:1.2em;margin-top:32px;border-bottom:1px solid #ddd;padding-bottom:4px}
+h1{font-size:1.5em;margin-bottom:4px}
+h2{font-size:1.2em;margin-top:32px;border-bottom:1px solid #ddd;padding-bottom:4px}
 .sub{color:#666;margin-top:0}.note{color:#555;font-size:.9em}
 figure.chart{margin:12px 0;overflow-x:auto}figure.chart svg{max-width:100%;height:auto}
-table{border-collapse:collapse;margin:8px 0;font-size:.88em}caption{text-align:left;font-weight:600;padding:4px 0}
+table{border-collapse:collapse;margin:8px 0;font-size:.88em}
+caption{text-align:left;font-weight:600;padding:4px 0}
 th,td{border:1px solid #ddd;padding:3px 8px;text-align:left;vertical-align:top}td.n{text-align:right;
 font-variant-numeric:tabular-nums}th{background:#f5f5f5;overflow-wrap:anywhere}
 .badge{display:inline-block;padding:2px 10px;border-radius:4px;color:#fff;font-weight:600}
@@ -57,7 +60,7 @@ def fmt(value: Any) -> str:
     if isinstance(value, int):
         return f"{value:,}"
     if isinstance(value, float):
-        return f"{value:,.3f}".rstrip("0").rstrip(".") if value == value else "NaN"
+        return "NaN" if math.isnan(value) else f"{value:,.3f}".rstrip("0").rstrip(".")
     return str(value)
 
 
@@ -83,7 +86,8 @@ def render_page(title: str, subtitle: str, sections: list[Section]) -> str:
     for s in sections:
         parts.append(f"<section><h2>{html.escape(s.title)}</h2>")
         if s.badge is not None:
-            parts.append(f'<p><span class="badge {html.escape(s.badge[0])}">{html.escape(s.badge[1])}</span></p>')
+            css, text = (html.escape(x) for x in s.badge)
+            parts.append(f'<p><span class="badge {css}">{text}</span></p>')
         for note in s.notes:
             parts.append(f'<p class="note">{html.escape(note)}</p>')
         for name, svg in s.charts:

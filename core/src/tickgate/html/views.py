@@ -45,21 +45,22 @@ def _over_time(report: dict[str, Any]) -> Section:
         else:
             xs, x_title = [float(t) for t in series["tick"]], "step"
         cols = {name: {"max": series[name]["max"], "mean": series[name]["mean"]} for name in names}
-        section.notes.append(f"{series['points']} buckets of {series.get('bucket_steps', 1)} step(s) over the "
-                             "whole replay: the largest value in each bucket and the mean over its busy steps "
-                             "(docs/report.md, \"Series\").")
+        section.notes.append(f"{series['points']} buckets of {series.get('bucket_steps', 1)} step(s) over "
+                             "the whole replay: the largest value in each bucket and the mean over its busy "
+                             "steps (docs/report.md, \"Series\").")
     else:
         ticks = report.get("ticks") or []
         xs, x_title = [float(t["tick"]) for t in ticks], "step"
         cols = {name: {"value": [t[name] for t in ticks]} for name in names}
         omitted = report.get("ticks_omitted")
-        section.notes.append("This report has no series block (written before tickgate had one): the first "
-                             f"{len(ticks)} step records only" + (f", {omitted} more left out." if omitted else "."))
+        section.notes.append("This report has no series block (written before tickgate had one): the "
+                             f"first {len(ticks)} step records only"
+                             + (f", {omitted} more left out." if omitted else "."))
     if not xs:
         section.notes.append("No steps ran: nothing to draw.")
         return section
-    for name, title, unit in (("kv_pages_used", "KV blocks in use", "pages"), ("queued", "Queue depth", "requests"),
-                              ("active", "Running batch", "requests")):
+    for name, title, unit in (("kv_pages_used", "KV blocks in use", "pages"),
+                              ("queued", "Queue depth", "requests"), ("active", "Running batch", "requests")):
         section.charts.append((name, charts.render(charts.over_time(title, x_title, xs, cols[name], unit))))
     return section
 
@@ -70,7 +71,8 @@ def _latency(lat: dict[str, Any], req: dict[str, Any]) -> Section:
         section.notes.append("An untimed replay (the policy has no timing model): no latency in ms.")
         queue = req.get("queue_ticks")
         if isinstance(queue, dict):
-            section.tables.append(Table("Queue time (steps)", list(QUANTILES), [[queue.get(q) for q in QUANTILES]]))
+            section.tables.append(Table("Queue time (steps)", list(QUANTILES),
+                                        [[queue.get(q) for q in QUANTILES]]))
         return section
     blocks = {label: lat[key] for key, label in LATENCY_CHARTED if lat.get(key)}
     if blocks:
@@ -113,7 +115,8 @@ def fleet_sections(report: dict[str, Any]) -> list[Section]:
     if transfers:
         ms = transfers.get("ms") or {}
         keys = [k for k in ("count", "mean", "p50", "p90", "p95", "p99", "max") if k in ms]
-        section.tables.append(Table("KV transfers (prefill to decode)", ["transfers", "bytes", *(f"ms {k}" for k in keys)],
+        section.tables.append(Table("KV transfers (prefill to decode)",
+                                    ["transfers", "bytes", *(f"ms {k}" for k in keys)],
                                     [[transfers["count"], transfers["bytes"], *(ms[k] for k in keys)]]))
     return [section]
 
@@ -139,8 +142,8 @@ def gate_sections(report: dict[str, Any]) -> list[Section]:
         by_unit.setdefault(sig.get("unit") or "value", []).append({
             "signal": sig["signal"], "delta": sig["delta"], "status": sig["status"],
             "lo": ci[0] if ci else None, "hi": ci[1] if ci else None, "threshold": sig.get("threshold")})
-    section.notes.append("Each signal's delta (point), its confidence interval (bar) and its threshold (tick), "
-                         "grouped by unit.")
+    section.notes.append("Each signal's delta (point), its confidence interval (bar) and its threshold "
+                         "(tick), grouped by unit.")
     for unit, rows in by_unit.items():
         if unit == "requests":
             continue  # a count against a minimum (matched traffic): the table says it
@@ -149,11 +152,11 @@ def gate_sections(report: dict[str, Any]) -> list[Section]:
     rows = []
     for sig in signals:
         ci = sig.get("confidence_interval")
-        rows.append([sig["signal"], sig["status"], sig.get("baseline"), sig.get("candidate"), sig.get("delta"),
-                     f"{ci[0]:.6g} .. {ci[1]:.6g}" if ci else None, sig.get("confidence"), sig.get("threshold"),
-                     sig.get("unit"), sig.get("message")])
-    section.tables.append(Table("Signals", ["signal", "status", "baseline", "candidate", "delta", "CI", "confidence",
-                                            "threshold", "unit", "message"], rows))
+        rows.append([sig["signal"], sig["status"], sig.get("baseline"), sig.get("candidate"),
+                     sig.get("delta"), f"{ci[0]:.6g} .. {ci[1]:.6g}" if ci else None, sig.get("confidence"),
+                     sig.get("threshold"), sig.get("unit"), sig.get("message")])
+    section.tables.append(Table("Signals", ["signal", "status", "baseline", "candidate", "delta", "CI",
+                                            "confidence", "threshold", "unit", "message"], rows))
     skipped = [n for n in report.get("not_evaluated") or [] if isinstance(n, dict)]
     if skipped:
         section.tables.append(Table("Not evaluated", ["signal", "why"],
@@ -174,14 +177,15 @@ def pareto_front(points: list[dict[str, Any]]) -> set[str]:
 
 
 def sweep_sections(rows: list[dict[str, Any]]) -> list[Section]:
-    plotted = [{"id": r["id"], "ttft": r["metrics"]["ttft_ms_p99"], "throughput": r["metrics"]["output_tokens_per_s"]}
+    plotted = [{"id": r["id"], "ttft": r["metrics"]["ttft_ms_p99"],
+                "throughput": r["metrics"]["output_tokens_per_s"]}
                for r in rows if "metrics" in r and r["metrics"].get("ttft_ms_p99") is not None
                and r["metrics"].get("output_tokens_per_s") is not None]
     front = pareto_front(plotted)
     section = Section("Pareto front")
     failed = sum(1 for r in rows if "error" in r)
-    section.notes.append(f"{len(rows)} points, {failed} failed; {len(front)} on the front (no other point has both "
-                         "a lower p99 TTFT and a higher output throughput).")
+    section.notes.append(f"{len(rows)} points, {failed} failed; {len(front)} on the front (no other point "
+                         "has both a lower p99 TTFT and a higher output throughput).")
     if plotted:
         together: dict[tuple[float, float], list[str]] = {}
         for p in plotted:
@@ -203,11 +207,11 @@ def sweep_sections(rows: list[dict[str, Any]]) -> list[Section]:
     table_rows = []
     for r in rows:
         m = r.get("metrics") or {}
-        table_rows.append([r["id"], *([] if one else [r.get("workload")]), *(r["params"].get(k) for k in params),
-                           *(m.get(k) for k in metric_names), r["id"] in front, r.get("error")])
-    table = Section("Points", tables=[Table("Points (results.jsonl)", ["id", *([] if one else ["workload"]), *params,
-                                                                       *metric_names, "on the front", "error"],
-                                            table_rows)])
+        table_rows.append([r["id"], *([] if one else [r.get("workload")]),
+                           *(r["params"].get(k) for k in params), *(m.get(k) for k in metric_names),
+                           r["id"] in front, r.get("error")])
+    header = ["id", *([] if one else ["workload"]), *params, *metric_names, "on the front", "error"]
+    table = Section("Points", tables=[Table("Points (results.jsonl)", header, table_rows)])
     if one:
         table.notes.append(f"Workload: {workloads[0]}")
     return [section, table]

@@ -155,10 +155,11 @@ class Series:
             "tick": [self.first[b] for b in keep],
         }
         if self.timed:
-            out["ms"] = [None if self.ms[b] is None else round(self.ms[b], 3) for b in keep]  # type: ignore[arg-type]
+            ms = self.ms
+            out["ms"] = [None if ms[b] is None else round(ms[b], 3) for b in keep]  # type: ignore[arg-type]
         out["steps"] = [self.steps[b] for b in keep]
-        for name, sums, maxima in (("kv_pages_used", self.kv_sum, self.kv_max), ("queued", self.q_sum, self.q_max),
-                                   ("active", self.a_sum, self.a_max)):
+        for name, sums, maxima in (("kv_pages_used", self.kv_sum, self.kv_max),
+                                   ("queued", self.q_sum, self.q_max), ("active", self.a_sum, self.a_max)):
             out[name] = {"max": [maxima[b] for b in keep],
                          "mean": [round(sums[b] / self.steps[b], 3) for b in keep]}
         return out

@@ -173,6 +173,17 @@ def test_the_sweep_writes_its_index_and_the_page_marks_the_front(inputs: dict[st
     assert {r["id"] for r in rows if r["metrics"]["output_tokens_per_s"] == best} & set(on_front)
 
 
+@needs_extra
+def test_a_rollback_says_so(tmp_path: Path) -> None:
+    gate, page = tmp_path / "g.json", tmp_path / "g.html"
+    assert run_cli("gate", "--input", str(FIXTURES / "release_gate_bad.json"), "--output", str(gate),
+                   "--quiet").returncode == 20
+    assert run_cli("report", str(gate), "--html", str(page)).returncode == 0
+    text = page.read_text()
+    assert '<span class="badge rollback">rollback</span>' in text
+    assert "<td>error-rate</td><td>rollback</td>" in text
+
+
 def test_pareto_front() -> None:
     from tickgate.html.views import pareto_front
 

@@ -27,8 +27,8 @@ VEGA_LITE = "6.4"
 WIDTH = 720
 HEIGHT = 180
 #: the colours of the charts (Tableau 10, Vega's default scheme), by role
-COLOURS = {"max": "#f28e2b", "mean": "#4e79a7", "pass": "#59a14f", "hold": "#e15759", "warn": "#edc948",
-           "other": "#bab0ac"}
+COLOURS = {"max": "#f28e2b", "mean": "#4e79a7", "pass": "#59a14f", "hold": "#f28e2b", "rollback": "#e15759",
+           "front": "#e15759", "other": "#bab0ac"}
 
 _EXTRA = "pip install 'tickgate[html]'"
 
@@ -164,14 +164,14 @@ def pareto(title: str, points: Iterable[dict[str, Any]]) -> dict[str, Any]:
     x = {"field": "ttft", "type": "quantitative", "title": "TTFT p99 (ms)", "scale": {"zero": False}}
     y = {"field": "throughput", "type": "quantitative", "title": "output tokens/s", "scale": {"zero": False}}
     spec["layer"] = [
-        {"mark": {"type": "line", "color": COLOURS["hold"], "strokeWidth": 1.5},
+        {"mark": {"type": "line", "color": COLOURS["front"], "strokeWidth": 1.5},
          "transform": [{"filter": "datum.front == 'on the front'"}],
          "encoding": {"x": x, "y": y, "order": {"field": "ttft"}}},
         {"mark": {"type": "point", "filled": True, "size": 70},
          "encoding": {"x": x, "y": y,
                       "color": {"field": "front", "type": "nominal", "title": None,
                                 "scale": {"domain": ["on the front", "dominated"],
-                                          "range": [COLOURS["hold"], COLOURS["mean"]]}}}},
+                                          "range": [COLOURS["front"], COLOURS["mean"]]}}}},
         {"mark": {"type": "text", "dx": 8, "align": "left", "fontSize": 10},
          "encoding": {"x": x, "y": y, "text": {"field": "label"}}},
     ]

@@ -121,8 +121,8 @@ def fleet_sections(report: dict[str, Any]) -> list[Section]:
     return [section]
 
 
-_STATUS_CLASS = {"pass": "pass", "promote": "promote", "hold": "hold", "fail": "fail", "block": "block",
-                 "warn": "warn"}
+#: docs/gate.md: promote, hold or rollback
+_STATUS_CLASS = {"promote": "promote", "hold": "hold", "rollback": "rollback"}
 _UNITS = {"relative": "relative change (candidate / baseline - 1)", "absolute": "absolute change",
           "fraction": "change in fraction"}
 

@@ -184,6 +184,24 @@ def test_a_rollback_says_so(tmp_path: Path) -> None:
     assert "<td>error-rate</td><td>rollback</td>" in text
 
 
+def test_a_sweep_without_the_extra_still_finishes(tmp_path: Path) -> None:
+    """No page, a line saying why, exit 0: the results do not depend on a picture of them."""
+    sweep = tmp_path / "s.yaml"
+    sweep.write_text(f"policy: {POLICIES / 'vllm-v1-bench.yaml'}\n"
+                     f"workloads: [{{path: {AZURE}, format: azure, limit: 20}}]\n"
+                     "grid: {scheduler.options.max_num_seqs: [16]}\n")
+    out = tmp_path / "out"
+    code = ("import sys; sys.modules['vl_convert'] = None; from tickgate.cli import main; "
+            f"sys.exit(main(['sweep', {str(sweep)!r}, '--output', {str(out)!r}]))")
+    import subprocess
+
+    res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False)
+    assert res.returncode == 0 and res.stderr == ""
+    assert res.stdout.splitlines()[-1] == (f"{out / 'index.html'} not written: the page needs the 'html' extra "
+                                           "(pip install 'tickgate[html]')")
+    assert (out / "results.jsonl").exists() and not (out / "index.html").exists()
+
+
 def test_pareto_front() -> None:
     from tickgate.html.views import pareto_front
 

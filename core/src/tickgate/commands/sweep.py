@@ -35,9 +35,11 @@ def sweep_command(sweep_path: Path, output_dir: Path, jobs: int, quiet: bool) ->
     if not quiet:
         click.echo(f"swept {len(sweep.points)} points: {len(outcome.replayed)} replayed, "
                    f"{len(outcome.reused)} reused, {len(outcome.failed)} failed -> {results}")
-        if index is None:
-            click.echo(f"note: {output_dir / INDEX} not written: the page needs the 'html' extra "
-                       "(pip install 'tickgate[html]')", err=True)
+        if index is None:  # stdout, with the summary: not an error, the results are complete
+            click.echo(f"{output_dir / INDEX} not written: the page needs the 'html' extra "
+                       "(pip install 'tickgate[html]')")
+        else:
+            click.echo(f"page -> {index}")
     if outcome.failed:
         first = next(row for row in outcome.rows if "error" in row)
         raise SweepFailed(f"{len(outcome.failed)} of {len(sweep.points)} sweep points failed "

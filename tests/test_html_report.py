@@ -197,8 +197,8 @@ def test_a_sweep_without_the_extra_still_finishes(tmp_path: Path) -> None:
 
     res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False)
     assert res.returncode == 0 and res.stderr == ""
-    assert res.stdout.splitlines()[-1] == (f"{out / 'index.html'} not written: the page needs the 'html' extra "
-                                           "(pip install 'tickgate[html]')")
+    assert res.stdout.splitlines()[-1] == (f"{out / 'index.html'} not written: the page needs the 'html' "
+                                           "extra (pip install 'tickgate[html]')")
     assert (out / "results.jsonl").exists() and not (out / "index.html").exists()
 
 

@@ -18,6 +18,10 @@ MAX_REPORT_BYTES = 1 << 30
 GATE_KIND = "tickgate.gate-report"
 RESULTS = "results.jsonl"  # tickgate.sweep.run.RESULTS (not imported: it pulls in the sweep runner)
 
+#: the headline metrics of results.jsonl a sweep page shows (tickgate.sweep.run.metrics)
+SWEEP_METRICS = ("completed", "rejected", "ttft_ms_p50", "ttft_ms_p99", "itl_ms_p99", "e2e_ms_p99",
+                 "output_tokens_per_s")
+
 _NAMES = {dict: "an object", list: "an array", str: "a string", bool: "true or false", int: "an integer",
           float: "a number", type(None): "null"}
 
@@ -199,8 +203,8 @@ def load_results(path: Path) -> list[dict[str, Any]]:
             doc.get(row, "error", "$", "string")
         else:
             metrics = doc.get(row, "metrics", "$", "object")
-            for key in metrics:
-                doc.get(metrics, key, "$.metrics", "number?")
+            for key in SWEEP_METRICS:  # the ones drawn; others a sweep may add are not looked at
+                doc.get(metrics, key, "$.metrics", "number?", optional=True)
         rows.append(row)
     if not rows:
         raise InputError(path, "no sweep points (an empty results.jsonl)")

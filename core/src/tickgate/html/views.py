@@ -7,6 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 from . import charts
+from .inputs import SWEEP_METRICS
 from .page import Section, Table
 
 LATENCY_CHARTED = (("ttft_ms", "TTFT"), ("itl_ms", "inter-token"), ("e2e_ms", "end-to-end"))
@@ -200,8 +201,7 @@ def sweep_sections(rows: list[dict[str, Any]]) -> list[Section]:
         section.notes.append("No point has both output_tokens_per_s and ttft_ms_p99 (an untimed policy?): "
                              "no front to draw.")
     params = sorted({k for r in rows for k in r["params"]})
-    metric_names = ["completed", "rejected", "ttft_ms_p50", "ttft_ms_p99", "itl_ms_p99", "e2e_ms_p99",
-                    "output_tokens_per_s"]
+    metric_names = list(SWEEP_METRICS)
     workloads = sorted({str(r.get("workload")) for r in rows})
     one = len(workloads) == 1  # then said once, not on every row
     table_rows = []

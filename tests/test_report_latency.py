@@ -373,7 +373,7 @@ def test_the_report_names_the_model_and_its_resolved_parameters(tmp_path: Path, 
     assert report["inputs"]["timing"] == {"name": "linear", "options": {
         "fixed_ms": 2.0, "per_prefill_token_ms": 0.0, "per_decode_seq_ms": 0.0, "per_context_token_ms": 0.0}}
     assert list(report) == ["summary", "pressure", "utilization", "requests", "latency", "inputs", "plugins",
-                            "outcomes", "ticks"]
+                            "series", "outcomes", "ticks"]
     assert "timing" not in report["plugins"]  # once, where the policy's other inputs are
 
 

@@ -89,6 +89,8 @@ def _comparable(report: dict[str, Any]) -> dict[str, Any]:
     inter-token gaps' figures but their count: a span gives its steps their mean (docs/report.md,
     "Inter-token latency"; the mean of the gaps is the same sum, see _same_gaps)."""
     out = {k: v for k, v in report.items() if k not in ("ticks", "ticks_omitted")}
+    # the series' clock inside a span takes its steps as equally long (docs/report.md, "Series")
+    out["series"] = {k: v for k, v in out["series"].items() if k != "ms"}
     itl = out.get("latency", {}).get("itl_ms")
     if itl:
         out["latency"] = {**out["latency"], "itl_ms": itl["count"]}

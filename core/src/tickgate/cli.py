@@ -30,6 +30,7 @@ LAZY_COMMANDS: dict[str, str] = {
     "timing": "tickgate.commands.timing:timing_command",
     "sweep": "tickgate.commands.sweep:sweep_command",
     "plan": "tickgate.commands.plan:plan_command",
+    "report": "tickgate.commands.report:report_command",
 }
 
 

@@ -24,7 +24,8 @@ from ..sweep.executor import EXECUTORS
 def sweep_command(sweep_path: Path, output_dir: Path, jobs: int | None, executor: str, quiet: bool) -> None:
     """Replay every point of a grid of policy variants over workloads; write
     one line per point to DIR/results.jsonl. Exit status 1 when a point failed
-    (its line says why; the others still ran), 2 for a bad sweep file."""
+    (its line says why; the others still ran), 2 for a bad sweep file. With the
+    'html' extra, also DIR/index.html: the Pareto front and the table."""
     from ..progress import progress
     from ..sweep.executor import make_executor
     from ..sweep.run import RESULTS, run_sweep
@@ -37,13 +38,39 @@ def sweep_command(sweep_path: Path, output_dir: Path, jobs: int | None, executor
     with progress("sweep", unit=" points", total=len(sweep.points), quiet=quiet) as bar:
         outcome = run_sweep(sweep, output_dir, executor=runner, on_done=bar.step)
     results = output_dir / RESULTS
+    index = write_index(output_dir)
     if not quiet:
         click.echo(f"swept {len(sweep.points)} points: {len(outcome.replayed)} replayed, "
                    f"{len(outcome.reused)} reused, {len(outcome.failed)} failed -> {results}")
+        if index is None:  # stdout, with the summary: not an error, the results are complete
+            click.echo(f"{output_dir / INDEX} not written: the page needs the 'html' extra "
+                       "(pip install 'tickgate[html]')")
+        else:
+            click.echo(f"page -> {index}")
     if outcome.failed:
         first = next(row for row in outcome.rows if "error" in row)
         raise SweepFailed(f"{len(outcome.failed)} of {len(sweep.points)} sweep points failed "
                           f"(first: {first['id']}: {first['error']}); see {results}")
+
+
+INDEX = "index.html"
+
+
+def write_index(output_dir: Path) -> Path | None:
+    """DIR/index.html, the page ``tickgate report DIR --html`` draws (docs/html.md), from the
+    results.jsonl just written; None (nothing written) without the optional 'html' extra: a
+    sweep's results do not depend on a picture of them."""
+    from ..atomic import atomic_writer
+    from ..html import build
+    from ..html.charts import available
+
+    if not available():
+        return None
+
+    _, text = build(output_dir)
+    with atomic_writer(output_dir / INDEX) as fh:
+        fh.write(text)
+    return output_dir / INDEX
 
 
 class SweepFailed(TickgateError):

@@ -44,12 +44,14 @@ _DETAIL_NOT_KEPT = {"not kept": True}
 class _Arrival:
     """What the sinks read of an arriving request (SummarySink.arrival)."""
 
-    __slots__ = ("prompt_tokens", "tenant", "lane")
+    __slots__ = ("prompt_tokens", "tenant", "lane", "arrival_ms")
 
-    def __init__(self, prompt_tokens: int, tenant: str | None, lane: str | None) -> None:
+    def __init__(self, prompt_tokens: int, tenant: str | None, lane: str | None,
+                 arrival_ms: float | None) -> None:
         self.prompt_tokens = prompt_tokens
         self.tenant = tenant
         self.lane = lane
+        self.arrival_ms = arrival_ms
 
 
 class Sidecar:
@@ -68,7 +70,7 @@ class Sidecar:
 
     # -- sink protocol (parent side) ---------------------------------------------
     def arrival(self, request: Request) -> None:
-        self._events.append((_ARRIVAL, request.prompt_tokens, request.tenant, request.lane))
+        self._events.append((_ARRIVAL, request.prompt_tokens, request.tenant, request.lane, request.arrival_ms))
 
     def record(self, record: TickRecord) -> None:
         detail = record.detail
@@ -136,4 +138,4 @@ def _replay_events(events: list[Any], fingerprint: FingerprintSink,
         elif kind == _OUTCOME:
             sm_outcome(RequestOutcome(*event[1]))
         else:
-            sm_arrival(_Arrival(event[1], event[2], event[3]))  # type: ignore[arg-type]
+            sm_arrival(_Arrival(event[1], event[2], event[3], event[4]))  # type: ignore[arg-type]

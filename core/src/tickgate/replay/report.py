@@ -2,8 +2,10 @@
 
 Nothing here keeps the whole trace: the fingerprint is a running hash, the
 summary running counters, per-request figures compact arrays, inter-token gaps
-counts per microsecond value (:class:`~.token_gaps.TokenGaps`), and the per-tick and
-per-request detail are kept only up to a limit (the JSONL trace has all).
+counts per microsecond value (:class:`~.token_gaps.TokenGaps`), the per-tick and
+per-request detail are kept only up to a limit (the JSONL trace has all), and
+the whole run's pressure over time down-sampled to fixed-size buckets
+(:class:`~.series.Series`).
 
 Fingerprint (documented in docs/report.md): runs of consecutive steps with
 identical decisions are merged; each run is serialised as one line
@@ -23,6 +25,7 @@ from ..jsonio import dumps_line, plain_float, stdlib_line
 from ..model import Request, RequestOutcome, TickRecord
 from ..quantile import interpolate
 from .serialize import outcome_to_json
+from .series import Series
 from .token_gaps import TokenGaps
 
 DETAIL_LIMIT = 10_000
@@ -256,17 +259,20 @@ class SummarySink:
         self.gaps = TokenGaps(every_sample)
         self.output_tokens_done = 0
         self.segments: dict[tuple[str, str], _Segment] = {}
+        self.series = Series()
 
     # -- sink protocol --------------------------------------------------------
     def arrival(self, request: Request) -> None:
         self.request_count += 1
         self.total_prompt_tokens += request.prompt_tokens
+        self.series.arrival(request.arrival_ms)
         if request.tenant is not None:
             self._segment("tenant", request.tenant).requests += 1
         if request.lane is not None:
             self._segment("lane", request.lane).requests += 1
 
     def record(self, r: TickRecord) -> None:
+        self.series.record(r)
         span = r.span
         self.busy_ticks += span
         self.total_decode_tokens += r.decode_tokens * span
@@ -440,6 +446,7 @@ class SummarySink:
             report["scheduler"] = dict(extra)
         report["inputs"] = dict(inputs)
         report["plugins"] = dict(built)
+        report["series"] = self.series.to_json()
         report["outcomes"] = self.outcomes
         if self.outcomes_omitted:
             report["outcomes_omitted"] = self.outcomes_omitted

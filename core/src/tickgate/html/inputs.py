@@ -1,0 +1,211 @@
+"""What ``tickgate report`` reads: a replay report (a fleet replay's has a
+``fleet`` block too), a gate report, or a sweep (its output directory or its
+``results.jsonl``), told apart by their shape, and checked for the fields the
+pictures use, so a bad file is one located error (file, line, JSON path,
+what was expected) before anything is written.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from ..errors import InputError
+from ..locations import parse_json, read_text
+
+#: reports are tickgate's own output: as large as a replay with a large --detail-limit makes them
+MAX_REPORT_BYTES = 1 << 30
+GATE_KIND = "tickgate.gate-report"
+RESULTS = "results.jsonl"  # tickgate.sweep.run.RESULTS (not imported: it pulls in the sweep runner)
+
+#: the headline metrics of results.jsonl a sweep page shows (tickgate.sweep.run.metrics)
+SWEEP_METRICS = ("completed", "rejected", "ttft_ms_p50", "ttft_ms_p99", "itl_ms_p99", "e2e_ms_p99",
+                 "output_tokens_per_s")
+
+_NAMES = {dict: "an object", list: "an array", str: "a string", bool: "true or false", int: "an integer",
+          float: "a number", type(None): "null"}
+
+
+def _kind_of(value: Any) -> str:
+    return _NAMES.get(type(value), type(value).__name__)
+
+
+class Doc:
+    """Typed access to one JSON document, every failure located at its JSON path."""
+
+    def __init__(self, path: Path, line: int | None = None) -> None:
+        self.path, self.line = path, line
+
+    def fail(self, where: str, message: str) -> InputError:
+        return InputError(self.path, message, line=self.line, json_path=where)
+
+    def obj(self, value: Any, where: str) -> dict[str, Any]:
+        if not isinstance(value, dict):
+            raise self.fail(where, f"expected an object, not {_kind_of(value)}")
+        return value
+
+    def get(self, parent: dict[str, Any], key: str, where: str, kind: str, *, optional: bool = False) -> Any:
+        """``parent[key]`` checked as ``kind``: object, array, string, number, integer,
+        number-or-null; a missing key is an error unless ``optional`` (then None)."""
+        at = f"{where}.{key}"
+        if key not in parent:
+            if optional:
+                return None
+            raise self.fail(at, f"missing (expected {_expected(kind)})")
+        value = parent[key]
+        if kind.endswith("?") and value is None:
+            return None
+        ok = {"object": isinstance(value, dict), "array": isinstance(value, list),
+              "string": isinstance(value, str),
+              "number": isinstance(value, (int, float)) and not isinstance(value, bool),
+              "integer": isinstance(value, int) and not isinstance(value, bool)}[kind.rstrip("?")]
+        if not ok:
+            raise self.fail(at, f"expected {_expected(kind)}, not {_kind_of(value)}")
+        return value
+
+
+def _expected(kind: str) -> str:
+    base = kind.rstrip("?")
+    text = {"object": "an object", "array": "an array", "string": "a string", "number": "a number",
+            "integer": "an integer"}[base]
+    return text + " or null" if kind.endswith("?") else text
+
+
+def load(path: Path) -> tuple[str, Any]:
+    """``(kind, data)``: ``replay``, ``fleet``, ``gate`` or ``sweep`` (data: the rows)."""
+    if path.is_dir():
+        results = path / RESULTS
+        if not results.is_file():
+            raise InputError(path, f"a directory, but not a sweep's output: it has no {RESULTS} "
+                             "(give a replay or gate report, a sweep directory or its results.jsonl)")
+        return "sweep", load_results(results)
+    if path.suffix == ".jsonl":
+        return "sweep", load_results(path)
+    if not path.is_file():
+        raise InputError(path, "no such file" if not path.exists() else "not a regular file")
+    data = parse_json(read_text(path, limit=MAX_REPORT_BYTES), path)
+    doc = Doc(path)
+    report = doc.obj(data, "$")
+    if report.get("kind") == GATE_KIND:
+        check_gate(doc, report)
+        return "gate", report
+    if "summary" in report:
+        check_replay(doc, report)
+        return ("fleet" if "fleet" in report else "replay"), report
+    raise doc.fail("$", "not a report tickgate knows: expected a replay report (with \"summary\"), a gate "
+                   f"report (\"kind\": \"{GATE_KIND}\") or a sweep's {RESULTS}")
+
+
+def check_replay(doc: Doc, report: dict[str, Any]) -> None:
+    summary = doc.get(report, "summary", "$", "object")
+    for key in ("request_count", "completed_requests", "total_ticks", "peak_kv_pages"):
+        doc.get(summary, key, "$.summary", "integer")
+    doc.get(summary, "trace_fingerprint", "$.summary", "string")
+    latency = doc.get(report, "latency", "$", "object", optional=True)
+    if latency is not None:
+        for key in ("ttft_ms", "tpot_ms", "itl_ms", "e2e_ms", "queue_ms"):
+            block = doc.get(latency, key, "$.latency", "object?", optional=True)
+            if block is not None:
+                for q in ("count", "mean", "p50", "p90", "p95", "p99", "max"):
+                    doc.get(block, q, f"$.latency.{key}", "number")
+    series = doc.get(report, "series", "$", "object", optional=True)
+    if series is not None:
+        check_series(doc, series)
+    else:
+        ticks = doc.get(report, "ticks", "$", "array", optional=True) or []
+        for i, tick in enumerate(ticks):
+            t = doc.obj(tick, f"$.ticks[{i}]")
+            for key in ("tick", "span", "kv_pages_used", "queued", "active"):
+                doc.get(t, key, f"$.ticks[{i}]", "integer")
+    fleet = doc.get(report, "fleet", "$", "object", optional=True)
+    if fleet is not None:
+        check_fleet(doc, fleet)
+
+
+def check_series(doc: Doc, series: dict[str, Any]) -> None:
+    n = doc.get(series, "points", "$.series", "integer")
+    columns = [("tick", doc.get(series, "tick", "$.series", "array"), "$.series.tick")]
+    ms = doc.get(series, "ms", "$.series", "array", optional=True)
+    if ms is not None:
+        columns.append(("ms", ms, "$.series.ms"))
+    for name in ("kv_pages_used", "queued", "active"):
+        block = doc.get(series, name, "$.series", "object")
+        for agg in ("max", "mean"):
+            columns.append((name, doc.get(block, agg, f"$.series.{name}", "array"), f"$.series.{name}.{agg}"))
+    for _, values, where in columns:
+        if len(values) != n:
+            raise doc.fail(where, f"expected {n} entries (series.points), not {len(values)}")
+        for i, v in enumerate(values):
+            if not isinstance(v, (int, float)) or isinstance(v, bool):
+                raise doc.fail(f"{where}[{i}]", f"expected a number, not {_kind_of(v)}")
+
+
+def check_fleet(doc: Doc, fleet: dict[str, Any]) -> None:
+    replicas = doc.get(fleet, "replicas", "$.fleet", "array")
+    for i, rep in enumerate(replicas):
+        where = f"$.fleet.replicas[{i}]"
+        r = doc.obj(rep, where)
+        doc.get(r, "name", where, "string")
+        doc.get(r, "pool", where, "string", optional=True)
+        for key in ("routed", "completed"):
+            doc.get(r, key, where, "integer")
+        doc.get(r, "busy_ms", where, "number?")
+        doc.get(r, "prefix_cache_hit_rate", where, "number?", optional=True)
+        doc.get(r, "summary", where, "object", optional=True)
+    doc.get(fleet, "prefix_cache_hit_rate", "$.fleet", "number?", optional=True)
+    routing = doc.get(fleet, "routing", "$.fleet", "object", optional=True)
+    if routing is not None:
+        decisions = doc.get(routing, "decisions", "$.fleet.routing", "object", optional=True) or {}
+        for name in decisions:
+            doc.get(decisions, name, "$.fleet.routing.decisions", "integer")
+        doc.get(routing, "jain_index", "$.fleet.routing", "number?", optional=True)
+    transfers = doc.get(fleet, "transfers", "$.fleet", "object?", optional=True)
+    if transfers is not None:
+        doc.get(transfers, "count", "$.fleet.transfers", "integer")
+        doc.get(transfers, "bytes", "$.fleet.transfers", "number")
+        ms = doc.get(transfers, "ms", "$.fleet.transfers", "object?", optional=True)
+        for key in ms or {}:
+            doc.get(ms, key, "$.fleet.transfers.ms", "number?")
+
+
+def check_gate(doc: Doc, report: dict[str, Any]) -> None:
+    doc.get(report, "decision", "$", "string")
+    doc.get(report, "summary", "$", "string", optional=True)
+    signals = doc.get(report, "signals", "$", "array")
+    for i, sig in enumerate(signals):
+        where = f"$.signals[{i}]"
+        s = doc.obj(sig, where)
+        doc.get(s, "signal", where, "string")
+        doc.get(s, "status", where, "string")
+        for key in ("delta", "threshold", "baseline", "candidate"):
+            doc.get(s, key, where, "number?", optional=True)
+        doc.get(s, "unit", where, "string?", optional=True)
+        ci = doc.get(s, "confidence_interval", where, "array?", optional=True)
+        if ci is not None and (len(ci) != 2 or not all(isinstance(v, (int, float)) and not isinstance(v, bool)
+                                                       for v in ci)):
+            raise doc.fail(f"{where}.confidence_interval", "expected [low, high] (two numbers)")
+
+
+def load_results(path: Path) -> list[dict[str, Any]]:
+    """A sweep's ``results.jsonl``: one object per line (docs/sweep.md)."""
+    if not path.is_file():
+        raise InputError(path, "no such file" if not path.exists() else "not a regular file")
+    text = read_text(path, limit=MAX_REPORT_BYTES)
+    rows = []
+    for number, line in enumerate(text.splitlines(), 1):
+        if not line.strip():
+            continue
+        doc = Doc(path, number)
+        row = doc.obj(parse_json(line, path, line_offset=number - 1), "$")
+        doc.get(row, "id", "$", "string")
+        doc.get(row, "params", "$", "object")
+        if "error" in row:
+            doc.get(row, "error", "$", "string")
+        else:
+            metrics = doc.get(row, "metrics", "$", "object")
+            for key in SWEEP_METRICS:  # the ones drawn; others a sweep may add are not looked at
+                doc.get(metrics, key, "$.metrics", "number?", optional=True)
+        rows.append(row)
+    if not rows:
+        raise InputError(path, "no sweep points (an empty results.jsonl)")
+    return rows

@@ -1,5 +1,5 @@
 """``tickgate report INPUT --html PAGE`` (docs/html.md) on real inputs: a timed replay of
-the Azure code trace under the vLLM v1 bench preset, the same report with a fleet block,
+the Azure code trace under the vLLM v1 bench preset, a real fleet replay (4 replicas, Mooncake trace),
 a gate report of the bundled p95-regression fixture, and a small sweep of
 fixtures/sweeps/vllm-azure.yaml (which also writes DIR/index.html).
 
@@ -45,26 +45,10 @@ needs_extra = pytest.mark.skipif(not _has_extra() and not IN_CI,
 #: charts each page draws (figure data-chart names)
 CHARTS = {
     "replay": ["kv_pages_used", "queued", "active", "latency"],
-    "fleet": ["fleet-requests", "fleet-busy", "kv_pages_used", "queued", "active", "latency"],
+    "fleet": ["fleet-requests", "fleet-busy", *(["kv_pages_used", "queued", "active"] * 4), "latency"],  # each replica
     "gate": ["gate-fraction", "gate-relative", "gate-absolute"],
     "sweep": ["pareto"],
 }
-
-
-def fleet_block(report: dict[str, Any]) -> dict[str, Any]:
-    """The fleet block the lead's fleets write (issue 23's shape), made from a real report:
-    its requests split over three replicas of two pools."""
-    n, done = report["summary"]["request_count"], report["summary"]["completed_requests"]
-    busy = report["latency"]["busy_ms"]
-    names = ["prefill-0", "decode-0", "decode-1"]
-    routed = [n // 2, n // 3, n - n // 2 - n // 3]
-    replicas = [{"name": name, "pool": name.split("-")[0], "routed": r, "completed": min(r, done * r // n),
-                 "busy_ms": round(busy * r / n, 3), "prefix_cache_hit_rate": 0.1 * (i + 1),
-                 "summary": dict(report["summary"])} for i, (name, r) in enumerate(zip(names, routed))]
-    return {"replicas": replicas, "prefix_cache_hit_rate": 0.2,
-            "routing": {"decisions": dict(zip(names, routed)), "jain_index": 0.93},
-            "transfers": {"count": routed[0], "bytes": 1_234_567_890,
-                          "ms": {"p50": 1.5, "p90": 3.0, "p99": 7.25, "max": 9.0}}}
 
 
 @pytest.fixture(scope="module")
@@ -75,8 +59,11 @@ def inputs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
                   str(POLICIES / "vllm-v1-bench.yaml"), "--output", str(replay), "--quiet")
     assert res.returncode == 0, res.stderr
     report = json.loads(replay.read_text())
-    fleet = tmp / "fleet.json"
-    fleet.write_text(json.dumps({**report, "fleet": fleet_block(report)}, indent=1))
+    fleet = tmp / "fleet.json"  # a real fleet: 4 vllm-v1 replicas behind least-loaded on the Mooncake trace
+    res = run_cli("replay", "--input", str(FIXTURES / "realdata" / "traces" / "mooncake_conversation_trace.jsonl"),
+                  "--input-format", "mooncake", "--limit", "120", "--policy",
+                  str(POLICIES / "fleet-least-loaded.yaml"), "--output", str(fleet), "--quiet")
+    assert res.returncode == 0, res.stderr
     gate = tmp / "gate.json"
     res = run_cli("gate", "--input", str(FIXTURES / "gate" / "p95_regression.json"), "--policy",
                   str(POLICIES / "gate-default.yaml"), "--output", str(gate), "--quiet")
@@ -139,8 +126,11 @@ def test_the_fleet_page_shows_every_replica(inputs: dict[str, Path], pages: dict
         cells = (f"<td>{replica['name']}</td><td>{replica['pool']}</td>"
                  f"<td class=\"n\">{replica['routed']}</td>")
         assert cells in text
-    assert "routing balance (Jain&#x27;s index) 0.930" in text and "prefix-cache hit rate 20.0%" in text
-    assert "KV transfers (prefill to decode)" in text and "1,234,567,890" in text
+    jain, hit = fleet["routing"]["jain_index"], fleet["prefix_cache_hit_rate"]
+    assert f"routing balance (Jain&#x27;s index) {jain:.3f}" in text and f"prefix-cache hit rate {hit:.1%}" in text
+    for replica in fleet["replicas"]:
+        assert f"Over time: {replica['name']}" in text  # each replica's own series
+    assert "KV transfers (prefill to decode)" not in text  # a mixed fleet moves no KV
     assert "Fleet: per-replica load" not in pages["replay"].read_text()
 
 

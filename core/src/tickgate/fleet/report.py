@@ -63,12 +63,14 @@ def fleet_report(fleet: Fleet, client: SummarySink, inputs: dict[str, Any],
     summary["total_decode_tokens"] = sums["total_decode_tokens"]
     summary["replicas"] = len(fleet.targets)
     summary["engines"] = len(fleet.engines)
-    for key in ("total_reserved_kv_pages", "peak_kv_pages", "peak_kv_pressure_pct", "decode_capacity_utilization"):
+    for key in ("total_reserved_kv_pages", "peak_kv_pressure_pct", "decode_capacity_utilization"):
         summary.pop(key, None)
+    summary["peak_kv_pages"] = max(r["summary"]["peak_kv_pages"] for r in replicas)  # the fullest engine's
     # pressure and utilisation are per engine (a fleet-wide peak of different engines' steps means nothing)
     report.pop("pressure", None)
     report.pop("utilization", None)
     report.pop("ticks", None)
+    report.pop("series", None)  # steps are per engine: each one's is in fleet.replicas
     report["requests"]["preemptions"] = sum(r["requests"]["preemptions"] for r in replicas)
     report["latency"]["itl_ms"] = _merged_gaps(fleet)
     report["fleet"] = _fleet_block(fleet, replicas, summary["total_prompt_tokens"])
@@ -102,6 +104,8 @@ def _fleet_block(fleet: Fleet, replicas: list[dict[str, Any]], prompt_tokens: in
             "summary": rep["summary"],
             "latency": {k: rep["latency"][k] for k in ("ttft_ms", "itl_ms", "e2e_ms")},
         }
+        if "series" in rep:
+            entry["series"] = rep["series"]
         entries.append(entry)
     decisions = {t.name: fleet.decision_counts[i] for i, t in enumerate(fleet.targets)}
     block: dict[str, Any] = {

@@ -33,7 +33,9 @@ def page(kind: str, data: Any, *, label: str) -> str:
     if kind in ("replay", "fleet"):
         sections = views.replay_sections(data)
         if kind == "fleet":
-            sections[1:1] = views.fleet_sections(data)
+            # a fleet's steps are its engines': their series in place of the fleet's own
+            over_time = 1 if "series" in data or data.get("ticks") else 2
+            sections[1:over_time] = views.fleet_sections(data)
         ins = data.get("inputs") or {}
         subtitle = " \u00b7 ".join(str(x) for x in (label, ins.get("workload"), ins.get("policy")) if x)
     elif kind == "gate":

@@ -122,16 +122,16 @@ def check_replay(doc: Doc, report: dict[str, Any]) -> None:
         check_fleet(doc, fleet)
 
 
-def check_series(doc: Doc, series: dict[str, Any]) -> None:
-    n = doc.get(series, "points", "$.series", "integer")
-    columns = [("tick", doc.get(series, "tick", "$.series", "array"), "$.series.tick")]
-    ms = doc.get(series, "ms", "$.series", "array", optional=True)
+def check_series(doc: Doc, series: dict[str, Any], at: str = "$.series") -> None:
+    n = doc.get(series, "points", at, "integer")
+    columns = [("tick", doc.get(series, "tick", at, "array"), f"{at}.tick")]
+    ms = doc.get(series, "ms", at, "array", optional=True)
     if ms is not None:
-        columns.append(("ms", ms, "$.series.ms"))
+        columns.append(("ms", ms, f"{at}.ms"))
     for name in ("kv_pages_used", "queued", "active"):
-        block = doc.get(series, name, "$.series", "object")
+        block = doc.get(series, name, at, "object")
         for agg in ("max", "mean"):
-            columns.append((name, doc.get(block, agg, f"$.series.{name}", "array"), f"$.series.{name}.{agg}"))
+            columns.append((name, doc.get(block, agg, f"{at}.{name}", "array"), f"{at}.{name}.{agg}"))
     for _, values, where in columns:
         if len(values) != n:
             raise doc.fail(where, f"expected {n} entries (series.points), not {len(values)}")
@@ -152,6 +152,9 @@ def check_fleet(doc: Doc, fleet: dict[str, Any]) -> None:
         doc.get(r, "busy_ms", where, "number?")
         doc.get(r, "prefix_cache_hit_rate", where, "number?", optional=True)
         doc.get(r, "summary", where, "object", optional=True)
+        series = doc.get(r, "series", where, "object", optional=True)
+        if series is not None:
+            check_series(doc, series, f"{where}.series")
     doc.get(fleet, "prefix_cache_hit_rate", "$.fleet", "number?", optional=True)
     routing = doc.get(fleet, "routing", "$.fleet", "object", optional=True)
     if routing is not None:

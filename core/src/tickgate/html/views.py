@@ -36,8 +36,8 @@ def replay_sections(report: dict[str, Any]) -> list[Section]:
     return [summary, _over_time(report), _latency(lat, req)]
 
 
-def _over_time(report: dict[str, Any]) -> Section:
-    section = Section("Over time")
+def _over_time(report: dict[str, Any], title: str = "Over time") -> Section:
+    section = Section(title)
     series = report.get("series")
     names = ("kv_pages_used", "queued", "active")
     if series is not None:
@@ -84,6 +84,10 @@ def _latency(lat: dict[str, Any], req: dict[str, Any]) -> Section:
     return section
 
 
+#: replicas of a fleet drawn over time (each one's series; the table lists them all)
+FLEET_SERIES = 8
+
+
 def fleet_sections(report: dict[str, Any]) -> list[Section]:
     fleet = report["fleet"]
     replicas = fleet["replicas"]
@@ -119,7 +123,11 @@ def fleet_sections(report: dict[str, Any]) -> list[Section]:
         section.tables.append(Table("KV transfers (prefill to decode)",
                                     ["transfers", "bytes", *(f"ms {k}" for k in keys)],
                                     [[transfers["count"], transfers["bytes"], *(ms[k] for k in keys)]]))
-    return [section]
+    shown = [r for r in replicas if isinstance(r.get("series"), dict)][:FLEET_SERIES]
+    over = [_over_time({"series": r["series"]}, f"Over time: {r['name']}") for r in shown]
+    if len(shown) < len(replicas) and shown:
+        over[-1].notes.append(f"The first {len(shown)} of {len(replicas)} replicas drawn over time.")
+    return [section, *over]
 
 
 #: docs/gate.md: promote, hold or rollback

@@ -153,12 +153,13 @@ def test_chunked_prefill_splits_a_long_prompt_and_emits_after_the_last_chunk(tmp
 def test_decode_retraction_frees_fewest_output_longest_prompt_first(tmp_path: Path) -> None:
     """schedule_batch.py retract_decode: when the next decode does not fit,
     requests are retracted sorted by (output len, -prompt len), smallest
-    first, until 20 tokens per remaining request are free; they requeue and
+    first, until the next decode of the rest fits; they requeue and
     recompute prompt + output; new_token_ratio is re-estimated."""
     options = {"max_total_tokens": 520, "chunked_prefill_size": -1, "init_new_token_ratio": 0.05,
                "min_new_token_ratio": 0.05}
-    # equal output counts (c is prefilled while a and b would decode): the longest prompt goes first
-    tied = run(tmp_path, options, [req("a", 100, 150), req("b", 120, 150), req("c", 40, 150, tick=1)])
+    # equal output counts (a and b share the first prefill, c is prefilled while they would decode):
+    # the longest prompt goes first
+    tied = run(tmp_path, options, [req("a", 100, 140), req("b", 120, 140), req("c", 40, 140, tick=1)])
     assert next(t for t in ticks(tied) if t["preempted"])["preempted"][0] == "b"
     reqs = [req("a", 100, 150), req("b", 120, 150), req("c", 40, 150, tick=5)]
     rep = run(tmp_path, options, reqs)

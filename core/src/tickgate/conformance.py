@@ -229,6 +229,7 @@ def conformance_command(spec: ConformanceSpec, *, harness: str, driver: str) -> 
             click.echo(report["first_divergence"]["description"], err=True)
             exit_with(1)
 
-    command.help = (f"Replay WORKLOAD with the {spec.engine} mirror and compare every step with REFERENCE "
-                    f"(a run of the real {spec.label} scheduler).")
+    command.help = (f"Replay WORKLOAD with tickgate's {spec.label} mirror and compare every step with "
+                    f"REFERENCE, a recorded run of the real {spec.label} scheduler. Exit 0 only when every "
+                    "step matches, 1 at the first difference.")
     return command

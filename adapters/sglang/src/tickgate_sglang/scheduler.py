@@ -449,6 +449,9 @@ class SglangScheduler(StepResults, Scheduler):
             self.batch_is_full = False
         else:
             self.ratio = max(self.ratio - self.decay, self.min_ratio)
+        # alloc_for_decode: paged allocation evicts for a page per request (allocation.py,
+        # alloc_paged_token_slots_decode), token allocation for a token per request
+        self._evict_for(len(self.running) * self.page)
         context = 0
         own_before = self.own_tokens
         for req in self.running:

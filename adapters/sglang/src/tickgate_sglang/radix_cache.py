@@ -1,11 +1,15 @@
 """A radix tree of cached KV content with lock references and LRU eviction.
 
-Mirrors SGLang's ``python/sglang/srt/mem_cache/radix_cache.py`` (RadixCache):
-``match_prefix`` walks the tree and splits an edge where a match ends inside
-it; ``insert`` adds what is missing and reports how much was already there;
-``inc_lock_ref``/``dec_lock_ref`` protect the path of a running request (a
-locked node is not evictable); ``evict`` frees unlocked leaves, least
-recently used first, and a parent whose last child went becomes a leaf.
+Mirrors the tree SGLang 0.5.23 builds by default, ``UnifiedRadixCache`` with its
+full-attention component (``python/sglang/srt/mem_cache/unified_radix_cache.py``,
+``unified_cache/unified_tree_core.py``; the legacy ``radix_cache.py`` has the same
+rules): ``match_prefix`` walks the tree and splits an edge where a match ends
+inside it (``_match_prefix_helper``, ``_split_node``), the matched path becoming
+the most recently used; ``insert`` adds what is missing and reports how much was
+already there (``_insert_walk_step``, ``_add_new_node``); ``inc_lock_ref`` /
+``dec_lock_ref`` protect the path of a running request (a locked node is not
+evictable); ``evict`` frees unlocked leaves, least recently used first, whole
+nodes, and a parent whose last child went becomes a leaf (``evict_for_alloc``).
 
 Differences from SGLang, on purpose:
 
@@ -15,8 +19,8 @@ Differences from SGLang, on purpose:
   the block on the others; the scheduler's ``_block_pages``). A node's size in
   tokens is ``len(key) * weight``. Units of different kinds never compare
   equal, so a tree may hold both without mixing them in one node.
-* Access time is a logical counter, not the wall clock, so replays are
-  deterministic; ties are broken by node creation order.
+* Access time is a logical counter, as SGLang's is (``get_and_increase_time_counter``);
+  ties are broken by node creation order.
 * The tree holds no KV indices: the scheduler owns the token accounting.
 """
 

@@ -15,8 +15,11 @@ Follows sglang 0.5.23, ``python/sglang/srt/managers/schedule_policy.py``,
   waiting it turns into fcfs for that pass (``_determine_active_policy``).
   ``dfs-weight`` orders by ``_dfs_weight_order`` (base_prefix_cache.py).
 * ``fcfs`` keeps the queue, ``lof`` sorts by ``max_new_tokens``, most first,
-  ``random`` shuffles (``random.shuffle`` of SGLang's process-wide generator:
-  here a ``random.Random`` seeded from ``random_seed``, so not the same draws).
+  ``random`` shuffles: SGLang calls ``random.shuffle`` of Python's process-wide
+  generator, which ``Scheduler.__init__`` seeds with ``--random-seed``
+  (``set_random_seed``) and which nothing else in the scheduler loop draws from,
+  so a ``random.Random(random_seed)`` shuffling at the same passes makes the same
+  orders (the recorded ``random-prefix`` case checks it).
 * The cache-agnostic passes (fcfs, lof, random, and lpm above 128) refresh the
   LRU recency of the first 128 waiting prompts, queue head last, on every 32nd
   pass (``_touch_waiting_prefixes``, ``WAITING_PREFIX_REFRESH_INTERVAL``), so

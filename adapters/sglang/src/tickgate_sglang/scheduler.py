@@ -46,7 +46,7 @@ from tickgate import (BuildContext, ConfigError, Horizon, InputError, ReplayErro
 from .options import (CLIP_MAX_NEW_TOKENS, DEFAULT_INIT_NEW_TOKEN_RATIO, DEFAULT_MIN_NEW_TOKEN_RATIO_FACTOR,
                       DEFAULT_NEW_TOKEN_RATIO_DECAY_STEPS, OPTIONS_SCHEMA, RETRACT_DECODE_STEPS, prefix_block_size,
                       resolve_max_total_tokens)
-from .prefill_adder import CONTINUE, NO_TOKEN, PrefillAdder
+from .prefill_adder import CONTINUE, NO_TOKEN, OTHER, PrefillAdder
 from .radix_cache import RadixCache
 from .request_state import Req, sequence_key
 from .schedule_policy import SchedulePolicy
@@ -344,7 +344,7 @@ class SglangScheduler(StepResults, Scheduler):
             self.chunked = None
         held = 1 if continuing is not None else 0
         for req in self.waiting:
-            if adder.budget_state() == "other":
+            if adder.budget_state() == OTHER:
                 break
             if len(adder.can_run) >= rows + held:
                 self.batch_is_full = True

@@ -81,24 +81,26 @@ class RadixCache:
         return self.evictable_size + self.protected_size
 
     # -- match / insert --------------------------------------------------------
-    def match_prefix(self, key: Sequence[Hashable], weight: int) -> tuple[int, TreeNode]:
-        """Longest cached prefix of ``key``: (tokens, last matched node).
+    def match_prefix(self, key: Sequence[Hashable], weight: int, n: int | None = None) -> tuple[int, TreeNode]:
+        """Longest cached prefix of ``key[:n]``: (tokens, last matched node).
 
         Matched nodes count as accessed; an edge only partly matched is split
-        so the returned node ends exactly at the match (as SGLang does).
+        so the returned node ends exactly at the match (as SGLang does). ``n``
+        bounds the key without copying it (a request's key runs to the end of
+        its longest possible output).
         """
-        i, node = self._walk(key, weight)
+        i, node = self._walk(key, weight, len(key) if n is None else min(n, len(key)))
         return i * weight, node
 
-    def insert(self, key: Sequence[Hashable], weight: int) -> tuple[int, TreeNode]:
-        """Add ``key``; returns (tokens that were already cached, node at the key's end)."""
-        i, node = self._walk(key, weight)
-        n = len(key)
+    def insert(self, key: Sequence[Hashable], weight: int, n: int | None = None) -> tuple[int, TreeNode]:
+        """Add ``key[:n]``; returns (tokens that were already cached, node at its end)."""
+        n = len(key) if n is None else min(n, len(key))
+        i, node = self._walk(key, weight, n)
         present = i * weight
         if i < n:
             if node is not self.root and node.weight != weight:
                 raise ValueError("a key cannot continue a node of another unit size")
-            new = TreeNode(node, tuple(key[i:]), weight, self._next_serial())
+            new = TreeNode(node, tuple(key[i:n]), weight, self._next_serial())
             node.children[key[i]] = new
             self._touch(new)
             self.evictable_size += new.tokens
@@ -106,19 +108,19 @@ class RadixCache:
             node = new
         return present, node
 
-    def _walk(self, key: Sequence[Hashable], weight: int) -> tuple[int, TreeNode]:
-        """Follow ``key`` down the tree, touching each node passed: (units matched,
-        last node). A partly matched edge is split so the node ends at the match."""
+    def _walk(self, key: Sequence[Hashable], weight: int, n: int) -> tuple[int, TreeNode]:
+        """Follow ``key[:n]`` down the tree, touching each node passed: (units
+        matched, last node). A partly matched edge is split so the node ends at
+        the match."""
         node = self.root
         self._touch(node)
         i = 0
-        n = len(key)
         while i < n:
             child = node.children.get(key[i])
             if child is None or child.weight != weight:
                 break
             self._touch(child)
-            common = _common_len(child.key, key, i)
+            common = _common_len(child.key, key, i, n)
             if common < len(child.key):
                 node = self._split(child, common)
                 i += common
@@ -224,11 +226,11 @@ class RadixCache:
 _STRIDE = 64
 
 
-def _common_len(edge: Key, key: Sequence[Hashable], start: int) -> int:
-    """Units ``edge`` and ``key[start:]`` share from their start. Compared a
+def _common_len(edge: Key, key: Sequence[Hashable], start: int, end: int) -> int:
+    """Units ``edge`` and ``key[start:end]`` share from their start. Compared a
     stride at a time, then unit by unit in the stride that differs: a block of
     512 tokens is 512 units at page size 1, and most edges match whole."""
-    limit = min(len(edge), len(key) - start)
+    limit = min(len(edge), end - start)
     i = 0
     while i + _STRIDE <= limit and edge[i:i + _STRIDE] == tuple(key[start + i:start + i + _STRIDE]):
         i += _STRIDE

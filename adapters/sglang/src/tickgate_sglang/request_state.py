@@ -7,9 +7,12 @@ sequence. A page inside the prompt is its token ids (a tuple), or a workload
 prefix-block unit; any other page -- a prompt without ids (the reference harness
 draws those tokens at random per request), the part of a prompt after its last
 whole prefix block, and every page holding an output token (sampled at random per
-request) -- is a negative integer unique to the request, so it matches only that
-same request again (a retracted request finding its own prompt still cached), as
-random content would. SGLang caches the prompt *and* the output of a finished
+request) -- is the request's own negative tag, so it matches only that same
+request again (a retracted request finding its own prompt still cached), as
+random content would. One tag serves all such pages of a request: the radix tree
+only ever compares a unit with the unit at the same position of another key, so
+repeating it is as unique as numbering the pages, and ``(tag,) * n`` costs a
+pointer per page (no integer objects, no loop). SGLang caches the prompt *and* the output of a finished
 request (``release_kv_cache(checkpoint=True)``), so these units occupy and free
 the pool exactly as the real tokens do.
 """
@@ -68,14 +71,12 @@ class Req:
 
 
 def sequence_key(prompt_units: tuple[Hashable, ...], prompt_tokens: int, max_output: int, page: int,
-                 unique_base: int) -> tuple[Hashable, ...]:
+                 tag: int) -> tuple[Hashable, ...]:
     """The request's units for prompt and output: its cacheable prompt pages, then
-    unique negative integers (``-unique_base``, ``-unique_base - 1``, ...) for every
-    further page up to the end of its longest possible sequence. Built from a
-    ``range`` (C speed), not a loop per token."""
+    its tag ``-tag`` for every further page up to the end of its longest possible
+    sequence."""
     total = -(-(prompt_tokens + max_output) // page)
     rest = total - len(prompt_units)
     if rest <= 0:
         return prompt_units[:total]
-    start = -unique_base
-    return prompt_units + tuple(range(start, start - rest, -1))
+    return prompt_units + (-tag,) * rest

@@ -83,12 +83,13 @@ class SchedulePolicy:
         for r in queue:
             sched.match(r, limit=False)
             if r.prefix_len <= IN_BATCH_CHECK and r.key:
-                key = r.key[:r.fill_len // r.weight]
-                matched, _ = in_batch.match_prefix(key, r.weight)
+                # only whether 32 tokens match is asked: the first 32 tokens' pages suffice
+                n = min(r.fill_len // r.weight, -(-IN_BATCH_DEPRIORITIZE // r.weight))
+                matched, _ = in_batch.match_prefix(r.key, r.weight, n)
                 if matched >= IN_BATCH_DEPRIORITIZE:
                     deprioritized.add(id(r))
                 else:
-                    in_batch.insert(key, r.weight)
+                    in_batch.insert(r.key, r.weight, n)
         return deprioritized
 
     def _touch_waiting_prefixes(self, queue: list[Any], sched: "SglangScheduler") -> None:
@@ -101,7 +102,7 @@ class SchedulePolicy:
         tree = sched.tree
         for r in reversed(queue[:LPM_QUEUE_LIMIT]):
             if r.key:
-                tree.match_prefix(r.key[:r.fill_len // r.weight], r.weight)  # touch_waiting_prefix
+                tree.match_prefix(r.key, r.weight, r.fill_len // r.weight)  # touch_waiting_prefix
 
 
 def _sort_by_dfs_weight(queue: list[Any], tree: RadixCache) -> None:

@@ -121,7 +121,6 @@ class SglangScheduler(StepResults, Scheduler):
         self.batch_is_full = False
         self.own_tokens = 0
         self.seq = 0
-        self.unique_next = 1
         self.outcomes: list[RequestOutcome] = []
         self.rejected_now: list[str] = []
         #: called with a dict per executed step, in the reference harness's format (conformance)
@@ -216,10 +215,7 @@ class SglangScheduler(StepResults, Scheduler):
             prompt_units = self._block_pages(request.prefix_blocks[:request.prompt_tokens // self.block_size])
         else:
             prompt_units = ()
-        base = self.unique_next
-        key = sequence_key(prompt_units, request.prompt_tokens, max_new, p, base)
-        self.unique_next = base + len(key) - len(prompt_units) + 1
-        return key
+        return sequence_key(prompt_units, request.prompt_tokens, max_new, p, self.seq)
 
     def _block_pages(self, ids: tuple[Hashable, ...]) -> tuple[Hashable, ...]:
         """The radix units of the pages under workload block ids: a block of
@@ -260,7 +256,7 @@ class SglangScheduler(StepResults, Scheduler):
             req.prefix_len, req.last_node = 0, None
             return
         n = req.fill_len - 1 if limit else req.fill_len
-        tokens, node = self.tree.match_prefix(req.key[:n // req.weight], req.weight)
+        tokens, node = self.tree.match_prefix(req.key, req.weight, n // req.weight)
         req.prefix_len, req.last_node = tokens, node
 
     def _checkpoint(self, req: Req, up_to: int) -> None:
@@ -275,11 +271,11 @@ class SglangScheduler(StepResults, Scheduler):
         if units <= 0:
             return
         tree = self.tree
-        _, node = tree.insert(req.key[:units], req.weight)
+        _, node = tree.insert(req.key, req.weight, units)
         if req.finished:  # the node keeps ending at ``units`` (a split puts the new node above)
             prompt_units = req.request.prompt_tokens // req.weight
             if 0 < prompt_units < units:
-                tree.insert(req.key[:prompt_units], req.weight)
+                tree.insert(req.key, req.weight, prompt_units)
         old = req.lock_node
         tree.inc_lock_ref(node)
         if old is not None:

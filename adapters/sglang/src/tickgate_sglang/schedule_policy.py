@@ -79,17 +79,22 @@ class SchedulePolicy:
 
     def _compute_prefix_matches(self, queue: list[Any], sched: "SglangScheduler") -> set[int]:
         deprioritized: set[int] = set()
-        in_batch = RadixCache()
+        # The throw-away tree is only asked whether 32 or more tokens match: that is
+        # whether the first 32 tokens' pages equal those of a key put there before,
+        # so a set of those leading pages answers the same (a key shorter than that
+        # can neither match 32 tokens nor let another match them).
+        in_batch: set[tuple[Any, ...]] = set()
         for r in queue:
             sched.match(r, limit=False)
             if r.prefix_len <= IN_BATCH_CHECK and r.key:
-                # only whether 32 tokens match is asked: the first 32 tokens' pages suffice
-                n = min(r.fill_len // r.weight, -(-IN_BATCH_DEPRIORITIZE // r.weight))
-                matched, _ = in_batch.match_prefix(r.key, r.weight, n)
-                if matched >= IN_BATCH_DEPRIORITIZE:
+                lead = -(-IN_BATCH_DEPRIORITIZE // r.weight)
+                if r.fill_len // r.weight < lead:
+                    continue
+                head = r.key[:lead]
+                if head in in_batch:
                     deprioritized.add(id(r))
                 else:
-                    in_batch.insert(r.key, r.weight, n)
+                    in_batch.add(head)
         return deprioritized
 
     def _touch_waiting_prefixes(self, queue: list[Any], sched: "SglangScheduler") -> None:

@@ -283,3 +283,29 @@ def test_register_commands(capsys: pytest.CaptureFixture[str]) -> None:
     assert capsys.readouterr().out == "hello tickgate\n"
     assert main(["--help"]) == 0
     assert "hello" in capsys.readouterr().out
+
+
+def test_register_conformance_checks(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from tickgate import ConformanceSpec, conformance_command
+
+    def mirror(requests: list[Request], config: dict[str, Any]) -> list[dict[str, Any]]:
+        return [{"step": i, "tokens": r.prompt_tokens * config["scale"]} for i, r in enumerate(requests)]
+
+    spec = ConformanceSpec(engine="toy", label="Toy", defaults={"scale": 1}, fields=("tokens",),
+                           norm=lambda line: {"tokens": line["tokens"]}, run_mirror=mirror)
+    install(register_conformance_checks=lambda register: register(
+        conformance_command(spec, harness="toy-reference", driver="drive_toy.py")))
+    workload = tmp_path / "w.json"
+    workload.write_text(json.dumps({"requests": [{"id": "a", "prompt_len": 3, "max_output_len": 1},
+                                                 {"id": "b", "prompt_len": 5, "max_output_len": 1}]}))
+    steps = tmp_path / "s.jsonl"
+    steps.write_text('{"step": 0, "tokens": 3}\n{"step": 1, "tokens": 5}\n')
+    args = ["conformance", "toy", "--workload", str(workload), "--reference", str(steps)]
+    assert main([*args, "--output", str(tmp_path / "r.json")]) == 0
+    assert "toy conformance: 2/2 steps identical" in capsys.readouterr().out
+    config = tmp_path / "c.json"
+    config.write_text('{"scale": 2}')
+    assert main([*args, "--output", str(tmp_path / "r2.json"), "--config", str(config)]) == 1
+    report = json.loads((tmp_path / "r2.json").read_text())
+    assert (report["first_divergent_step"], report["first_divergence"]["field"]) == (0, "tokens")
+    assert "step 0: tokens differs: Toy 3 vs mirror 6" in capsys.readouterr().err

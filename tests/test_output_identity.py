@@ -41,9 +41,11 @@ CASES = {
     "trace-vllm": (["replay", "--input", "fixtures/scenarios/kv-pressure.json", "--policy",
                     "policies/vllm-v1-bench.yaml", "--output", "{other}", "--trace", "{out}", "--quiet"],
                    "dde3f46c4f9436d191a26942489d1ed1d5cfaaff1c42f64bbd0cb09a8a05adee"),
+    # trace-sglang: re-pinned when the sglang mirror was rebuilt on SGLang 0.5.23's scheduler
+    # (tests/test_sglang_conformance.py: step-identical to recordings of the real one)
     "trace-sglang": (["replay", "--input", "fixtures/scenarios/kv-pressure.json", "--policy",
                       "policies/sglang-default.yaml", "--output", "{other}", "--trace", "{out}", "--quiet"],
-                     "2c1a6471aa403cd99ded9ff810d90a6067a764fbe3d41e01ef4109bfda44fd2e"),
+                     "610701a6a2ea7be2ad8dfddd6bba3d9fb9c1db98add2cc6c7404a6236d8be964"),
     "trace-trtllm": (["replay", "--input", "fixtures/scenarios/kv-pressure.json", "--policy",
                       "policies/trtllm-max-utilization.yaml", "--output", "{other}", "--trace", "{out}", "--quiet"],
                      "433e1e87fca4a119fea06795f2fa693b07d76c47e7754299938683fe7f864e9f"),

@@ -112,9 +112,10 @@ def test_fcfs_stops_at_the_first_request_that_does_not_fit(tmp_path: Path) -> No
 
 def test_new_token_ratio_reserves_room_for_running_requests(tmp_path: Path) -> None:
     """PrefillAdder: rem_total_tokens subtracts running requests' remaining
-    output times new_token_ratio (init 0.7 * schedule_conservativeness)."""
+    output times new_token_ratio (init 0.7 * schedule_conservativeness)
+    (schedule_policy.py _get_running_request_total_token_offset, add_one_req)."""
     reqs = [req("a", 100, 800), req("b", 200, 10, tick=1)]
-    # free after a's prefill: 1000 - 100 = 900; reserved 0.7 * 799 = 559.3; b needs 210 < 340.7
+    # free after a's prefill: 1000 - 100 = 900; reserved 0.7 * 799 = 559.3; b needs 200 + 10 + 1 page < 340.7
     rep = run(tmp_path, {"max_total_tokens": 1000}, reqs)
     assert outcome(rep, "b")["admitted_tick"] == 1
     # conservativeness 1.4 -> ratio 0.98: reserved 783 leaves 117 < 210, b waits
@@ -132,8 +133,9 @@ def test_new_token_ratio_decays_each_decode_step_to_its_floor(tmp_path: Path) ->
 
 
 def test_max_prefill_tokens_bounds_a_batch_after_its_first_request(tmp_path: Path) -> None:
-    """add_one_req: input_tokens > rem_input_tokens stops the batch only when
-    can_run_list is not empty: the first request may exceed max_prefill_tokens."""
+    """_select_prefill_admission: without chunking, input_tokens >= rem_input_tokens
+    stops the batch only when can_run_list is not empty: the first request may
+    exceed max_prefill_tokens."""
     reqs = [req("a", 300, 2), req("b", 50, 2)]
     rep = run(tmp_path, {"max_total_tokens": 4000, "max_prefill_tokens": 256, "chunked_prefill_size": -1}, reqs)
     assert ticks(rep)[0]["admitted"] == ["a"]
@@ -153,12 +155,13 @@ def test_chunked_prefill_splits_a_long_prompt_and_emits_after_the_last_chunk(tmp
 def test_decode_retraction_frees_fewest_output_longest_prompt_first(tmp_path: Path) -> None:
     """schedule_batch.py retract_decode: when the next decode does not fit,
     requests are retracted sorted by (output len, -prompt len), smallest
-    first, until 20 tokens per remaining request are free; they requeue and
+    first, until the next decode of the rest fits; they requeue and
     recompute prompt + output; new_token_ratio is re-estimated."""
     options = {"max_total_tokens": 520, "chunked_prefill_size": -1, "init_new_token_ratio": 0.05,
                "min_new_token_ratio": 0.05}
-    # equal output counts (c is prefilled while a and b would decode): the longest prompt goes first
-    tied = run(tmp_path, options, [req("a", 100, 150), req("b", 120, 150), req("c", 40, 150, tick=1)])
+    # equal output counts (a and b share the first prefill, c is prefilled while they would decode):
+    # the longest prompt goes first
+    tied = run(tmp_path, options, [req("a", 100, 140), req("b", 120, 140), req("c", 40, 140, tick=1)])
     assert next(t for t in ticks(tied) if t["preempted"])["preempted"][0] == "b"
     reqs = [req("a", 100, 150), req("b", 120, 150), req("c", 40, 150, tick=5)]
     rep = run(tmp_path, options, reqs)

@@ -93,5 +93,6 @@ def test_common_length_by_strides_is_the_unit_by_unit_one() -> None:
         for start in (0, 5):
             key = (None,) * start + other
             naive = next((i for i, (a, b) in enumerate(zip(base, other)) if a != b), min(len(base), len(other)))
-            assert _common_len(base, key, start) == naive
-            assert _common_len(base[:cut], key, start) == min(cut, naive)
+            assert _common_len(base, key, start, len(key)) == naive
+            assert _common_len(base[:cut], key, start, len(key)) == min(cut, naive)
+            assert _common_len(base, key, start, start + 3) == min(3, naive)  # the key's bound, no copy

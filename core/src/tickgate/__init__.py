@@ -86,6 +86,13 @@ _EXPORTS: dict[str, str] = {
     "validate": "schemas",
     "write_json": "atomic",
     "exit_with": "cli",
+    # conformance of a scheduler mirror with a recorded run of its real engine
+    "ConformanceSpec": "conformance",
+    "conformance_command": "conformance",
+    "conformance_check": "conformance:check",
+    "load_reference_workload": "conformance",
+    "read_reference_steps": "conformance:read_steps",
+    "compare_steps": "conformance:compare",
     # readers of engine output: files, fields, the observation document
     "read_bytes": "readers.common",
     "read_text": "readers.common",

@@ -31,6 +31,7 @@ LAZY_COMMANDS: dict[str, str] = {
     "sweep": "tickgate.commands.sweep:sweep_command",
     "plan": "tickgate.commands.plan:plan_command",
     "report": "tickgate.commands.report:report_command",
+    "conformance": "tickgate.commands.conformance:conformance_group",
 }
 
 

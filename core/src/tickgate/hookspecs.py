@@ -157,6 +157,15 @@ def register_commands(register: Register) -> None:
     """
 
 
+@spec("conformance")
+def register_conformance_checks(register: Register) -> None:
+    """Register engine conformance checks (kind ``conformance``): click commands
+    whose ``name`` (an engine: ``vllm``, ``sglang``) becomes ``tickgate
+    conformance NAME``. Build them with :func:`tickgate.conformance_command`, which
+    compares a mirror with a recorded run of the real engine step by step.
+    """
+
+
 def hook_kinds(module: ModuleType | None = None) -> dict[str, str]:
     """Hook name -> plugin kind for every spec in ``module`` (this one by
     default), in the order the module defines them (its namespace order): the order ``tickgate plugins``

@@ -60,6 +60,11 @@ OPTIONS_SCHEMA: Mapping[str, Any] = {
                                                                "(SGLANG_NEW_TOKEN_RATIO_DECAY_STEPS, default 600)."},
         "clip_max_new_tokens_estimation": {**_INT, "description": "Cap on max_new_tokens in the admission "
                                                                   "estimate (default 4096)."},
+        "retract_decode_steps": {**_INT, "description": "Decode steps of headroom a retraction frees per "
+                                                        "remaining request (SGLANG_RETRACT_DECODE_STEPS, default 20)."},
+        "ignore_eos": {"type": "boolean", "description": "Every request has SamplingParams.ignore_eos: admission "
+                                                         "reserves a running request's whole remaining output, not "
+                                                         "new_token_ratio of it (SGLang 0.5.23; default false)."},
         "disable_radix_cache": {"type": "boolean", "description": "No prefix caching (--disable-radix-cache)."},
         "prefix_block_size": {**_INT, "description": "Tokens per workload prefix block id (prefix_blocks), for "
                                                      "workloads without a block_size (theirs is used; "

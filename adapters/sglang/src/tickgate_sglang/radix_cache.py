@@ -1,11 +1,15 @@
 """A radix tree of cached KV content with lock references and LRU eviction.
 
-Mirrors SGLang's ``python/sglang/srt/mem_cache/radix_cache.py`` (RadixCache):
-``match_prefix`` walks the tree and splits an edge where a match ends inside
-it; ``insert`` adds what is missing and reports how much was already there;
-``inc_lock_ref``/``dec_lock_ref`` protect the path of a running request (a
-locked node is not evictable); ``evict`` frees unlocked leaves, least
-recently used first, and a parent whose last child went becomes a leaf.
+Mirrors the tree SGLang 0.5.23 builds by default, ``UnifiedRadixCache`` with its
+full-attention component (``python/sglang/srt/mem_cache/unified_radix_cache.py``,
+``unified_cache/unified_tree_core.py``; the legacy ``radix_cache.py`` has the same
+rules): ``match_prefix`` walks the tree and splits an edge where a match ends
+inside it (``_match_prefix_helper``, ``_split_node``), the matched path becoming
+the most recently used; ``insert`` adds what is missing and reports how much was
+already there (``_insert_walk_step``, ``_add_new_node``); ``inc_lock_ref`` /
+``dec_lock_ref`` protect the path of a running request (a locked node is not
+evictable); ``evict`` frees unlocked leaves, least recently used first, whole
+nodes, and a parent whose last child went becomes a leaf (``evict_for_alloc``).
 
 Differences from SGLang, on purpose:
 
@@ -15,8 +19,8 @@ Differences from SGLang, on purpose:
   the block on the others; the scheduler's ``_block_pages``). A node's size in
   tokens is ``len(key) * weight``. Units of different kinds never compare
   equal, so a tree may hold both without mixing them in one node.
-* Access time is a logical counter, not the wall clock, so replays are
-  deterministic; ties are broken by node creation order.
+* Access time is a logical counter, as SGLang's is (``get_and_increase_time_counter``);
+  ties are broken by node creation order.
 * The tree holds no KV indices: the scheduler owns the token accounting.
 """
 
@@ -77,24 +81,26 @@ class RadixCache:
         return self.evictable_size + self.protected_size
 
     # -- match / insert --------------------------------------------------------
-    def match_prefix(self, key: Sequence[Hashable], weight: int) -> tuple[int, TreeNode]:
-        """Longest cached prefix of ``key``: (tokens, last matched node).
+    def match_prefix(self, key: Sequence[Hashable], weight: int, n: int | None = None) -> tuple[int, TreeNode]:
+        """Longest cached prefix of ``key[:n]``: (tokens, last matched node).
 
         Matched nodes count as accessed; an edge only partly matched is split
-        so the returned node ends exactly at the match (as SGLang does).
+        so the returned node ends exactly at the match (as SGLang does). ``n``
+        bounds the key without copying it (a request's key runs to the end of
+        its longest possible output).
         """
-        i, node = self._walk(key, weight)
+        i, node = self._walk(key, weight, len(key) if n is None else min(n, len(key)))
         return i * weight, node
 
-    def insert(self, key: Sequence[Hashable], weight: int) -> tuple[int, TreeNode]:
-        """Add ``key``; returns (tokens that were already cached, node at the key's end)."""
-        i, node = self._walk(key, weight)
-        n = len(key)
+    def insert(self, key: Sequence[Hashable], weight: int, n: int | None = None) -> tuple[int, TreeNode]:
+        """Add ``key[:n]``; returns (tokens that were already cached, node at its end)."""
+        n = len(key) if n is None else min(n, len(key))
+        i, node = self._walk(key, weight, n)
         present = i * weight
         if i < n:
             if node is not self.root and node.weight != weight:
                 raise ValueError("a key cannot continue a node of another unit size")
-            new = TreeNode(node, tuple(key[i:]), weight, self._next_serial())
+            new = TreeNode(node, tuple(key[i:n]), weight, self._next_serial())
             node.children[key[i]] = new
             self._touch(new)
             self.evictable_size += new.tokens
@@ -102,19 +108,19 @@ class RadixCache:
             node = new
         return present, node
 
-    def _walk(self, key: Sequence[Hashable], weight: int) -> tuple[int, TreeNode]:
-        """Follow ``key`` down the tree, touching each node passed: (units matched,
-        last node). A partly matched edge is split so the node ends at the match."""
+    def _walk(self, key: Sequence[Hashable], weight: int, n: int) -> tuple[int, TreeNode]:
+        """Follow ``key[:n]`` down the tree, touching each node passed: (units
+        matched, last node). A partly matched edge is split so the node ends at
+        the match."""
         node = self.root
         self._touch(node)
         i = 0
-        n = len(key)
         while i < n:
             child = node.children.get(key[i])
             if child is None or child.weight != weight:
                 break
             self._touch(child)
-            common = _common_len(child.key, key, i)
+            common = _common_len(child.key, key, i, n)
             if common < len(child.key):
                 node = self._split(child, common)
                 i += common
@@ -220,11 +226,11 @@ class RadixCache:
 _STRIDE = 64
 
 
-def _common_len(edge: Key, key: Sequence[Hashable], start: int) -> int:
-    """Units ``edge`` and ``key[start:]`` share from their start. Compared a
+def _common_len(edge: Key, key: Sequence[Hashable], start: int, end: int) -> int:
+    """Units ``edge`` and ``key[start:end]`` share from their start. Compared a
     stride at a time, then unit by unit in the stride that differs: a block of
     512 tokens is 512 units at page size 1, and most edges match whole."""
-    limit = min(len(edge), len(key) - start)
+    limit = min(len(edge), end - start)
     i = 0
     while i + _STRIDE <= limit and edge[i:i + _STRIDE] == tuple(key[start + i:start + i + _STRIDE]):
         i += _STRIDE

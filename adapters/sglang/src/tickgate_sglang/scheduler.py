@@ -1,94 +1,59 @@
-"""The ``sglang`` scheduler: a step-for-step mirror of SGLang's scheduler loop.
+"""The ``sglang`` scheduler: a step-for-step mirror of SGLang 0.5.23's scheduler loop.
 
-One engine step is either a *prefill* (extend) batch or a *decode* batch, as
-in SGLang's ``Scheduler.get_next_batch_to_run`` (mixed chunked prefill is not
-mirrored):
+One step is SGLang's ``Scheduler.get_next_batch_to_run`` (overlap scheduling off,
+mixed chunked prefill off) followed by ``run_batch`` and ``process_batch_result``,
+with one sampled token per request whose prefill is complete. The rules, each in
+the function it follows (``python/sglang/srt/managers/scheduler.py`` unless named):
 
-1. Prefill. If a chunked request is in flight, or requests wait and fewer
-   than ``max_running_requests`` run, the waiting queue is ordered by
-   ``schedule_policy`` and walked by a ``PrefillAdder``
-   (``schedule_policy.py``): the in-flight chunk goes first; then each request
-   is matched against the radix cache and added while
-   ``extend + min(max_new - out, 4096) < available + evictable - reserved``
-   where ``reserved`` is the running requests' remaining output times
-   ``new_token_ratio``. The first request that does not fit ends the walk
-   (no skipping). ``max_prefill_tokens`` bounds a batch's input after its
-   first request; a prompt larger than what is left of
-   ``chunked_prefill_size`` is cut to a page-aligned chunk and continued in
-   the next prefill. If the batch is not empty it runs: prompts are cached in
-   the radix tree, requests whose prefill completed emit their first token.
-2. Decode, otherwise. If the next token of every running request does not
-   fit (after evicting unlocked cache) the batch *retracts* requests
-   (``ScheduleBatch.retract_decode``): fewest output tokens first, longest
-   prompt on ties, until ``20`` tokens per remaining request are free; they
-   go back to the waiting queue and will be prefilled again (prompt plus the
-   output so far). ``new_token_ratio`` is then re-estimated from the
-   remaining batch, else it decays by ``new_token_ratio_decay`` per step down
-   to ``min_new_token_ratio``; it is reset to its initial value when idle.
+1. Start of the step (``get_next_batch_to_run``): the in-flight chunk is cached
+   into the radix tree (``stash_chunked_request`` → ``checkpoint_kv_cache``), the
+   last prefill batch joins the running batch (``merge_batch``), and a request
+   leaving the running batch clears its ``batch_is_full`` flag.
+2. Prefill (``_get_new_batch_prefill_raw``): skipped while ``batch_is_full`` with
+   no chunk in flight; the waiting queue is ordered (:mod:`.schedule_policy`) and
+   walked by a :class:`~.prefill_adder.PrefillAdder`: the in-flight chunk first,
+   then each request in order, matched against the tree (``init_next_round_input``,
+   at most ``len - 1`` tokens), until one does not fit -- ``NO_TOKEN`` sets
+   ``batch_is_full``, so no prefill is tried again until a request leaves -- or the
+   request rows (``max_running_requests``) run out. The batch allocates its extend
+   (``alloc_for_extend``: evicting least-recently-used cache first, one page of
+   slack per request when pages are larger than a token).
+3. Decode otherwise (``update_running_batch``): if the next token of every running
+   request does not fit after eviction (``ScheduleBatch.check_decode_mem``) the
+   batch retracts (``retract_decode``, schedule_batch.py): fewest output tokens
+   first, longest prompt on ties, until the rest fit, evicting cache for 20 tokens
+   per remaining request after each; the ratio becomes ``(Σ output + 20 n) /
+   (Σ max_new + 1)``. Otherwise ``new_token_ratio`` decays (``NewTokenRatioTracker``).
+4. Results (``batch_result_processor.py``): a finished request caches its prompt
+   and output into the tree and frees the rest (``release_kv_cache(checkpoint=True)``,
+   the tree split at the prompt boundary); an unfinished prefill caches what it
+   computed and moves its lock there (``checkpoint_kv_cache``); a chunk in flight
+   is cached at the next step (rule 1).
 
-KV is counted in tokens, allocated in pages of ``page_size``: the pool holds
-the radix tree (cached prefixes, evictable unless a running request locks
-them) and each request's own uncached tokens.
+KV is counted in tokens, allocated in pages of ``page_size``: the pool holds the
+radix tree (cached prefixes, evictable unless a running request locks them) and
+each request's own tokens past its tree-owned prefix.
 """
 
 from __future__ import annotations
 
 from itertools import chain
-from typing import Any, Hashable, Mapping
+from typing import Any, Callable, Hashable, Mapping
 
-from tickgate import (BuildContext, Horizon, InputError, ReplayError, Request, RequestOutcome, Scheduler,
-                      TickRecord, completed_outcome, rejected_outcome)
+from tickgate import (BuildContext, ConfigError, Horizon, InputError, ReplayError, Request, RequestOutcome,
+                      Scheduler, TickRecord, completed_outcome, rejected_outcome)
 
 from .options import (CLIP_MAX_NEW_TOKENS, DEFAULT_INIT_NEW_TOKEN_RATIO, DEFAULT_MIN_NEW_TOKEN_RATIO_FACTOR,
                       DEFAULT_NEW_TOKEN_RATIO_DECAY_STEPS, OPTIONS_SCHEMA, RETRACT_DECODE_STEPS, prefix_block_size,
                       resolve_max_total_tokens)
-from .radix_cache import RadixCache, TreeNode
-from .schedule_policy import make_policy
+from .prefill_adder import CONTINUE, NO_TOKEN, OTHER, PrefillAdder
+from .radix_cache import RadixCache
+from .request_state import Req, sequence_key
+from .schedule_policy import SchedulePolicy
+from .step_result import StepResults
 
 
-class _Req:
-    """A request inside the mirror (SGLang's ``Req``)."""
-
-    __slots__ = ("request", "seq", "max_new_tokens", "key", "weight", "decoded", "kv_len", "extend",
-                 "last_node", "path_tokens", "prefix_tokens", "own", "retractions", "hit_tokens",
-                 "arrival_tick", "arrival_ms", "admitted_tick", "admitted_ms", "first_token_tick",
-                 "first_token_ms", "clipped", "chunk_target", "new_round", "pieces")
-
-    def __init__(self, request: Request, seq: int, max_new: int, key: tuple[Hashable, ...], weight: int,
-                 tick: int, now_ms: float) -> None:
-        self.request = request
-        self.seq = seq
-        self.max_new_tokens = max_new
-        self.key = key
-        self.weight = weight
-        self.decoded = 0
-        self.kv_len = 0           # tokens whose KV is held
-        self.extend = 0           # tokens this round's prefill computes
-        self.last_node: TreeNode | None = None
-        self.path_tokens = 0      # tokens of the locked tree path
-        self.prefix_tokens = 0    # matched prefix for the next prefill
-        self.own = 0              # pool tokens held outside the tree
-        self.retractions = 0
-        self.hit_tokens = 0
-        self.arrival_tick = tick
-        self.arrival_ms = now_ms
-        self.admitted_tick: int | None = None
-        self.admitted_ms: float | None = None  # when the step of its first admission started
-        self.first_token_tick: int | None = None
-        self.first_token_ms: float | None = None
-        self.clipped = False
-        self.chunk_target = 0     # fill length this prefill round must reach
-        self.new_round = False    # admitted from the waiting queue by the current prefill
-        self.pieces = 0           # prefill steps of the current round (chunks)
-
-    @property
-    def fill_len(self) -> int:
-        """Tokens a (re)prefill must have in KV: the prompt plus the output so far
-        (a retracted request recomputes its output, as SGLang's does)."""
-        return self.request.prompt_tokens + self.decoded
-
-
-class SglangScheduler(Scheduler):
+class SglangScheduler(StepResults, Scheduler):
     name = "sglang"
     description = ("SGLang mirror: radix prefix cache (LRU), lpm/dfs-weight/fcfs/lof/random, new-token-ratio "
                    "admission, decode retraction, chunked prefill.")
@@ -111,6 +76,8 @@ class SglangScheduler(Scheduler):
             raise InputError(None, f"max_total_tokens {total} holds fewer than two pages of {self.page}",
                              json_path="$.scheduler.options.max_total_tokens")
         self.max_running = options.get("max_running_requests", 4096)
+        # request rows (kv_cache_configurator.resolve_max_num_reqs with --max-running-requests)
+        self.max_reqs = min(self.max_running, self.capacity // 2)
         self.max_prefill = options.get("max_prefill_tokens", 16384)
         chunk = options.get("chunked_prefill_size", 8192)
         self.chunk_size: int | None = chunk if chunk > 0 else None
@@ -131,27 +98,34 @@ class SglangScheduler(Scheduler):
         steps = options.get("new_token_ratio_decay_steps", DEFAULT_NEW_TOKEN_RATIO_DECAY_STEPS)
         self.decay = (self.init_ratio - self.min_ratio) / steps
         self.clip = options.get("clip_max_new_tokens_estimation", CLIP_MAX_NEW_TOKENS)
+        self.retract_steps = options.get("retract_decode_steps", RETRACT_DECODE_STEPS)
+        self.ignore_eos = options.get("ignore_eos", False)
         self.radix = not options.get("disable_radix_cache", False)
+        if self.ignore_eos and not self.radix:
+            raise ConfigError('scheduler "sglang": ignore_eos with disable_radix_cache takes SGLang\'s '
+                              "add_one_req_ignore_eos admission, which is not mirrored; drop one of them")
         self.block_size = prefix_block_size(options, ctx.prefix_block_size, self.page)
         #: what follows a block id in its pages' units (see _block_pages)
         self.block_tail = tuple(range(1, self.block_size // self.page))
         if not self.radix and self.policy_name in ("lpm", "dfs-weight"):
-            self.policy_name = "fcfs"  # SGLang: cache-aware policies need the tree
-        self.order = make_policy(self.policy_name, options.get("random_seed", 0))
+            self.policy_name = "fcfs"  # SchedulePolicy._validate_and_adjust_policy
+        self.policy = SchedulePolicy(self.policy_name, options.get("random_seed", 0))
         self.clock = ctx.clock
         self.timing = ctx.timing
         self.tree = RadixCache()
         self.ratio = self.init_ratio
 
-        self.waiting: list[_Req] = []
-        self.running: list[_Req] = []
-        self.chunked: _Req | None = None
+        self.waiting: list[Req] = []
+        self.running: list[Req] = []
+        self.chunked: Req | None = None
+        self.last_prefill: list[Req] | None = None  # last_batch, when it was a prefill
+        self.batch_is_full = False
         self.own_tokens = 0
         self.seq = 0
         self.outcomes: list[RequestOutcome] = []
         self.rejected_now: list[str] = []
-        self.sorted_at: tuple[int, int] | None = None  # (queue version, tree version) of the last sort
-        self.queue_version = 0
+        #: called with a dict per executed step, in the reference harness's format (conformance)
+        self.observer: Callable[[dict[str, Any]], None] | None = None
         # totals
         self.total_hit = 0
         self.total_extend = 0
@@ -169,25 +143,29 @@ class SglangScheduler(Scheduler):
 
     # -- engine protocol -------------------------------------------------------
     def add(self, request: Request) -> None:
-        limit = self.max_req_len - request.prompt_tokens - 1
-        if limit < 1:
-            self._reject(request, f"prompt of {request.prompt_tokens} tokens leaves no room for output "
+        """``handle_generate_request`` + ``init_req_max_new_tokens``: max_new_tokens
+        capped by the request limit and by what an empty pool could hold."""
+        prompt = request.prompt_tokens
+        max_new = min(request.max_output_tokens, self.max_req_len - prompt - 1)
+        paged = -(-prompt // self.page) * self.page
+        max_new = min(max_new, self.capacity - paged - self.page - 1)  # max_new_tokens_for_memory
+        if max_new < 1:
+            self._reject(request, f"prompt of {prompt} tokens leaves no room for output "
                                   f"within the {self.max_req_len}-token request limit",
                          key="prompt leaves no room for output within the request limit",
-                         figures={"prompt_tokens": request.prompt_tokens, "max_req_len": self.max_req_len})
+                         figures={"prompt_tokens": prompt, "max_req_len": self.max_req_len})
             return
-        key, weight = self._key(request)
         self.seq += 1
-        req = _Req(request, self.seq, min(request.max_output_tokens, limit), key, weight,
-                   self.clock.tick, self.clock.now_ms)
-        if req.max_new_tokens < request.max_output_tokens:
+        key = self._key(request, max_new)
+        req = Req(request, self.seq, max_new, key, self.page, self.clock.tick, self.clock.now_ms)
+        if max_new < request.max_output_tokens:
             req.clipped = True
             self.clipped += 1
         self.waiting.append(req)
-        self.queue_version += 1
 
     def has_work(self) -> bool:
-        return bool(self.waiting or self.running or self.chunked or self.rejected_now)
+        return bool(self.waiting or self.running or self.chunked or self.rejected_now
+                    or (self.last_prefill and any(not r.finished for r in self.last_prefill)))
 
     def pop_outcomes(self) -> list[RequestOutcome]:
         out, self.outcomes = self.outcomes, []
@@ -229,30 +207,27 @@ class SglangScheduler(Scheduler):
             out["kv_capacity"] = self.kv_capacity
         return out
 
-    # -- memory ----------------------------------------------------------------
-    def _key(self, request: Request) -> tuple[tuple[Hashable, ...], int]:
-        """Cacheable units of the prompt: token pages, or whole prefix blocks."""
+    # -- content and memory ----------------------------------------------------
+    def _key(self, request: Request, max_new: int) -> tuple[Hashable, ...]:
+        """Radix units of the request's sequence (see :mod:`.request_state`)."""
         if not self.radix:
-            return (), self.page
+            return ()
+        p = self.page
         if request.prompt_token_ids is not None:
             ids = request.prompt_token_ids[:request.prompt_tokens]
-            p = self.page
-            return tuple(tuple(ids[i:i + p]) for i in range(0, len(ids) - p + 1, p)), p
-        if request.prefix_blocks is not None:
-            full = request.prompt_tokens // self.block_size
-            return self._block_pages(request.prefix_blocks[:full]), self.page
-        return (), self.page
+            prompt_units: tuple[Hashable, ...] = tuple(tuple(ids[i:i + p]) for i in range(0, len(ids) - p + 1, p))
+        elif request.prefix_blocks is not None:
+            prompt_units = self._block_pages(request.prefix_blocks[:request.prompt_tokens // self.block_size])
+        else:
+            prompt_units = ()
+        return sequence_key(prompt_units, request.prompt_tokens, max_new, p, self.seq)
 
     def _block_pages(self, ids: tuple[Hashable, ...]) -> tuple[Hashable, ...]:
         """The radix units of the pages under workload block ids: a block of
-        ``block_size`` tokens is ``block_size // page_size`` pages of that content,
-        matched, cached and evicted page by page as SGLang does (whole blocks
-        would cap a hit at a block boundary, and a 512-token id counted as one
-        page under-counts hits 32x at page size 16). The first page of a block is
-        its id, the others their offset in the block: two prefixes agree up to
-        a page exactly when their ids agree up to its block (a unit is only ever
-        compared with the unit at the same position, so an offset is compared
-        with the same offset and an id with an id)."""
+        ``block_size`` tokens is ``block_size // page_size`` pages, matched, cached
+        and evicted page by page as SGLang does. The first page of a block is its
+        id, the others their offset in the block: two prefixes agree up to a page
+        exactly when their ids agree up to its block."""
         tail = self.block_tail
         if not tail:
             return tuple(ids)
@@ -260,326 +235,303 @@ class SglangScheduler(Scheduler):
 
     @property
     def available(self) -> int:
+        """``token_to_kv_pool_allocator.available_size()``."""
         return self.capacity - self.tree.total_size - self.own_tokens
 
     def _pages(self, tokens: int) -> int:
         return -(-tokens // self.page) * self.page
 
-    def _set_own(self, req: _Req) -> int:
-        """Recompute a request's own tokens; returns the pool growth."""
-        new = self._pages(req.kv_len) - req.path_tokens
-        delta = new - req.own
-        self.own_tokens += delta
+    def _set_own(self, req: Req, held: int) -> None:
+        """The request now holds KV for ``held`` tokens (page-rounded), the first
+        ``req.protected`` of them owned by the tree."""
+        new = self._pages(held) - req.protected if held else 0
+        self.own_tokens += new - req.own
         req.own = new
-        return delta
 
-    def _ensure(self, tokens: int) -> bool:
-        """Make ``tokens`` free, evicting unlocked cache if needed."""
+    def _evict_for(self, tokens: int) -> None:
+        """``evict_to_free_tokens``: evict LRU cache for the shortfall."""
         short = tokens - self.available
         if short > 0:
             self.evicted += self.tree.evict(short)
-        return self.available >= tokens
 
-    def _match(self, req: _Req) -> None:
-        """Refresh a waiting request's prefix match (at least one token is computed)."""
+    def match(self, req: Req, *, limit: bool = True) -> None:
+        """``match_kv_cache``: the cached prefix of prompt + output, at most
+        ``len - 1`` tokens when ``limit`` (``init_next_round_input``)."""
         if not req.key:
-            req.prefix_tokens, req.last_node = 0, None
+            req.prefix_len, req.last_node = 0, None
             return
-        units = min(len(req.key), (req.fill_len - 1) // req.weight)
-        tokens, node = self.tree.match_prefix(req.key[:units], req.weight)
-        req.prefix_tokens, req.last_node = tokens, node
+        n = req.fill_len - 1 if limit else req.fill_len
+        tokens, node = self.tree.match_prefix(req.key, req.weight, n // req.weight)
+        req.prefix_len, req.last_node = tokens, node
 
-    def _cache(self, req: _Req) -> None:
-        """Insert what the request has in KV into the tree and move its lock
-        there (SGLang's ``cache_unfinished_req``)."""
+    def _checkpoint(self, req: Req, up_to: int) -> None:
+        """``checkpoint_into_tree``: insert the first ``up_to`` tokens (whole pages),
+        move the request's lock onto the node the insert ended on; what the tree
+        already held is freed from the request. With ``finished`` the tree is also
+        split at the prompt's last whole page, so eviction can drop the output
+        without the prompt."""
         if not req.key:
             return
-        units = min(len(req.key), req.kv_len // req.weight)
-        if units * req.weight <= req.path_tokens:
+        units = up_to // req.weight
+        if units <= 0:
             return
-        _, node = self.tree.insert(req.key[:units], req.weight)
-        self.tree.inc_lock_ref(node)
-        if req.last_node is not None:
-            self.tree.dec_lock_ref(req.last_node)
+        tree = self.tree
+        _, node = tree.insert(req.key, req.weight, units)
+        if req.finished:  # the node keeps ending at ``units`` (a split puts the new node above)
+            prompt_units = req.request.prompt_tokens // req.weight
+            if 0 < prompt_units < units:
+                tree.insert(req.key, req.weight, prompt_units)
+        old = req.lock_node
+        tree.inc_lock_ref(node)
+        if old is not None:
+            tree.dec_lock_ref(old)
+        req.lock_node = node
         req.last_node = node
-        req.path_tokens = units * req.weight
-        self._set_own(req)
+        req.protected = units * req.weight
+        self._set_own(req, req.kv_len)
 
-    def _release(self, req: _Req) -> None:
-        """Drop the request's lock and free its own tokens."""
-        if req.last_node is not None:
-            self.tree.dec_lock_ref(req.last_node)
-            req.last_node = None
-        req.path_tokens = 0
+    def _release(self, req: Req, *, checkpoint: bool) -> None:
+        """``release_kv_cache``: optionally cache first, then drop the lock and free
+        the request's own tokens."""
+        if checkpoint:
+            self._checkpoint(req, req.kv_len)
+        if req.lock_node is not None:
+            self.tree.dec_lock_ref(req.lock_node)
+            req.lock_node = None
         self.own_tokens -= req.own
         req.own = 0
+        req.protected = 0
 
     # -- one step --------------------------------------------------------------
     def step(self, horizon: Horizon) -> TickRecord:
         tick = self.clock.tick
         rejected = tuple(self.rejected_now)
         self.rejected_now = []
-        batch = self._prefill_batch(tick)
-        if batch is not None:
-            return self._run_prefill(tick, batch, rejected)
+        if self.chunked is not None:  # stash_chunked_request
+            req = self.chunked
+            self._checkpoint(req, req.extend_end)
+            req.prefix_len = req.extend_end
+        if self.last_prefill is not None:  # filter the last prefill batch, merge it
+            kept = [r for r in self.last_prefill if not r.finished and r is not self.chunked]
+            if len(kept) < len(self.last_prefill):
+                self.batch_is_full = False
+            if kept:
+                if not self.running:
+                    self.batch_is_full = False  # running_batch = last_batch (a fresh flag)
+                self.running.extend(kept)
+            self.last_prefill = None
+        plan = self._get_new_batch_prefill()
+        if plan is not None:
+            return self._run_prefill(tick, plan, rejected)
         if self.running:
             return self._run_decode(tick, rejected)
-        if self.waiting or self.chunked:
-            raise ReplayError(f"sglang: {len(self.waiting)} requests wait but none can be admitted into an "
-                              f"empty engine of {self.capacity} tokens")
-        self.ratio = self.init_ratio
-        return TickRecord(tick=tick, rejected=rejected, duration_ms=self._duration(0, 0, 0))
+        return self._run_idle(tick, rejected)
 
-    def _prefill_batch(self, tick: int) -> list[tuple[_Req, int]] | None:
-        """SGLang's ``get_new_batch_prefill`` + ``PrefillAdder``; returns (request, prefix) pairs."""
-        if self.chunked is None and (not self.waiting or len(self.running) >= self.max_running):
+    def _get_new_batch_prefill(self) -> PrefillAdder | None:
+        """``_get_new_batch_prefill_raw``: the adder of this step's prefill batch, or None."""
+        running = self.running
+        if not running:
+            self.batch_is_full = False
+        if (self.batch_is_full or not self.waiting) and self.chunked is None:
             return None
-        offset = 0.0
-        for r in self.running:
-            offset += min(max(r.max_new_tokens - r.decoded, 0), self.clip) * self.ratio
-        cur_offset = 0
-        rem_input = self.max_prefill
-        rem_chunk = self.chunk_size
-        batch: list[tuple[_Req, int]] = []
+        rows = self.max_reqs - len(running) - (1 if self.chunked is not None else 0)
+        if rows <= 0 and self.chunked is None:
+            self.batch_is_full = True
+            return None
+        self.policy.calc_priority(self.waiting, self)
+        adder = PrefillAdder(self, running)
+        continuing = self.chunked
+        if continuing is not None and not adder.add_chunked(continuing):
+            self.chunked = None
+        held = 1 if continuing is not None else 0
+        for req in self.waiting:
+            if adder.budget_state() == OTHER:
+                break
+            if len(adder.can_run) >= rows + held:
+                self.batch_is_full = True
+                break
+            self.match(req)
+            req.protected = req.prefix_len  # cache_protected_len
+            res = adder.add_one(req)
+            if res != CONTINUE:
+                if res == NO_TOKEN:
+                    self.batch_is_full = bool(adder.can_run) or bool(running)
+                break
+        if not adder.can_run:
+            return None
+        if len(adder.can_run) > held:
+            taken = {id(r) for r in adder.can_run}
+            self.waiting = [r for r in self.waiting if id(r) not in taken]
+        if adder.new_chunked is not None:
+            self.chunked = adder.new_chunked
+        return adder
 
-        def rem_total() -> float:
-            return self.available + self.tree.evictable_size - offset
-
-        if self.chunked is not None:
-            req = self.chunked
-            remaining = req.chunk_target - req.kv_len
-            extend = remaining if rem_chunk is None else min(remaining, rem_chunk)
-            truncated = extend < remaining
-            req.extend = extend
-            batch.append((req, 0))
-            paged = self._pages(extend)
-            offset += paged + (0 if truncated else min(max(req.max_new_tokens - req.decoded, 0), self.clip))
-            cur_offset += paged
-            rem_input -= paged
-            if rem_chunk is not None:
-                rem_chunk -= paged
-
-        if self.waiting and self._budget_ok(rem_total(), cur_offset, rem_input, rem_chunk):
-            if self.sorted_at != (self.queue_version, self.tree.version) or self.policy_name == "random":
-                self.order(self.waiting, self.tree, self._match)
-                self.sorted_at = (self.queue_version, self.tree.version)
-            new_chunk: _Req | None = None
-            for req in self.waiting:
-                if len(self.running) + len(batch) >= self.max_running:
-                    break
-                self._match(req)
-                fill = req.fill_len
-                extend = fill - req.prefix_tokens
-                input_tokens = self._pages(extend)
-                total = extend + min(max(req.max_new_tokens - req.decoded, 0), self.clip)
-                if total >= rem_total():
-                    break
-                if input_tokens > rem_input and batch:
-                    break
-                locked = req.last_node is not None
-                if locked:
-                    self.tree.inc_lock_ref(req.last_node)  # type: ignore[arg-type]
-                if total > rem_total():
-                    if locked:
-                        self.tree.dec_lock_ref(req.last_node)  # type: ignore[arg-type]
-                    break
-                if rem_chunk is None or input_tokens <= rem_chunk:
-                    req.extend = extend
-                    offset += input_tokens + min(max(req.max_new_tokens - req.decoded, 0), self.clip)
-                else:
-                    trunc = rem_chunk // self.page * self.page
-                    if trunc <= 0:
-                        if locked:
-                            self.tree.dec_lock_ref(req.last_node)  # type: ignore[arg-type]
-                        break
-                    req.extend = trunc
-                    input_tokens = trunc
-                    offset += trunc
-                    new_chunk = req
-                cur_offset += input_tokens
-                rem_input -= input_tokens
-                if rem_chunk is not None:
-                    rem_chunk -= input_tokens
-                req.chunk_target = fill
-                req.new_round = True
-                req.path_tokens = req.prefix_tokens if locked else 0
-                batch.append((req, req.prefix_tokens))
-                if not self._budget_ok(rem_total(), cur_offset, rem_input, rem_chunk) or new_chunk:
-                    break
-            taken = {id(r) for r, _ in batch}
-            if any(id(r) in taken for r in self.waiting):
-                self.waiting = [r for r in self.waiting if id(r) not in taken]
-                self.queue_version += 1
-        return batch or None
-
-    def _budget_ok(self, rem_total: float, cur_offset: int, rem_input: int, rem_chunk: int | None) -> bool:
-        """SGLang's ``PrefillAdder.budget_state() == CONTINUE``."""
-        cur_rem = self.available + self.tree.evictable_size - cur_offset
-        if rem_total <= 0 or cur_rem <= 0:
-            return False
-        return rem_input > 0 and (rem_chunk is None or rem_chunk > 0)
-
-    def _run_prefill(self, tick: int, batch: list[tuple[_Req, int]], rejected: tuple[str, ...]) -> TickRecord:
+    def _run_prefill(self, tick: int, adder: PrefillAdder, rejected: tuple[str, ...]) -> TickRecord:
+        """``prepare_for_extend`` (allocation), the forward, ``process_batch_result_prefill``."""
         self.prefill_batches += 1
-        admitted: list[str] = []
+        batch = adder.can_run
+        extend_total = sum(r.extend_end - r.prefix_len for r in batch)
+        demand = extend_total if self.page == 1 else extend_total + len(batch) * self.page
+        self._evict_for(demand)
+        own_before = self.own_tokens
+        admitted: list[list[Any]] = []
+        continued: list[list[Any]] = []
         scheduled: dict[str, int] = {}
-        hit = 0
-        grown = 0
-        pairs = earlier = 0  # the chunks' shape, for the timing model's price_step
-        self.chunked = None
-        for req, prefix in batch:
-            if req.new_round:
-                # a new round: the matched prefix becomes this request's KV
-                req.new_round = False
-                req.pieces = 0
+        hit = pairs = earlier = 0
+        for req in batch:
+            before, n = req.prefix_len, req.extend_end - req.prefix_len
+            if req.pieces == 0:  # a new round: the matched prefix becomes this request's KV
                 if req.admitted_tick is None:
                     req.admitted_tick = tick
                     req.admitted_ms = self.clock.now_ms
-                admitted.append(req.request.id)
-                req.kv_len = prefix
-                req.hit_tokens += prefix
-                hit += prefix
-                self.total_hit += prefix
-            need = self._pages(req.kv_len + req.extend) - req.path_tokens - req.own
-            if not self._ensure(need):
-                raise ReplayError(f"sglang: prefill of {req.request.id} needs {need} tokens; "
-                                  f"{self.available} free after eviction")
-            before, n = req.kv_len, req.extend
+                admitted.append([req.rid, n, before, "resumed" if req.retractions else "new"])
+                req.hit_tokens += before
+                hit += before
+                self.total_hit += before
+            else:
+                continued.append([req.rid, n, before])
             pairs += n * before + n * (n + 1) // 2
             earlier += before
-            req.kv_len += req.extend
+            req.kv_len = req.extend_end
             req.pieces += 1
-            grown += self._set_own(req)
-            scheduled[req.request.id] = req.extend
-            self.total_extend += req.extend
-        prefill = sum(scheduled.values())
+            self._set_own(req, req.kv_len)
+            scheduled[req.rid] = n
+            self.total_extend += n
+        if self.available < 0:
+            raise ReplayError(f"sglang: the prefill at step {tick} overflows the KV pool")
+        free_after_sched = self.available
+        grown = self.own_tokens - own_before
+        prefill = extend_total
         if self.timing is not None and self.timing.prices_shape:
             duration = self.timing.price_step(prefill, 0, 0, len(batch), pairs, earlier)
         else:
             duration = self._duration(prefill, 0, 0)
         end_ms = self.clock.now_ms + duration if duration is not None else None
         completed: list[str] = []
-        chunk_id = None
-        for req, _ in batch:
-            self._cache(req)
-            if req.kv_len < req.chunk_target:
-                self.chunked = req
-                chunk_id = req.request.id
-                continue
+        for req in batch:
+            if req is self.chunked:
+                continue  # its chunk is cached at the next step (stash_chunked_request)
             if req.pieces > 1:
                 self.chunks += req.pieces
-            req.decoded += 1
+            req.pieces = 0
+            req.out += 1
             if req.first_token_tick is None:
                 req.first_token_tick = tick
                 req.first_token_ms = end_ms
-            if req.decoded >= req.max_new_tokens:
-                completed.append(req.request.id)
+            if req.out >= req.max_new_tokens:
+                completed.append(req.rid)
                 self._finish(req, tick, end_ms)
             else:
-                self.running.append(req)
-        detail: dict[str, Any] = {"batch": "prefill", "scheduled": scheduled, "prefix_hit_tokens": hit,
-                                  "new_token_ratio": round(self.ratio, 6)}
-        if chunk_id is not None:
-            detail["chunked"] = chunk_id
-        return TickRecord(
-            tick=tick, admitted=tuple(admitted), prefill_tokens=prefill, queued=len(self.waiting),
-            active=len(self.running) + len(completed) + (1 if self.chunked else 0),
-            kv_pages_used=self._used_pages(), kv_pages_reserved=max(grown, 0) // self.page,
-            completed=tuple(completed), rejected=rejected, duration_ms=duration, detail=detail,
-        )
+                self._checkpoint(req, req.extend_end)
+                req.prefix_len = req.extend_end
+        self.last_prefill = batch
+        active = len(self.running) + sum(1 for r in batch if not r.finished and r is not self.chunked)
+        return self._prefill_record(tick, batch, admitted, continued, scheduled, hit, prefill, completed,
+                                    free_after_sched, grown, active, duration, rejected)
 
-    def _run_decode(self, tick: int, rejected: tuple[str, ...]) -> TickRecord:
-        self.decode_batches += 1
-        retracted: list[str] = []
-        need = self._decode_need(self.running)
-        if not self._ensure(need):
-            retracted = self._retract()
-        else:
-            self.ratio = max(self.ratio - self.decay, self.min_ratio)
-        grown = 0
-        context = 0
-        for req in self.running:
-            context += req.kv_len
-            req.kv_len += 1
-            grown += self._set_own(req)
-            req.decoded += 1
-        if self.available < 0:  # pragma: no cover - guarded by _retract
-            raise ReplayError("sglang: decode overflowed the KV pool")
-        decoding = [r.request.id for r in self.running]
-        duration = self._duration(0, len(decoding), context)
-        end_ms = self.clock.now_ms + duration if duration is not None else None
-        completed: list[str] = []
-        survivors: list[_Req] = []
-        for req in self.running:
-            if req.first_token_tick is None:  # pragma: no cover - prefill emits the first token
-                req.first_token_tick, req.first_token_ms = tick, end_ms
-            if req.decoded >= req.max_new_tokens:
-                completed.append(req.request.id)
-                self._finish(req, tick, end_ms)
-            else:
-                survivors.append(req)
-        used = self._used_pages()
-        self.running = survivors
-        detail: dict[str, Any] = {"batch": "decode", "new_token_ratio": round(self.ratio, 6)}
-        return TickRecord(
-            tick=tick, decoded=tuple(decoding), decode_tokens=len(decoding), queued=len(self.waiting),
-            active=len(survivors) + len(completed) + (1 if self.chunked else 0), kv_pages_used=used,
-            kv_pages_reserved=max(grown, 0) // self.page, completed=tuple(completed),
-            preempted=tuple(retracted), rejected=rejected, duration_ms=duration, detail=detail,
-        )
-
-    def _decode_need(self, reqs: list[_Req]) -> int:
-        """Tokens the next decode allocates: one page per request at a page boundary."""
+    def _decode_need(self, reqs: list[Req]) -> int:
+        """``new_tokens_required_next_decode``: a page for each request at a page boundary."""
         if self.page == 1:
             return len(reqs)
         return sum(self.page for r in reqs if r.kv_len % self.page == 0)
 
+    def _check_decode_mem(self, reqs: list[Req]) -> bool:
+        """``check_decode_mem`` → ``check_decode_capacity``: evict the shortfall, then compare."""
+        need = self._decode_need(reqs)
+        self._evict_for(need)
+        return self.available >= need
+
+    def _run_decode(self, tick: int, rejected: tuple[str, ...]) -> TickRecord:
+        """``update_running_batch`` + ``prepare_for_decode``, the forward, ``process_batch_result_decode``."""
+        self.decode_batches += 1
+        retracted: list[str] = []
+        if not self._check_decode_mem(self.running):
+            retracted = self._retract()
+            self.batch_is_full = False
+        else:
+            self.ratio = max(self.ratio - self.decay, self.min_ratio)
+        # alloc_for_decode: paged allocation evicts for a page per request (allocation.py,
+        # alloc_paged_token_slots_decode), token allocation for a token per request
+        self._evict_for(len(self.running) * self.page)
+        context = 0
+        own_before = self.own_tokens
+        for req in self.running:
+            context += req.kv_len
+            req.kv_len += 1
+            self._set_own(req, req.kv_len)
+        if self.available < 0:
+            raise ReplayError(f"sglang: the decode at step {tick} overflows the KV pool")
+        free_after_sched = self.available
+        grown = self.own_tokens - own_before
+        decoding = [r.rid for r in self.running]
+        duration = self._duration(0, len(decoding), context)
+        end_ms = self.clock.now_ms + duration if duration is not None else None
+        completed: list[str] = []
+        survivors: list[Req] = []
+        for req in self.running:
+            req.out += 1
+            if req.out >= req.max_new_tokens:
+                completed.append(req.rid)
+                self._finish(req, tick, end_ms)
+            else:
+                survivors.append(req)
+        if completed:
+            self.batch_is_full = False  # filter_batch at the next step
+        self.running = survivors
+        return self._decode_record(tick, decoding, retracted, completed, free_after_sched, grown, duration,
+                                   rejected)
+
     def _retract(self) -> list[str]:
-        """SGLang's ``retract_decode``: free the requests with the least output
-        (longest prompt on ties) until 20 tokens per remaining request are free."""
-        order = sorted(self.running, key=lambda r: (r.decoded, -r.request.prompt_tokens, -r.seq), reverse=True)
-        retracted: list[_Req] = []
+        """``retract_decode`` (schedule_batch.py) and its ratio estimate."""
+        running = self.running
+        order = sorted(range(len(running)), key=lambda i: (running[i].out, -running[i].request.prompt_tokens),
+                       reverse=True)
+        retracted: list[Req] = []
         first = True
-        while first or (self.available < RETRACT_DECODE_STEPS * len(order)
-                        or self.available < self._decode_need(order)):
+        while first or not self._check_decode_mem([running[i] for i in order]):
             if len(order) == 1:
                 break
             first = False
-            victim = order.pop()
-            self._release(victim)
-            victim.kv_len = 0
+            victim = running[order.pop()]
+            self._release(victim, checkpoint=False)  # release_req
+            self._evict_for(len(order) * self.retract_steps)
+            victim.kv_len = victim.prefix_len = 0  # reset_for_retract
+            victim.last_node = None
             victim.retractions += 1
+            victim.pieces = 0
             self.retractions += 1
-            self.retracted_ids.add(victim.request.id)
+            self.retracted_ids.add(victim.rid)
             retracted.append(victim)
-            residual = max(0, RETRACT_DECODE_STEPS * len(order) - self.available)
-            if residual:
-                self.evicted += self.tree.evict(residual)
-        if not self._ensure(self._decode_need(order)):
+        if not self._check_decode_mem([running[i] for i in order]):
             raise ReplayError("sglang: a single running request cannot decode; the KV pool is too small")
-        keep = {id(r) for r in order}
-        self.running = [r for r in self.running if id(r) in keep]
-        total_decoded = sum(r.decoded for r in self.running)
-        total_max = sum(r.max_new_tokens for r in self.running)
-        self.ratio = min(1.0, (total_decoded + RETRACT_DECODE_STEPS * len(self.running)) / total_max)
+        self.running = [running[i] for i in order]
+        kept = self.running
+        decoded = sum(r.out for r in kept)
+        max_new = sum(r.max_new_tokens for r in kept)
+        self.ratio = min(1.0, (decoded + self.retract_steps * len(kept)) / (max_new + 1))
         self.waiting.extend(retracted)
-        self.queue_version += 1
-        return [r.request.id for r in retracted]
+        return [r.rid for r in retracted]
+
+    def _run_idle(self, tick: int, rejected: tuple[str, ...]) -> TickRecord:
+        """No batch: ``on_idle`` (resets the ratio only when fully idle)."""
+        if self.waiting or self.chunked:
+            raise ReplayError(f"sglang: {len(self.waiting)} requests wait but none can be admitted into an "
+                              f"empty engine of {self.capacity} tokens")
+        self.ratio = self.init_ratio
+        return self._idle_record(tick, rejected)
 
     # -- helpers ---------------------------------------------------------------
-    def _used_pages(self) -> int:
-        return (self.tree.total_size + self.own_tokens) // self.page
-
     def _duration(self, prefill: int, seqs: int, context: int) -> float | None:
         return self.timing.step_ms(prefill, seqs, context) if self.timing is not None else None
 
-    def _finish(self, req: _Req, tick: int, end_ms: float | None) -> None:
-        """SGLang's ``cache_finished_req``: the prompt stays cached, the rest is freed."""
-        self._cache(req)
-        self._release(req)
+    def _finish(self, req: Req, tick: int, end_ms: float | None) -> None:
+        """``release_kv_cache(checkpoint=True)``: prompt and output stay cached (all
+        but the last sampled token, whose KV was never computed)."""
+        req.finished = True
+        self._release(req, checkpoint=True)
         self.outcomes.append(completed_outcome(
             req.request, arrival_tick=req.arrival_tick, admitted_tick=req.admitted_tick,
-            first_token_tick=req.first_token_tick, finished_tick=tick, output_tokens=req.decoded,
+            first_token_tick=req.first_token_tick, finished_tick=tick, output_tokens=req.out,
             arrival_ms=req.arrival_ms if self.timing is not None else None,
             admitted_ms=req.admitted_ms if self.timing is not None else None,
             first_token_ms=req.first_token_ms, finished_ms=end_ms, preemptions=req.retractions,

@@ -1,5 +1,6 @@
-"""Entry point ``sglang-scheduler = tickgate_sglang.scheduler_plugin``: the sglang
-scheduling mirror (scheduler plugins), imported lazily inside the hooks."""
+"""Entry point ``sglang-scheduler = tickgate_sglang.scheduler_plugin``: the SGLang
+scheduling mirror (the ``sglang`` scheduler) and the ``conformance sglang`` check.
+Implementation modules are imported inside the hooks (lazy start-up)."""
 
 from __future__ import annotations
 
@@ -11,3 +12,10 @@ def register_schedulers(register: Register) -> None:
     from .scheduler import SglangScheduler
 
     register(SglangScheduler)
+
+
+@hookimpl
+def register_conformance_checks(register: Register) -> None:
+    from .conformance import sglang_command
+
+    register(sglang_command)

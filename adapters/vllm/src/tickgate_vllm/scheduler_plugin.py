@@ -15,7 +15,7 @@ def register_schedulers(register: Register) -> None:
 
 
 @hookimpl
-def register_commands(register: Register) -> None:
-    from .conformance_cli import conformance_group
+def register_conformance_checks(register: Register) -> None:
+    from .conformance import vllm_command
 
-    register(conformance_group)
+    register(vllm_command)

@@ -306,3 +306,33 @@ def test_a_failed_replay_is_evidence_that_misses_and_a_warning(tmp_path: Path) -
     assert warning.startswith(f"warning: 1 of {len(data['evidence'])} runs failed and count as missing "
                               "the SLOs (first: run 1: ")
     assert len(warning.splitlines()) == 1
+
+
+def test_the_smallest_fleet_meeting_a_ttft_and_itl_slo_on_the_mooncake_trace(tmp_path: Path) -> None:
+    """Issue 23's done-when: replicas bisected on the Mooncake conversation trace under the
+    round-robin fleet preset; the recommendation meets both SLOs and one replica fewer misses
+    (in the evidence, and replayed again by tickgate replay)."""
+    mooncake = FIXTURES / "realdata" / "traces" / "mooncake_conversation_trace.jsonl"
+    base = POLICIES / "fleet-round-robin.yaml"
+    out = tmp_path / "PLAN.json"
+    res = run_cli("plan", "--workload", str(mooncake), "--input-format", "mooncake", "--limit", "600",
+                  "--policy", str(base), "--slo", "ttft_p50_ms=1000", "--slo", "itl_p99_ms=100",
+                  "--vary", "cluster.replicas=1..12", "--output", str(out))
+    assert res.returncode == 0, res.stderr
+    data = load(out)
+    chosen = data["recommendation"]["values"]["cluster.replicas"]
+    assert data["recommendation"]["cost"] == {"gpus": chosen} and chosen > 1  # one GPU per replica
+    by_value = {e["values"]["cluster.replicas"]: e for e in data["evidence"]}
+    assert by_value[chosen]["met"] and not by_value[chosen - 1]["met"]
+    assert len(data["evidence"]) < 12  # bisected, not enumerated
+    for value, meets in ((chosen, True), (chosen - 1, False)):
+        policy = tmp_path / f"fleet{value}.yaml"
+        policy.write_text(base.read_text(encoding="utf-8").replace("replicas: 4", f"replicas: {value}"),
+                          encoding="utf-8")
+        report_path = tmp_path / f"r{value}.json"
+        res = run_cli("replay", "--input", str(mooncake), "--input-format", "mooncake", "--limit", "600",
+                      "--policy", str(policy), "--output", str(report_path), "--quiet")
+        assert res.returncode == 0, res.stderr
+        lat = load(report_path)["latency"]
+        assert (lat["ttft_ms"]["p50"] <= 1000 and lat["itl_ms"]["p99"] <= 100) is meets
+        assert load(report_path)["summary"]["trace_fingerprint"] == by_value[value]["fingerprint"]

@@ -19,7 +19,6 @@ import re
 import shutil
 import sys
 from pathlib import Path
-from typing import Any
 
 import pytest
 
@@ -58,7 +57,6 @@ def inputs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     res = run_cli("replay", "--input", str(AZURE), "--input-format", "azure", "--limit", "300", "--policy",
                   str(POLICIES / "vllm-v1-bench.yaml"), "--output", str(replay), "--quiet")
     assert res.returncode == 0, res.stderr
-    report = json.loads(replay.read_text())
     fleet = tmp / "fleet.json"  # a real fleet: 4 vllm-v1 replicas behind least-loaded on the Mooncake trace
     res = run_cli("replay", "--input", str(FIXTURES / "realdata" / "traces" / "mooncake_conversation_trace.jsonl"),
                   "--input-format", "mooncake", "--limit", "120", "--policy",

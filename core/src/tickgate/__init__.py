@@ -93,6 +93,7 @@ _EXPORTS: dict[str, str] = {
     "load_reference_workload": "conformance",
     "read_reference_steps": "conformance:read_steps",
     "compare_steps": "conformance:compare",
+    "observe_mirror": "conformance",
     # readers of engine output: files, fields, the observation document
     "read_bytes": "readers.common",
     "read_text": "readers.common",

@@ -146,6 +146,44 @@ def read_steps(path: Path, spec: ConformanceSpec) -> Iterator[dict[str, Any]]:
             yield line
 
 
+def observe_mirror(scheduler: str, options: dict[str, Any], requests: list[Request],
+                   engine_label: str) -> list[dict[str, Any]]:
+    """Replay ``requests`` (untimed) through the registered scheduler plugin ``scheduler``
+    built with ``options`` (validated by its schema), collecting what its ``observer``
+    hook logs, one line per step; a request the mirror rejects is an error (the real
+    engine would not run it either: ``engine_label`` names it)."""
+    from .interfaces import BuildContext, Clock
+    from .plugins import get_registry
+    from .replay.engine import run
+    from .schemas import validate
+
+    info = get_registry().get("scheduler", scheduler)
+    validate(options, info.obj.options_schema, file="<conformance config>")
+    clock = Clock()
+    ctx = BuildContext(clock=clock, timing=None, make_kv_allocator=None, make_admission=None)
+    mirror = info.obj.build(options, ctx)
+    lines: list[dict[str, Any]] = []
+    mirror.observer = lines.append
+    rejected: list[Any] = []
+
+    class _Rejections:
+        def arrival(self, request: Request) -> None:
+            pass
+
+        def record(self, record: Any) -> None:
+            pass
+
+        def outcome(self, outcome: Any) -> None:
+            if outcome.status != "completed":
+                rejected.append(outcome)
+
+    run(requests, mirror, clock, [_Rejections()], timed=False, label=f'scheduler "{scheduler}"')
+    if rejected:
+        o = rejected[0]
+        raise InputError("<workload>", f"request {o.id!r} cannot run in {engine_label} either: {o.reason}")
+    return lines
+
+
 def compare(reference: Sequence[dict[str, Any]], mirror: Sequence[dict[str, Any]],
             spec: ConformanceSpec) -> dict[str, Any]:
     """Compare the runs step by step (aligned by position, steps checked); the

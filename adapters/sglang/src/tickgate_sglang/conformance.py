@@ -14,7 +14,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from tickgate import ConformanceSpec, InputError, Request, conformance_command
+from tickgate import ConformanceSpec, InputError, Request, conformance_command, observe_mirror
 
 #: drive_sglang.py's DEFAULT_CONFIG (SGLang 0.5.23 reference harness)
 HARNESS_DEFAULTS: dict[str, Any] = {
@@ -102,34 +102,7 @@ def norm(line: dict[str, Any]) -> dict[str, Any]:
 
 def run_mirror(requests: list[Request], config: dict[str, Any]) -> list[dict[str, Any]]:
     """Replay through the registered ``sglang`` plugin, one observed line per step."""
-    from tickgate import BuildContext, Clock, get_registry, run_scheduler, validate
-
-    info = get_registry().get("scheduler", "sglang")
-    options = scheduler_options(config)
-    validate(options, info.obj.options_schema, file="<conformance config>")
-    clock = Clock()
-    ctx = BuildContext(clock=clock, timing=None, make_kv_allocator=None, make_admission=None)
-    scheduler = info.obj.build(options, ctx)
-    lines: list[dict[str, Any]] = []
-    scheduler.observer = lines.append
-    rejected: list[Any] = []
-
-    class _Sink:
-        def arrival(self, request: Request) -> None:
-            pass
-
-        def record(self, record: Any) -> None:
-            pass
-
-        def outcome(self, outcome: Any) -> None:
-            if outcome.status != "completed":
-                rejected.append(outcome)
-
-    run_scheduler(requests, scheduler, clock, [_Sink()], timed=False, label='scheduler "sglang"')
-    if rejected:
-        o = rejected[0]
-        raise InputError("<workload>", f"request {o.id!r} cannot run in SGLang either: {o.reason}")
-    return lines
+    return observe_mirror("sglang", scheduler_options(config), requests, "SGLang")
 
 
 SPEC = ConformanceSpec(engine="sglang", label="SGLang", defaults=HARNESS_DEFAULTS, fields=COMPARED, norm=norm,

@@ -15,7 +15,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Iterator
 
-from tickgate import ConformanceSpec, InputError, Request, conformance_command
+from tickgate import ConformanceSpec, Request, conformance_command, observe_mirror
 from tickgate import compare_steps as _shared_compare
 from tickgate import load_reference_workload as _shared_load
 from tickgate import read_reference_steps as _shared_read
@@ -78,34 +78,7 @@ def scheduler_options(config: dict[str, Any]) -> dict[str, Any]:
 
 def run_mirror(requests: list[Request], config: dict[str, Any], *, max_span: int | None = 1) -> list[dict[str, Any]]:
     """Replay through the registered ``vllm-v1`` plugin, one observed line per step."""
-    from tickgate import BuildContext, Clock, get_registry, run_scheduler, validate
-
-    info = get_registry().get("scheduler", "vllm-v1")
-    options = scheduler_options(config)
-    validate(options, info.obj.options_schema, file="<conformance config>")
-    clock = Clock()
-    ctx = BuildContext(clock=clock, timing=None, make_kv_allocator=None, make_admission=None)
-    scheduler = info.obj.build(options, ctx)
-    lines: list[dict[str, Any]] = []
-    scheduler.observer = lines.append
-    rejected: list[Any] = []
-
-    class _Sink:
-        def arrival(self, request: Request) -> None:
-            pass
-
-        def record(self, record: Any) -> None:
-            pass
-
-        def outcome(self, outcome: Any) -> None:
-            if outcome.status != "completed":
-                rejected.append(outcome)
-
-    run_scheduler(requests, scheduler, clock, [_Sink()], timed=False, label='scheduler "vllm-v1"')
-    if rejected:
-        o = rejected[0]
-        raise InputError("<workload>", f"request {o.id!r} cannot run in vLLM either: {o.reason}")
-    return with_drain_steps(lines)
+    return with_drain_steps(observe_mirror("vllm-v1", scheduler_options(config), requests, "vLLM"))
 
 
 def with_drain_steps(lines: list[dict[str, Any]]) -> list[dict[str, Any]]:

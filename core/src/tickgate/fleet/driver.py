@@ -31,7 +31,6 @@ import attrs
 from ..errors import InputError
 from ..interfaces import Clock, optional_attribute
 from ..model import Request, RequestOutcome
-from ..plugins import get_registry
 from ..policy import Policy
 from ..replay.engine import DEFAULT_MAX_TICKS, build_scheduler
 from ..routing import Router, RouterContext

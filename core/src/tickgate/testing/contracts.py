@@ -372,8 +372,6 @@ class RouterContract(PluginContract):
                 assert type(position) is int and 0 <= position < replicas, (replicas, i, position)
 
     def test_bad_options_are_located_errors(self, tmp_path: Path) -> None:
-        from ..policy import load_policy
-
         for bad in self.bad_options:
             doc = self.policy_document()
             doc["cluster"]["router"]["options"] = bad

@@ -116,22 +116,22 @@ def test_a_broken_module_leaves_the_registry_as_it_was() -> None:
 
 
 def test_a_new_hook_spec_needs_no_other_edit(monkeypatch: pytest.MonkeyPatch) -> None:
-    @hookspecs.spec("router")
-    def register_routers(register: hookspecs.Register) -> None:
-        """Register routers (kind ``router``)."""
+    @hookspecs.spec("autoscaler")
+    def register_autoscalers(register: hookspecs.Register) -> None:
+        """Register autoscalers (kind ``autoscaler``)."""
 
-    monkeypatch.setattr(hookspecs, "register_routers", register_routers, raising=False)
+    monkeypatch.setattr(hookspecs, "register_autoscalers", register_autoscalers, raising=False)
 
-    class RoundRobin:
-        name = "round-robin"
+    class Threshold:
+        name = "threshold"
 
-    module = types.ModuleType("routers")
-    module.register_routers = hookimpl(lambda register: register(RoundRobin))  # type: ignore[attr-defined]
+    module = types.ModuleType("autoscalers")
+    module.register_autoscalers = hookimpl(lambda register: register(Threshold))  # type: ignore[attr-defined]
     registry = Registry()
-    assert list(registry.kinds)[-1] == "register_routers"
-    registry.register_module(module, distribution="router-dist", version="1")
-    assert registry.get("router", "round-robin").obj is RoundRobin
-    assert [p.kind for p in registry] == ["router"]
+    assert list(registry.kinds)[-1] == "register_autoscalers"
+    registry.register_module(module, distribution="autoscaler-dist", version="1")
+    assert registry.get("autoscaler", "threshold").obj is Threshold
+    assert [p.kind for p in registry] == ["autoscaler"]
 
     misspelt = types.ModuleType("typo_routers")
     misspelt.register_router = hookimpl(lambda register: None)  # type: ignore[attr-defined]

@@ -110,6 +110,15 @@ class Scheduler(Plugin):
     #: not those that sample one as their prefill (or recompute) ends. The report's
     #: inter-token gaps (``latency.itl_ms``, docs/report.md) read records by it.
     decoded_lists_every_sample: ClassVar[bool] = True
+    #: whether the scheduler implements :meth:`add_transferred` (the decode side of
+    #: disaggregated prefill/decode: a fleet hands it requests whose prompt KV a
+    #: prefill replica computed). False: a fleet refuses it as a decode pool.
+    accepts_transferred_kv: ClassVar[bool] = False
+    #: whether a fleet may run this scheduler as data-parallel ranks
+    #: (``data_parallel_size``): each rank is an independent instance with its own
+    #: queue and KV pool, the fleet composes them (balancing, lockstep). False: a
+    #: policy asking for ranks of it is refused.
+    supports_data_parallel: ClassVar[bool] = False
 
     @classmethod
     def build(cls, options: Mapping[str, Any], ctx: BuildContext) -> "Scheduler":
@@ -117,6 +126,17 @@ class Scheduler(Plugin):
 
     def add(self, request: Request) -> None:
         """A request arrives (before the current step is scheduled)."""
+        raise NotImplementedError
+
+    def add_transferred(self, request: Request) -> None:
+        """Optional (``accepts_transferred_kv``): a request whose prompt KV a remote
+        prefill computed and transferred; it arrives now, as :meth:`add` does.
+
+        The fleet has already spent the transfer time. The scheduler queues it as
+        its engine queues a request whose KV a connector loads (vLLM: NIXL's
+        decode side), finds room for its prompt's KV when its turn comes, and
+        from then on runs it like any other (docs/vllm.md, "Disaggregated decode
+        side")."""
         raise NotImplementedError
 
     def step(self, horizon: Horizon) -> TickRecord:
@@ -416,6 +436,8 @@ _OPTIONAL: dict[str, type] = {
     "dynamic": AdmissionPolicy,
     "declared_kind": BackendMirror, "accepts_line": BackendMirror, "reads_parts": WorkloadReader,
     "default_block_size": WorkloadReader, "source": WorkloadReader,
+    # fleets (issue 21): the decode side of disaggregated prefill/decode, data-parallel ranks
+    "accepts_transferred_kv": Scheduler, "supports_data_parallel": Scheduler,
 }
 
 

@@ -100,6 +100,9 @@ class SglangScheduler(Scheduler):
     #: a prefill batch samples first tokens (and a retracted request's next) without listing them in
     #: ``decoded``: the report's inter-token gaps read records by it
     decoded_lists_every_sample = False
+    #: each data-parallel rank is an independent instance (its own queue and KV pool); the fleet
+    #: composes them (issue 21)
+    supports_data_parallel = True
 
     def __init__(self, options: Mapping[str, Any], ctx: BuildContext) -> None:
         options, self.kv_capacity = resolve_max_total_tokens(options, ctx.timing)

@@ -27,8 +27,10 @@ def workload(seed: int, n: int = 60) -> list[Request]:
         at += 3.0 + (seed * 7 + i * 13) % 40
         prompt = 40 + (seed * 31 + i * 57) % 900
         family = (seed + i) % 3
-        out.append(Request(id=f"s{seed}-{i}", prompt_tokens=prompt, max_output_tokens=5 + (i * 11 + seed) % 120,
-                           arrival_ms=at, prefix_blocks=tuple(range(family * 1000, family * 1000 + prompt // 16 + 1))))
+        ids = tuple(range(family * 1000, family * 1000 + prompt // 16 + 1))
+        out.append(Request(id=f"s{seed}-{i}", prompt_tokens=prompt,
+                           max_output_tokens=5 + (i * 11 + seed) % 120,
+                           arrival_ms=at, prefix_blocks=ids))
     return out
 
 

@@ -45,11 +45,12 @@ def base(**over: Any) -> dict[str, Any]:
     return opts
 
 
-def req(rid: str, prompt: int | list[int], out: int, at: float = 0, timed: bool = False, **kw: Any) -> Request:
+def req(rid: str, prompt: int | list[int], out: int, at: float = 0, timed: bool = False,
+        **kw: Any) -> Request:
     when = {"arrival_ms": float(at)} if timed else {"arrival_tick": int(at)}
     if isinstance(prompt, list):
-        return Request(id=rid, prompt_tokens=len(prompt), max_output_tokens=out, prompt_token_ids=tuple(prompt),
-                       **when, **kw)
+        return Request(id=rid, prompt_tokens=len(prompt), max_output_tokens=out,
+                       prompt_token_ids=tuple(prompt), **when, **kw)
     return Request(id=rid, prompt_tokens=prompt, max_output_tokens=out, **when, **kw)
 
 
@@ -163,7 +164,8 @@ def test_admission_takes_the_whole_prompt_and_schedules_its_last_token(tmp_path:
 def test_a_block_aligned_prompt_needs_no_extra_block(tmp_path: Path) -> None:
     run = drive(policy(tmp_path, base()), [(req("A", 12, 2), True)])
     assert run.records[0].kv_pages_reserved == 3
-    assert run.records[1].kv_pages_reserved == 0 and run.records[1].kv_pages_used == 4  # token 13 takes a block
+    # token 13 takes a block
+    assert run.records[1].kv_pages_reserved == 0 and run.records[1].kv_pages_used == 4
     assert run.scheduler.kv_used_pages() == 0
 
 
@@ -171,7 +173,8 @@ def test_local_hits_shorten_the_transfer_and_are_the_only_hits(tmp_path: Path) -
     shared = list(range(100, 112))  # three blocks of 4
     longer = shared + list(range(500, 505))  # 17 tokens: five blocks, three of them cached
     third = longer + [900, 901, 902]  # shares B's four full blocks
-    arrivals = [(req("A", shared, 1, 0), False), (req("B", longer, 2, 5), True), (req("C", third, 1, 10), False)]
+    arrivals = [(req("A", shared, 1, 0), False), (req("B", longer, 2, 5), True),
+                (req("C", third, 1, 10), False)]
     run = drive(policy(tmp_path, base(enable_prefix_caching=True)), arrivals)
     (tick, entry), *_ = sched_entries(run, "B")
     assert entry == ["B", 1, "transferred", 12]
@@ -236,8 +239,9 @@ def test_priority_orders_transferred_requests_like_any_other(tmp_path: Path) -> 
     assert run.outcomes["H"].admitted_tick < run.outcomes["L"].admitted_tick
 
 
+# prompt, output, priority, arrival gap, shared-prefix family, transferred
 _request = st.tuples(st.integers(1, 60), st.integers(1, 40), st.integers(0, 3), st.integers(0, 6),
-                     st.integers(0, 2), st.booleans())  # prompt, output, priority, gap, prefix family, transferred
+                     st.integers(0, 2), st.booleans())
 
 
 @settings(max_examples=50, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
@@ -245,8 +249,9 @@ _request = st.tuples(st.integers(1, 60), st.integers(1, 40), st.integers(0, 3), 
        policy_name=st.sampled_from(["fcfs", "priority"]), timed=st.booleans(),
        maxlen=st.sampled_from([None, 90]), watermark=st.sampled_from([0.0, 0.1]))
 def test_fast_and_slow_paths_agree_on_mixed_traffic(
-        tmp_path_factory: pytest.TempPathFactory, reqs: list[tuple[int, int, int, int, int, bool]], blocks: int,
-        caching: bool, policy_name: str, timed: bool, maxlen: int | None, watermark: float) -> None:
+        tmp_path_factory: pytest.TempPathFactory, reqs: list[tuple[int, int, int, int, int, bool]],
+        blocks: int, caching: bool, policy_name: str, timed: bool, maxlen: int | None,
+        watermark: float) -> None:
     """Some requests added, some transferred: the fast paths (spans, decode group,
     one-pass fcfs), full steps only (max_span 1), the observer's steps and the
     reference two-pass step make the same records, outcomes and summary."""
@@ -256,7 +261,8 @@ def test_fast_and_slow_paths_agree_on_mixed_traffic(
         at += gap
         ids = tuple(range(family * 100, family * 100 + prompt // 4 + 1))
         when = at * 3.7 + 0.25 if timed else at
-        arrivals.append((req(f"r{i}", prompt, out, when, timed, priority=prio, prefix_blocks=ids), transferred))
+        r = req(f"r{i}", prompt, out, when, timed, priority=prio, prefix_blocks=ids)
+        arrivals.append((r, transferred))
     opts = base(num_gpu_blocks=blocks, enable_prefix_caching=caching, policy=policy_name, watermark=watermark)
     if maxlen is not None:
         opts["max_model_len"] = maxlen

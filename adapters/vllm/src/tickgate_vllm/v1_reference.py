@@ -131,7 +131,8 @@ class ReferenceStep:
             else:
                 # admissions carry their prefix hit: the tokens computed before, except a
                 # transferred prompt's, whose local hit is its first-admission hit
-                sched_json.append([q.request.id, n, kind, before if kind != "transferred" else q.first_hit_tokens])
+                hit = before if kind != "transferred" else q.first_hit_tokens
+                sched_json.append([q.request.id, n, kind, hit])
                 admitted.append(q.request.id)
                 pure_decode = False
             # As the reference harness counts: a chunk ending at the newest

@@ -205,8 +205,9 @@ class VllmV1Scheduler(DecodeGroup, Spans, FcfsStep, ReferenceStep, Records, Bloc
         last prompt token and samples its first output token in that step
         (:meth:`~.v1_reference.ReferenceStep._admission`,
         :meth:`~.v1_reference.ReferenceStep._admit`). A later preemption frees its
-        blocks and it recomputes like any other request (vLLM would recompute
-        locally too: the remote blocks are not fetched again).
+        blocks and it recomputes like any other request (so does vLLM:
+        ``update_state_after_alloc`` cleared ``do_remote_prefill``, so the
+        connector matches nothing the second time).
         """
         q = self._add(request)
         if q is not None:

@@ -25,15 +25,18 @@ from tickgate.policy import load_policy
 from tickgate.replay.engine import build_scheduler
 from tickgate.replay.report import canonical_body
 
-TIMING = {"name": "linear", "options": {"fixed_ms": 5.0, "per_prefill_token_ms": 0.03,
+LINEAR = {"name": "linear", "options": {"fixed_ms": 5.0, "per_prefill_token_ms": 0.03,
                                         "per_decode_seq_ms": 0.25, "per_context_token_ms": 0.001}}
+#: a model that prices a step's prefill chunks by their shape (price_step)
+ROOFLINE = {"name": "roofline", "options": {"model": "llama-3.1-8b", "gpu": "H100-SXM-80GB"}}
 FAR = 10**9  # ticks: no more arrivals
 
 
-def policy(tmp_path: Path, options: dict[str, Any], timed: bool = False, name: str = "p.yaml") -> Any:
+def policy(tmp_path: Path, options: dict[str, Any], timed: bool | str = False,
+           name: str = "p.yaml") -> Any:
     doc: dict[str, Any] = {"version": 1, "scheduler": {"name": "vllm-v1", "options": options}}
     if timed:
-        doc["timing"] = TIMING
+        doc["timing"] = ROOFLINE if timed == "roofline" else LINEAR
     path = tmp_path / name
     path.write_text(json.dumps(doc))
     return load_policy(path)
@@ -161,6 +164,21 @@ def test_admission_takes_the_whole_prompt_and_schedules_its_last_token(tmp_path:
     assert "transferred" not in plain.summary  # reports without PD keep their bytes
 
 
+def test_the_admission_step_is_priced_as_one_token_after_the_prompt(tmp_path: Path) -> None:
+    """A model that prices chunks by shape sees one chunk of one token after 3999 computed
+    ones (it attends over the whole prompt), not a 4000-token prefill."""
+    pol = policy(tmp_path, base(block_size=16, num_gpu_blocks=300, max_num_batched_tokens=4096),
+                 timed="roofline")
+    moved = drive(pol, [(req("A", 4000, 2, 0.0, timed=True), True)])
+    first = moved.records[0]
+    assert first.duration_ms == pol.timing.price_step(1, 0, 0, 1, 4000, 3999)
+    plain = drive(pol, [(req("A", 4000, 2, 0.0, timed=True), False)])
+    assert plain.records[0].duration_ms == pol.timing.price_step(4000, 0, 0, 1, 4000 * 4001 // 2, 0)
+    assert plain.records[0].duration_ms > first.duration_ms
+    o = moved.outcomes["A"]
+    assert o.first_token_ms == first.duration_ms and o.arrival_ms == 0.0
+
+
 def test_a_block_aligned_prompt_needs_no_extra_block(tmp_path: Path) -> None:
     run = drive(policy(tmp_path, base()), [(req("A", 12, 2), True)])
     assert run.records[0].kv_pages_reserved == 3
@@ -246,11 +264,12 @@ _request = st.tuples(st.integers(1, 60), st.integers(1, 40), st.integers(0, 3), 
 
 @settings(max_examples=50, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(reqs=st.lists(_request, min_size=1, max_size=14), blocks=st.integers(6, 40), caching=st.booleans(),
-       policy_name=st.sampled_from(["fcfs", "priority"]), timed=st.booleans(),
+       policy_name=st.sampled_from(["fcfs", "priority"]),
+       timed=st.sampled_from([False, "linear", "roofline"]),
        maxlen=st.sampled_from([None, 90]), watermark=st.sampled_from([0.0, 0.1]))
 def test_fast_and_slow_paths_agree_on_mixed_traffic(
         tmp_path_factory: pytest.TempPathFactory, reqs: list[tuple[int, int, int, int, int, bool]],
-        blocks: int, caching: bool, policy_name: str, timed: bool, maxlen: int | None,
+        blocks: int, caching: bool, policy_name: str, timed: bool | str, maxlen: int | None,
         watermark: float) -> None:
     """Some requests added, some transferred: the fast paths (spans, decode group,
     one-pass fcfs), full steps only (max_span 1), the observer's steps and the
@@ -261,7 +280,7 @@ def test_fast_and_slow_paths_agree_on_mixed_traffic(
         at += gap
         ids = tuple(range(family * 100, family * 100 + prompt // 4 + 1))
         when = at * 3.7 + 0.25 if timed else at
-        r = req(f"r{i}", prompt, out, when, timed, priority=prio, prefix_blocks=ids)
+        r = req(f"r{i}", prompt, out, when, bool(timed), priority=prio, prefix_blocks=ids)
         arrivals.append((r, transferred))
     opts = base(num_gpu_blocks=blocks, enable_prefix_caching=caching, policy=policy_name, watermark=watermark)
     if maxlen is not None:

@@ -11,8 +11,8 @@ from conftest import FIXTURES, POLICIES
 
 pytest.register_assert_rewrite("tickgate.testing")  # before the import: the kit's asserts explain failures
 
-from tickgate.testing import (AdmissionPolicyContract, BackendMirrorContract, GateSignalContract,
-                              SchedulerContract, TimingModelContract, WorkloadReaderContract)  # noqa: E402
+from tickgate.testing import (AdmissionPolicyContract, BackendMirrorContract, GateSignalContract,  # noqa: E402
+                              RouterContract, SchedulerContract, TimingModelContract, WorkloadReaderContract)
 
 pytest_plugins = ["tickgate.testing"]
 
@@ -57,6 +57,33 @@ class TestRooflineTiming(TimingModelContract):
     plugin_name = "roofline"
     distribution = "tickgate"
     options = {"model": "llama-3.1-70b", "gpu": "H100-SXM-80GB", "tensor_parallel_size": 4, "engine": "vllm"}
+
+
+class TestRoundRobinRouter(RouterContract):
+    plugin_name = "round-robin"
+    distribution = "tickgate"
+
+
+class TestLeastLoadedRouter(RouterContract):
+    plugin_name = "least-loaded"
+    distribution = "tickgate"
+    options = {"waiting_weight": 4}
+
+
+class TestPowerOfTwoRouter(RouterContract):
+    plugin_name = "power-of-two"
+    distribution = "tickgate"
+
+
+class TestSessionAffinityRouter(RouterContract):
+    plugin_name = "session-affinity"
+    distribution = "tickgate"
+
+
+class TestPrefixAwareRouter(RouterContract):
+    plugin_name = "prefix-aware"
+    distribution = "tickgate"
+    options = {"overlap_weight": 2}
 
 
 class TestVllmBenchMirror(BackendMirrorContract):

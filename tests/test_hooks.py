@@ -126,6 +126,38 @@ def test_register_timing_models(tmp_path: Path) -> None:
     assert report["latency"]["busy_ms"] == 0.5 * (steps + tokens)
 
 
+def test_register_routers(tmp_path: Path) -> None:
+    from tickgate import Router
+
+    seen: list[int] = []
+
+    class LastReplica(Router):
+        name = "last-replica"
+        description = "every request to the last replica of the pool"
+
+        @classmethod
+        def build(cls, options: Any, ctx: Any) -> "LastReplica":
+            seen.append(ctx.replicas)
+            return cls()
+
+        def route(self, request: Request, replicas: Any) -> int:
+            return len(replicas) - 1
+
+    install(register_routers=lambda register: register(LastReplica))
+    workload = tmp_path / "w.json"
+    doc = json.loads((FIXTURES / "workload.json").read_text())
+    for r in doc["requests"]:
+        r["arrival_ms"] = 5.0 * r.pop("arrival_tick")
+    workload.write_text(json.dumps(doc))
+    timing = "timing: {fixed_ms: 5.0, per_decode_seq_ms: 0.5}\ncluster: {replicas: 3, router: {name: last-replica}}\n"
+    requests, inputs = open_requests(workload)
+    report = replay(requests, load_policy(policy_with(tmp_path, "version: 1\n", "version: 1\n" + timing)),
+                    inputs=inputs)
+    assert seen == [3]
+    assert report["fleet"]["routing"]["decisions"] == {"replica-0": 0, "replica-1": 0, "replica-2": 4}
+    assert report["summary"]["completed_requests"] == 4
+
+
 TOY_DOC = {"version": 1, "kind": "tickgate.observations", "run": {"backend": "toy"},
            "requests": [{"request_id": "a", "latency_ms": 10.0}, {"request_id": "b", "latency_ms": 12.5}]}
 

@@ -11,34 +11,9 @@ from pathlib import Path
 
 import pytest
 from conftest import FIXTURES, POLICIES
+from sweep_helpers import GRID_3X3, SEQS, TOKENS, TRACE, rows, write_sweep
 
 from tickgate.testing import run_cli
-
-TRACE = FIXTURES / "realdata" / "traces" / "AzureLLMInferenceTrace_code.csv"
-SEQS = "scheduler.options.max_num_seqs"
-TOKENS = "scheduler.options.max_num_batched_tokens"
-
-
-def write_sweep(folder: Path, grid: str, extra: str = "") -> Path:
-    """A sweep file in ``folder`` with the policy and trace copied beside it (relative paths)."""
-    folder.mkdir(parents=True, exist_ok=True)
-    shutil.copy(POLICIES / "vllm-v1-bench.yaml", folder / "base.yaml")
-    (folder / "traces").mkdir(exist_ok=True)
-    shutil.copy(TRACE, folder / "traces" / "azure.csv")
-    path = folder / "sweep.yaml"
-    path.write_text("version: 1\n"
-                    "policy: base.yaml\n"
-                    "workloads:\n"
-                    "  - {path: traces/azure.csv, format: azure, limit: 300}\n"
-                    f"grid:\n{grid}{extra}", encoding="utf-8")
-    return path
-
-
-GRID_3X3 = f"  {SEQS}: [16, 64, 128]\n  {TOKENS}: [1024, 2048, 4096]\n"
-
-
-def rows(out: Path) -> list[dict]:
-    return [json.loads(line) for line in (out / "results.jsonl").read_text(encoding="utf-8").splitlines()]
 
 
 @pytest.fixture(scope="module")
@@ -271,3 +246,23 @@ def test_workloads_are_the_outer_loop_and_an_untimed_replay_has_no_latencies(tmp
     assert [(r["id"], r["params"][pages], r["metrics"]["completed"]) for r in found] == [
         ("p0000", 20, 4), ("p0001", 40, 4), ("p0002", 20, 2), ("p0003", 40, 2)]
     assert set(found[0]["metrics"]) == {"completed", "rejected", "total_ticks"}
+
+
+def test_the_ray_executor_without_ray_is_one_line_naming_the_extra(tmp_path: Path) -> None:
+    """Whether or not Ray is installed here: a ``ray`` package that cannot be imported
+    stands in front of it on the path."""
+    shim = tmp_path / "shim" / "ray"
+    shim.mkdir(parents=True)
+    (shim / "__init__.py").write_text('raise ImportError("No module named \'ray\'")\n', encoding="utf-8")
+    sweep = write_sweep(tmp_path / "in", f"  {SEQS}: [64]\n")
+    out = tmp_path / "out"
+    line = located(run_cli("sweep", str(sweep), "--output", str(out), "--executor", "ray",
+                           env={"PYTHONPATH": str(tmp_path / "shim")}))
+    assert line == "error: --executor ray needs Ray, which is not installed: pip install 'tickgate[ray]'"
+    assert not out.exists()
+
+
+def test_an_interrupted_sweep_resumes_with_the_points_it_lacks(tmp_path: Path) -> None:
+    from sweep_helpers import interrupt_and_resume
+
+    interrupt_and_resume(tmp_path, ["--jobs", "2"])

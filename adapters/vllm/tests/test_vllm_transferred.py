@@ -334,3 +334,21 @@ def test_a_rejection_is_the_same_as_for_add(tmp_path: Path) -> None:
     plain = drive(policy(tmp_path, opts, name="q.yaml"), [(req("A", 16, 2), False)])
     assert moved.outcomes == plain.outcomes and moved.outcomes["A"].status == "rejected"
     assert "transferred" not in moved.summary
+
+
+def test_transferred_prompt_blocks_are_stored_kv_events(tmp_path: Path) -> None:
+    """With KV events on, the blocks a transferred prompt brings are BlockStored events of
+    its admission step, with the hashes a router would compute for the prompt (vLLM emits
+    them from the cache_blocks() of _update_waiting_for_remote_kv)."""
+    from tickgate.kv_events import BlockStored
+
+    clock = Clock()
+    sched, _ = build_scheduler(policy(tmp_path, base(enable_prefix_caching=True)), clock)
+    sched.enable_kv_events()
+    r = req("A", list(range(100, 114)), 2)  # 14 tokens: three full blocks of 4
+    sched.add_transferred(r)
+    record = sched.step(Horizon(max_ticks=FAR))
+    assert record.detail["sched"] == [["A", 1, "transferred", 0]]
+    stored = [e for e in sched.drain_kv_events() if isinstance(e, BlockStored)]
+    assert [h for e in stored for h in e.block_hashes] == sched.prompt_block_hashes(r)
+    assert sum(e.token_count for e in stored) == 12

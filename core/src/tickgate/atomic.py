@@ -103,8 +103,9 @@ def _temp_beside(path: Path, suffix: str) -> tuple[int, str]:
 
 
 @contextlib.contextmanager
-def atomic_writer(path: Path | str) -> Iterator[TextIO]:
-    """A text file written beside ``path`` and renamed over it when complete.
+def atomic_writer(path: Path | str, *, binary: bool = False) -> Iterator[Any]:
+    """A text file written beside ``path`` and renamed over it when complete
+    (``binary``: its byte buffer instead, for msgpack and other binary outputs).
 
     The new file gets the mode an ordinary ``open()`` would give it: the mode of
     the file it replaces, else the default for new files under the umask
@@ -117,7 +118,7 @@ def atomic_writer(path: Path | str) -> Iterator[TextIO]:
         with _text_file(fd, path) as fh:
             with contextlib.suppress(OSError):  # a file system without modes keeps its own
                 os.fchmod(fd, _mode_for(path))
-            yield fh
+            yield fh.buffer if binary else fh
         try:
             os.replace(tmp, path)
         except OSError as exc:

@@ -29,6 +29,7 @@ LAZY_COMMANDS: dict[str, str] = {
     "schema": "tickgate.commands.schema:schema_command",
     "timing": "tickgate.commands.timing:timing_command",
     "sweep": "tickgate.commands.sweep:sweep_command",
+    "plan": "tickgate.commands.plan:plan_command",
 }
 
 

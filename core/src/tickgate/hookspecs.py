@@ -139,6 +139,16 @@ def register_workload_readers(register: Register) -> None:
     """
 
 
+@spec("router")
+def register_routers(register: Register) -> None:
+    """Register router classes (kind ``router``).
+
+    See :class:`tickgate.routing.Router`: picks the replica of a fleet's pool
+    that serves each request. Selected by ``cluster.router.name`` (or a pool's
+    ``router``) in a policy file; built with ``build(options, RouterContext)``.
+    """
+
+
 @spec("command")
 def register_commands(register: Register) -> None:
     """Register extra ``tickgate`` subcommands (kind ``command``): click commands

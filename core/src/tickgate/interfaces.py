@@ -22,12 +22,16 @@ import attrs
 
 from .model import Request, RequestOutcome, TickRecord
 
+# the KV-cache events a scheduler may record (values of their own module)
+from .kv_events import AllBlocksCleared, BlockRemoved, BlockStored, KvEvent  # noqa: F401
+
 if TYPE_CHECKING:  # pragma: no cover
     from .gate.protocol import SignalResult
 
 # the bases with modules of their own, part of this interface
 from .plugin_base import EMPTY_OPTIONS, Plugin  # noqa: F401
 from .timing_model import SPAN_CHUNK, TimingModel  # noqa: F401
+from .routing import ReplicaView, Router, RouterContext  # noqa: F401
 
 
 @attrs.define
@@ -110,15 +114,14 @@ class Scheduler(Plugin):
     #: not those that sample one as their prefill (or recompute) ends. The report's
     #: inter-token gaps (``latency.itl_ms``, docs/report.md) read records by it.
     decoded_lists_every_sample: ClassVar[bool] = True
-    #: whether the scheduler implements :meth:`add_transferred` (the decode side of
-    #: disaggregated prefill/decode: a fleet hands it requests whose prompt KV a
-    #: prefill replica computed). False: a fleet refuses it as a decode pool.
-    accepts_transferred_kv: ClassVar[bool] = False
-    #: whether a fleet may run this scheduler as data-parallel ranks
-    #: (``data_parallel_size``): each rank is an independent instance with its own
-    #: queue and KV pool, the fleet composes them (balancing, lockstep). False: a
-    #: policy asking for ranks of it is refused.
+    #: whether a fleet may give a replica of this scheduler data-parallel ranks
+    #: (``cluster.data_parallel_size``): each rank is one instance with its own KV
+    #: pool, the fleet balances and (lockstep) synchronises them; an engine mirror
+    #: says yes, a toy scheduler does not
     supports_data_parallel: ClassVar[bool] = False
+    #: whether it has ``add_transferred(request)``: the decode side of a
+    #: disaggregated fleet, a request whose prompt KV arrives computed
+    accepts_transferred_kv: ClassVar[bool] = False
 
     @classmethod
     def build(cls, options: Mapping[str, Any], ctx: BuildContext) -> "Scheduler":
@@ -165,6 +168,31 @@ class Scheduler(Plugin):
     def extra_summary(self) -> Mapping[str, Any]:
         """Scheduler-specific totals for the report (prefix hits, preemptions, ...)."""
         return {}
+
+    # -- optional capability: KV-cache events (tickgate.kv_events, docs/plugins.md) --
+    #: whether the scheduler implements the three methods below. False: ``tickgate
+    #: replay --kv-events`` and routers that read KV events refuse it with one line.
+    records_kv_events: ClassVar[bool] = False
+
+    def enable_kv_events(self) -> None:
+        """Start recording KV-cache events. Called at most once, before the first
+        :meth:`step` (requests may have been added); a scheduler never asked
+        records nothing and must cost nothing for the capability."""
+        raise NotImplementedError
+
+    def drain_kv_events(self) -> "list[KvEvent]":
+        """The events (``BlockStored``, ``BlockRemoved``, ``AllBlocksCleared``)
+        recorded since the last call, in the order the engine would emit them;
+        called after every step's record. Empty when nothing changed the cache."""
+        raise NotImplementedError
+
+    def prompt_block_hashes(self, request: Request) -> list[int]:
+        """The hashes this scheduler's ``BlockStored`` events would carry for
+        ``request``'s shareable full prompt blocks, first block first (a pure
+        function of the request and the scheduler's options: a router calls it
+        before routing, on any replica, and matches the leading run against each
+        replica's resident set)."""
+        raise NotImplementedError
 
 
 class KvAllocator(Plugin):
@@ -432,12 +460,13 @@ class GateSignal(Plugin):
 #: optional plugin attribute -> the base that declares it with its default
 _OPTIONAL: dict[str, type] = {
     "uses_admission_policy": Scheduler, "supported_admission": Scheduler, "uses_kv_allocator": Scheduler,
-    "admission_note": Scheduler, "decoded_lists_every_sample": Scheduler, "has_prefix_cache": KvAllocator,
+    "admission_note": Scheduler, "decoded_lists_every_sample": Scheduler, "records_kv_events": Scheduler,
+    "supports_data_parallel": Scheduler, "accepts_transferred_kv": Scheduler,
+    "has_prefix_cache": KvAllocator,
     "dynamic": AdmissionPolicy,
     "declared_kind": BackendMirror, "accepts_line": BackendMirror, "reads_parts": WorkloadReader,
     "default_block_size": WorkloadReader, "source": WorkloadReader,
-    # fleets (issue 21): the decode side of disaggregated prefill/decode, data-parallel ranks
-    "accepts_transferred_kv": Scheduler, "supports_data_parallel": Scheduler,
+    "uses_replica_state": Router, "reads_cached_prefixes": Router,
 }
 
 
@@ -453,6 +482,10 @@ def optional_attribute(plugin: Any, attribute: str) -> Any:
 
 __all__ = [
     "AdmissionContext",
+    "AllBlocksCleared",
+    "BlockRemoved",
+    "BlockStored",
+    "KvEvent",
     "AdmissionPolicy",
     "BackendMirror",
     "BuildContext",
@@ -463,6 +496,9 @@ __all__ = [
     "Horizon",
     "KvAllocator",
     "Plugin",
+    "ReplicaView",
+    "Router",
+    "RouterContext",
     "Scheduler",
     "TimingModel",
     "WorkloadReader",

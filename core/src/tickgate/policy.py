@@ -46,6 +46,9 @@ class Policy:
     #: how reports name it: ``bundled:<file>`` for a policy shipped with
     #: tickgate (the same on every machine and install), else the path given
     source: str = ""
+    #: where the selected scheduler section is in the file: a fleet pool with
+    #: a scheduler of its own builds from a copy with its path here
+    scheduler_at: tuple[Any, ...] = ("scheduler",)
 
     def selection(self, section: str) -> Selection | None:
         return self.selections.get(section)
@@ -67,7 +70,8 @@ class Policy:
         except ConfigError as exc:
             at = self.locate(*where)
             if exc.option and where:
-                for parts in ((where[0], "options", exc.option), (where[0], exc.option)):
+                section = where[:-1] if len(where) > 1 and where[-1] == "name" else where
+                for parts in ((*section, "options", exc.option), (*section, exc.option)):
                     found = self.locate(*parts)
                     if found["line"] is not None:
                         at = found

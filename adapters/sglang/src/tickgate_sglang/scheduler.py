@@ -100,9 +100,7 @@ class SglangScheduler(Scheduler):
     #: a prefill batch samples first tokens (and a retracted request's next) without listing them in
     #: ``decoded``: the report's inter-token gaps read records by it
     decoded_lists_every_sample = False
-    #: each data-parallel rank is an independent instance (its own queue and KV pool); the fleet
-    #: composes them (issue 21)
-    supports_data_parallel = True
+    supports_data_parallel = True  # dp-attention: one scheduler per rank (each its own KV pool)
 
     def __init__(self, options: Mapping[str, Any], ctx: BuildContext) -> None:
         options, self.kv_capacity = resolve_max_total_tokens(options, ctx.timing)
@@ -204,6 +202,10 @@ class SglangScheduler(Scheduler):
 
     def decode_slots_per_tick(self) -> int:
         return self.max_running
+
+    def prefix_hit_tokens(self) -> int:
+        """Prompt tokens the radix cache supplied (a fleet's ``prefix_cache_hit_rate``)."""
+        return self.total_hit
 
     def extra_summary(self) -> Mapping[str, Any]:
         seen = self.total_hit + self.total_extend

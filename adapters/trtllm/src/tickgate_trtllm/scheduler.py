@@ -147,9 +147,7 @@ class TrtllmScheduler(Scheduler):
     #: the step that ends a context samples its first token (a paused request's next) without listing
     #: it in ``decoded``: the report's inter-token gaps read records by it
     decoded_lists_every_sample = False
-    #: each data-parallel rank is an independent instance (its own queue and KV pool); the fleet
-    #: composes them (issue 21)
-    supports_data_parallel = True
+    supports_data_parallel = True  # attention DP: one scheduler per rank (each its own KV pool)
 
     def __init__(self, options: Mapping[str, Any], ctx: BuildContext) -> None:
         options, self.kv_capacity = resolve_kv_cache_max_tokens(options, ctx.timing)

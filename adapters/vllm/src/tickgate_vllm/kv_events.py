@@ -5,7 +5,9 @@ its events were array-like tagged structs until 0.28, maps with a ``type`` key
 since. ``BlockStored`` arrays carry vLLM's ``medium`` and later fields, which
 SGLang's do not: a two-item batch whose ``BlockStored`` has exactly the five
 legacy fields is left to ``sglang-kv-events`` (force ``--format`` for an old
-vLLM capture of that shape).
+vLLM capture of that shape). tickgate's own files (``tickgate replay
+--kv-events``) are read here too; a fleet's name each replica in a fourth batch
+element, and the provenance's ``replicas`` gives each one's counts.
 """
 
 from __future__ import annotations
@@ -33,5 +35,7 @@ class VllmKvEventsMirror(BackendMirror):
 
     def read(self, path: Path) -> dict[str, Any]:
         s = read_kv_events(path)
+        replicas = {name: {"blocks_stored": c[0], "blocks_removed": c[1], "resident_blocks_at_end": c[2]}
+                    for name, c in sorted(s.replicas.items())}
         return kv_events_document(path, s, self.name, "vllm", version(s), media=sorted(s.media),
-                                  data_parallel_ranks=sorted(s.dp_ranks))
+                                  data_parallel_ranks=sorted(s.dp_ranks), replicas=replicas)

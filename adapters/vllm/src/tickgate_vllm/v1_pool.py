@@ -72,7 +72,7 @@ class BlockPool:
         # hits are frequent: a workload without shared prefixes never asks
         # whether a cached block is free, so it never pays for the positions.
         self.qpos: dict[int, int] | None = None
-        self.scans_left = 4 * self.usable  # hit lookups answered by scanning before qpos exists
+        self.scans_left = 4 * self.usable  # queue entries hit lookups may scan before qpos exists
         self.shared: dict[int, int] = {}  # block -> requests holding it, for blocks held by 2 or more
         self.next_id = 1
         self.nlists = 0  # cache entries holding several blocks (a list)
@@ -102,14 +102,17 @@ class BlockPool:
         ``qpos[b]`` is where it was last freed to; it is still there unless the
         head has passed that position (evicted, then in use or freed again
         elsewhere, which rewrites ``qpos``) or a hit left a tombstone there.
-        Until ``scans_left`` hit blocks have been looked up, a C-level scan of
-        the queue answers instead and no positions are kept: a workload whose
-        only hits are a few resumed requests never pays for them.
+        Until hit lookups have scanned ``scans_left`` queue entries (a few times
+        the pool's size), a C-level scan of the queue answers instead and no
+        positions are kept: a workload whose only hits are a few resumed
+        requests never pays for them, and one with many pays O(pool) at most.
         """
         qpos = self.qpos
         if qpos is None:
             if self.scans_left > 0:
-                self.scans_left -= 1
+                # charged by the length scanned: long queues (large pools) switch to positions
+                # after a few scans' worth of work, not after thousands of scans
+                self.scans_left -= len(self.lq) - self.lh
                 try:
                     return self.lq.index(b, self.lh)
                 except ValueError:

@@ -19,6 +19,7 @@ module                 what it holds (and what it mirrors)
 :mod:`.v1_blocks`      a request's blocks: ``kv_cache_manager.py``'s ``allocate_slots()``,
                        ``cache_blocks()``, ``free()``; ``_preempt_request()``
 :mod:`.v1_pool`        the block pool: free queue and prefix cache (``block_pool.py``)
+:mod:`.v1_events`      KV-cache events where ``block_pool.py`` emits them, when asked for
 :mod:`.v1_records`     records, outcomes, per-step totals; :mod:`.v1_summary` the summary
 =====================  ===================================================================
 
@@ -73,6 +74,7 @@ from typing import Any, Callable, Mapping
 from tickgate import BuildContext, Horizon, Request, RequestOutcome, Scheduler, TickRecord
 
 from .v1_blocks import BlockOps
+from .v1_events import KvEventOps
 from .v1_fcfs import FcfsStep
 from .v1_group import DecodeGroup
 from .v1_options import OPTIONS_SCHEMA, V1Config, resolve_num_gpu_blocks
@@ -85,7 +87,7 @@ from .v1_spans import Spans, span_record
 __all__ = ["VllmV1Scheduler", "RequestState", "prompt_block_keys"]
 
 
-class VllmV1Scheduler(DecodeGroup, Spans, FcfsStep, ReferenceStep, Records, BlockOps, Scheduler):
+class VllmV1Scheduler(KvEventOps, DecodeGroup, Spans, FcfsStep, ReferenceStep, Records, BlockOps, Scheduler):
     """The ``vllm-v1`` scheduler plugin (see the module docstring for its parts)."""
 
     name = "vllm-v1"
@@ -94,13 +96,11 @@ class VllmV1Scheduler(DecodeGroup, Spans, FcfsStep, ReferenceStep, Records, Bloc
     options_schema = OPTIONS_SCHEMA
     uses_admission_policy = False
     uses_kv_allocator = False
+    supports_data_parallel = True  # DP: one engine core (scheduler, KV cache) per rank
     admission_note = ("vLLM admits strictly in its own waiting-queue order (fcfs or priority) with "
                       "head-of-line blocking; an external admission policy would change the semantics")
     #: the decode side of disaggregated prefill/decode (:meth:`add_transferred`)
     accepts_transferred_kv = True
-    #: each data-parallel rank is an independent instance (vLLM runs one EngineCore, with its own
-    #: scheduler and KV cache, per DP rank); the fleet composes them
-    supports_data_parallel = True
 
     def __init__(self, cfg: V1Config, ctx: BuildContext, kv_capacity: dict[str, Any] | None = None) -> None:
         self.cfg = cfg
@@ -272,6 +272,11 @@ class VllmV1Scheduler(DecodeGroup, Spans, FcfsStep, ReferenceStep, Records, Bloc
 
     def kv_capacity_pages(self) -> int:
         return self.pool.usable
+
+    def prefix_hit_tokens(self) -> int:
+        """Prompt tokens the prefix cache supplied at requests' first admissions (a fleet's
+        ``prefix_cache_hit_rate`` divides them by the prompt tokens)."""
+        return self.total_first_hit_tokens
 
     def kv_used_pages(self) -> int:
         return self.pool.used

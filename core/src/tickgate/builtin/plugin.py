@@ -37,3 +37,11 @@ def register_timing_models(register: Register) -> None:
 
     register(LinearTiming)
     register(RooflineTiming)
+
+
+@hookimpl
+def register_routers(register: Register) -> None:
+    from ..fleet.routers import LeastLoaded, PowerOfTwo, PrefixAware, RoundRobin, SessionAffinity
+
+    for router in (RoundRobin, LeastLoaded, PowerOfTwo, SessionAffinity, PrefixAware):
+        register(router)

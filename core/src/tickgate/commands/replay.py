@@ -18,6 +18,9 @@ from ..atomic import check_distinct_outputs, write_json
               help="Policy YAML (default: the bundled policies/default.yaml).")
 @click.option("--trace", "trace_path", type=click.Path(path_type=Path), default=None,
               help="Also write every tick record as JSON lines.")
+@click.option("--kv-events", "kv_events_path", type=click.Path(path_type=Path), default=None,
+              help="Also write the scheduler's KV-cache events as vLLM KVEventBatch msgpack (docs/vllm.md, "
+                   "\"KV events\"); the report gets a kv_events block.")
 @click.option("--input-format", default="workload", show_default=True,
               help="'workload' or the name of a workload reader (see `tickgate plugins`).")
 @click.option("--block-size", type=click.IntRange(1, 65536), default=None,
@@ -27,7 +30,8 @@ from ..atomic import check_distinct_outputs, write_json
               help="Keep at most this many tick records and request outcomes in the report.")
 @click.option("--quiet", is_flag=True, help="Do not print the summary (nor progress on a terminal).")
 def replay_command(input_path: Path, output_path: Path, policy_path: Path | None,
-                   trace_path: Path | None, input_format: str, block_size: int | None,
+                   trace_path: Path | None, kv_events_path: Path | None, input_format: str,
+                   block_size: int | None,
                    limit: int | None, detail_limit: int, quiet: bool) -> None:
     """Replay a workload through the policy's scheduler and write a report."""
     from ..errors import InputError
@@ -40,7 +44,7 @@ def replay_command(input_path: Path, output_path: Path, policy_path: Path | None
     if block_size is not None and input_format == "workload":
         raise InputError(input_path, "--block-size applies to trace formats (--input-format); a workload "
                          "file gives its prefix block size in its header (block_size)")
-    outputs = {"--output": output_path} if trace_path is None else {"--output": output_path, "--trace": trace_path}
+    outputs = {"--output": output_path, "--trace": trace_path, "--kv-events": kv_events_path}
     check_distinct_outputs(outputs, {"--input": input_path, "--policy": policy_path})
     policy = load_policy(policy_path)
     helpers = helpers_wanted(input_path)  # docs/workload.md, "Large replays"
@@ -48,9 +52,19 @@ def replay_command(input_path: Path, output_path: Path, policy_path: Path | None
                                      prefetch=helpers)
     with progress("replay", unit=" requests", quiet=quiet) as bar:  # arrivals, on a terminal only
         report = replay(bar.counted(requests), policy, trace_path=trace_path, inputs=inputs,
-                        detail_limit=detail_limit, sidecar=helpers)
+                        detail_limit=detail_limit, sidecar=helpers, kv_events_path=kv_events_path)
     write_json(output_path, report)
-    if not quiet:
+    if not quiet and "fleet" in report:
+        s, lat = report["summary"], report["latency"]
+        ttft = (lat.get("ttft_ms") or {}).get("p50")
+        click.echo(
+            f"replayed {s['request_count']} requests on {s['replicas']} replicas "
+            f"({report['fleet']['routing']['router']}): {s['completed_requests']} completed, "
+            f"{report['requests']['rejected']} rejected; prefix-cache hit rate "
+            f"{report['fleet']['prefix_cache_hit_rate']}, TTFT p50 {ttft} ms; "
+            f"fingerprint {s['trace_fingerprint']} -> {output_path}"
+        )
+    elif not quiet:
         s = report["summary"]
         click.echo(
             f"replayed {s['request_count']} requests in {s['total_ticks']} ticks: "

@@ -7,28 +7,35 @@ from pathlib import Path
 import click
 
 from ..errors import TickgateError
+from ..sweep.executor import EXECUTORS
 
 
 @click.command("sweep")
 @click.argument("sweep_path", metavar="SWEEP.yaml", type=click.Path(path_type=Path))
 @click.option("--output", "output_dir", required=True, type=click.Path(path_type=Path),
               help="Directory for results.jsonl and points/<id>/ (created; a re-run reuses finished points).")
-@click.option("--jobs", type=click.IntRange(min=1), default=1, show_default=True,
-              help="Worker processes (1: every point in this process).")
+@click.option("--jobs", type=click.IntRange(min=1), default=None,
+              help="Worker processes (default 1: every point in this process); with --executor ray, "
+                   "the CPUs of the local Ray instance it starts.")
+@click.option("--executor", type=click.Choice(EXECUTORS), default="local", show_default=True,
+              help="Where points run: local processes, or Ray tasks on the cluster at RAY_ADDRESS (else a "
+                   "local instance); ray needs pip install 'tickgate[ray]'.")
 @click.option("--quiet", is_flag=True, help="Do not print the summary (nor progress on a terminal).")
-def sweep_command(sweep_path: Path, output_dir: Path, jobs: int, quiet: bool) -> None:
+def sweep_command(sweep_path: Path, output_dir: Path, jobs: int | None, executor: str, quiet: bool) -> None:
     """Replay every point of a grid of policy variants over workloads; write
     one line per point to DIR/results.jsonl. Exit status 1 when a point failed
     (its line says why; the others still ran), 2 for a bad sweep file."""
     from ..progress import progress
+    from ..sweep.executor import make_executor
     from ..sweep.run import RESULTS, run_sweep
     from ..sweep.spec import load_sweep
 
     if output_dir.exists() and not output_dir.is_dir():
         raise TickgateError(f"{output_dir}: --output must be a directory")
     sweep = load_sweep(sweep_path)  # every check before anything is written
+    runner = make_executor(executor, jobs)  # a missing Ray too
     with progress("sweep", unit=" points", total=len(sweep.points), quiet=quiet) as bar:
-        outcome = run_sweep(sweep, output_dir, jobs=jobs, on_done=bar.step)
+        outcome = run_sweep(sweep, output_dir, executor=runner, on_done=bar.step)
     results = output_dir / RESULTS
     if not quiet:
         click.echo(f"swept {len(sweep.points)} points: {len(outcome.replayed)} replayed, "

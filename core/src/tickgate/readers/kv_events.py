@@ -8,10 +8,15 @@ dropped). Both encodings msgspec has produced are accepted:
   ``[ts, events, data_parallel_rank]`` (vLLM), events ``["BlockStored",
   block_hashes, parent_block_hash, token_ids, block_size, lora_id, medium, ...]``;
 * maps: events ``{"type": "BlockStored", "block_hashes": [...], ...}``
-  (vLLM 0.28+) and batches ``{"ts", "events", "data_parallel_rank"}``.
+  (vLLM 0.28+) and batches ``{"ts", "events", "data_parallel_rank"}``;
+* tickgate's fleets: ``[ts, events, data_parallel_rank, replica]``, the
+  replica's name as a fourth element (``tickgate replay --kv-events``,
+  :mod:`tickgate.replay.kv_events_out`; vLLM's own array-like decoder ignores it).
 
 The summary replays the events over a set of resident block hashes: stored
 adds, removed discards, AllBlocksCleared empties. Hashes may be ints or bytes.
+Batches that name a replica keep one set per (replica, rank), the KV pool each
+stands for; unnamed batches share one set, as before.
 """
 
 from __future__ import annotations
@@ -52,6 +57,8 @@ class KvSummary:
     event_encoding: set[str] = attrs.Factory(set)
     batch_lengths: set[int] = attrs.Factory(set)
     stored_lengths: set[int] = attrs.Factory(set)
+    #: replicas named by 4-item batches -> [blocks stored, blocks removed, resident at end]
+    replicas: dict[str, list[int]] = attrs.Factory(dict)
 
 
 class _ExtSeen:
@@ -180,15 +187,23 @@ def summarize(data: bytes, path: Path | str) -> KvSummary:
     if not data:
         raise InputError(path, "empty file: expected msgpack KV event batches")
     summary = KvSummary()
-    resident: set[Any] = set()
+    streams: dict[Any, set[Any]] = {}
+    resident_total = 0
     for offset, batch in decode_all(data, path):
+        replica = None
         if isinstance(batch, list):
             summary.batch_encoding.add("array")
             summary.batch_lengths.add(len(batch))
-            if len(batch) not in (2, 3):
-                raise _fail(path, offset, "$", f"expected [ts, events] or [ts, events, dp_rank], got {len(batch)} items")
+            if len(batch) not in (2, 3, 4):
+                raise _fail(path, offset, "$", "expected [ts, events], [ts, events, dp_rank] or [ts, events, "
+                            f"dp_rank, replica], got {len(batch)} items")
             ts, events = batch[0], batch[1]
-            rank = batch[2] if len(batch) == 3 else None
+            rank = batch[2] if len(batch) >= 3 else None
+            if len(batch) == 4:
+                replica = batch[3]
+                if not isinstance(replica, str):
+                    raise _fail(path, offset, "$[3]",
+                                f"expected the replica's name (a string), got {replica!r}")
         elif isinstance(batch, dict):
             summary.batch_encoding.add("map")
             if "events" not in batch or "ts" not in batch:
@@ -205,6 +220,15 @@ def summarize(data: bytes, path: Path | str) -> KvSummary:
                 raise _fail(path, offset, "$.data_parallel_rank", f"expected an int or nil, got {rank!r}")
             summary.dp_ranks.add(rank)
         summary.batches += 1
+        stream = None if replica is None else (replica, rank)
+        resident = streams.get(stream)
+        if resident is None:
+            resident = streams[stream] = set()
+        per = None
+        if replica is not None:
+            per = summary.replicas.get(replica)
+            if per is None:
+                per = summary.replicas[replica] = [0, 0, 0]
         summary.first_ts = ts if summary.first_ts is None else min(summary.first_ts, ts)
         summary.last_ts = ts if summary.last_ts is None else max(summary.last_ts, ts)
         for i, ev in enumerate(events):
@@ -215,6 +239,7 @@ def summarize(data: bytes, path: Path | str) -> KvSummary:
             if isinstance(medium, str):
                 summary.media.add(medium)
             if tag == "AllBlocksCleared":
+                resident_total -= len(resident)
                 resident.clear()
                 continue
             hashes = _hashes(fields.get("block_hashes"), path, offset, where + ".block_hashes")
@@ -228,30 +253,40 @@ def summarize(data: bytes, path: Path | str) -> KvSummary:
                 summary.block_sizes.add(size)
                 summary.blocks_stored += len(hashes)
                 summary.tokens_stored += len(tokens)
+                if per is not None:
+                    per[0] += len(hashes)
+                before = len(resident)
                 resident.update(hashes)
-                summary.peak_resident = max(summary.peak_resident, len(resident))
+                resident_total += len(resident) - before
+                summary.peak_resident = max(summary.peak_resident, resident_total)
             else:
                 summary.blocks_removed += len(hashes)
+                if per is not None:
+                    per[1] += len(hashes)
+                before = len(resident)
                 for h in hashes:
                     if h in resident:
                         resident.discard(h)
                     else:
                         summary.removed_unknown += 1
-    summary.resident_end = len(resident)
+                resident_total += len(resident) - before
+    summary.resident_end = sum(len(r) for r in streams.values())
+    for (name, _), members in ((k, v) for k, v in streams.items() if k is not None):
+        summary.replicas[name][2] += len(members)
     return summary
 
 
 def first_batch_shape(head: bytes) -> tuple[str, int, int | None] | None:
     """(batch encoding, batch length, BlockStored array length) of the first
     batch in ``head``, for sniffing; None when it is not a KV event batch."""
-    if not head or head[0] not in (0x92, 0x93, 0x82, 0x83):
+    if not head or head[0] not in (0x92, 0x93, 0x94, 0x82, 0x83):
         return None
     if b"BlockStored" not in head and b"BlockRemoved" not in head and b"AllBlocksCleared" not in head:
         return None
     try:
         _, batch = next(decode_all(head, "<head>"))
     except InputError:
-        return ("array" if head[0] in (0x92, 0x93) else "map", (head[0] & 0x0F), None)
+        return ("array" if head[0] in (0x92, 0x93, 0x94) else "map", (head[0] & 0x0F), None)
     if isinstance(batch, dict):
         return ("map", len(batch), None)
     if not isinstance(batch, list) or len(batch) < 2 or not isinstance(batch[1], list):

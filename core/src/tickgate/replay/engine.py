@@ -64,7 +64,7 @@ def build_scheduler(policy: Policy, clock: Clock, registry: Registry | None = No
         options = kv_sel.options if kv_sel is not None else {}
         built["kv_allocator"] = {"name": info.name, "options": dict(options)}
         return policy.build_plugin(info, lambda: info.obj.build(options, capacity, page_size),
-                                   "kv_allocator" if kv_sel is not None else "scheduler", "name")
+                                   *(("kv_allocator",) if kv_sel is not None else policy.scheduler_at), "name")
 
     def make_admission(actx: AdmissionContext, default: str | None = "priority-fcfs") -> Any:
         if adm_sel is None and default is None:
@@ -73,12 +73,12 @@ def build_scheduler(policy: Policy, clock: Clock, registry: Registry | None = No
         options = adm_sel.options if adm_sel is not None else {}
         built["admission"] = {"name": info.name, "options": dict(options)}
         return policy.build_plugin(info, lambda: info.obj.build(options, actx),
-                                   "admission" if adm_sel is not None else "scheduler", "name")
+                                   *(("admission",) if adm_sel is not None else policy.scheduler_at), "name")
 
     ctx = BuildContext(clock=clock, timing=policy.timing, make_kv_allocator=make_kv,
                        make_admission=make_admission, prefix_block_size=prefix_block_size)
     scheduler = policy.build_plugin(sched_sel.plugin, lambda: cls.build(sched_sel.options, ctx),
-                                    "scheduler", "name")
+                                    *policy.scheduler_at, "name")
     return scheduler, built
 
 
@@ -274,20 +274,7 @@ def run(
             horizon = Horizon(max_ticks=pending.arrival_tick - clock.tick)
         if not has_work():
             continue
-        try:
-            record = step(horizon)
-        except (InputError, PluginError, ReplayError):
-            raise
-        except Exception as exc:
-            raise PluginError(f"{culprit(exc, label)} failed at step {clock.tick}: "
-                              f"{type(exc).__name__}: {exc}") from exc
-        if type(record) is not TickRecord:
-            raise PluginError(f"{label} returned {type(record).__name__} instead of a TickRecord "
-                              f"at step {clock.tick}")
-        span = record.span
-        if record.tick != clock.tick or type(span) is not int or span < 1:
-            raise PluginError(f"{label} returned a record for tick {record.tick} (span {span}) "
-                              f"at step {clock.tick}")
+        record = take_step(step, horizon, clock, label)
         for fn in on_record:
             fn(record)
         outcomes = pop_outcomes()
@@ -304,19 +291,47 @@ def run(
                     waiting = None
                     if frontend is not None:
                         pending = frontend.enter(pending)
-        clock.tick += span
-        if record.duration_ms is not None:
-            clock.now_ms += record.duration_ms
-        if not record.decode_tokens and _idle(record):  # a stall is named before the tick limit it ran into
-            stalled += span
-            if stalled >= STALL_LIMIT:
-                raise ReplayError(f"no progress for {stalled} steps at step {clock.tick}: "
-                                  f"{record.queued} requests queued, {record.active} active; "
-                                  "the policy can never admit them")
-        else:
-            stalled = 0
-        if clock.tick > limit:
-            raise TickLimitExceeded(limit)
+        stalled = advance(clock, record, stalled, limit)
+
+
+def take_step(step: Any, horizon: Horizon, clock: Clock, label: str) -> TickRecord:
+    """``step(horizon)``, its record checked: a scheduler that fails or returns
+    something else than a record of the current step is named (:func:`culprit`)."""
+    try:
+        record = step(horizon)
+    except (InputError, PluginError, ReplayError):
+        raise
+    except Exception as exc:
+        raise PluginError(f"{culprit(exc, label)} failed at step {clock.tick}: "
+                          f"{type(exc).__name__}: {exc}") from exc
+    if type(record) is not TickRecord:
+        raise PluginError(f"{label} returned {type(record).__name__} instead of a TickRecord "
+                          f"at step {clock.tick}")
+    span = record.span
+    if record.tick != clock.tick or type(span) is not int or span < 1:
+        raise PluginError(f"{label} returned a record for tick {record.tick} (span {span}) "
+                          f"at step {clock.tick}")
+    return record
+
+
+def advance(clock: Clock, record: TickRecord, stalled: int, limit: int) -> int:
+    """Move the clock past ``record``; returns the steps without progress so far
+    (a stall is named before the tick limit it would run into)."""
+    span = record.span
+    clock.tick += span
+    if record.duration_ms is not None:
+        clock.now_ms += record.duration_ms
+    if not record.decode_tokens and _idle(record):
+        stalled += span
+        if stalled >= STALL_LIMIT:
+            raise ReplayError(f"no progress for {stalled} steps at step {clock.tick}: "
+                              f"{record.queued} requests queued, {record.active} active; "
+                              "the policy can never admit them")
+    else:
+        stalled = 0
+    if clock.tick > limit:
+        raise TickLimitExceeded(limit)
+    return stalled
 
 
 def culprit(exc: BaseException, default: str) -> str:

@@ -8,7 +8,7 @@ from typing import Any, Iterable
 
 from ..atomic import atomic_writer
 from .engine import build_scheduler, run
-from ..errors import TickLimitExceeded
+from ..errors import InputError, TickLimitExceeded
 from ..interfaces import Clock, optional_attribute
 from ..model import Request
 from ..policy import Policy
@@ -31,6 +31,8 @@ def replay(
     prefix_block_size: int | None = None,
     sidecar: bool = False,
     max_concurrency: int | None = None,
+    kv_events_path: Path | str | None = None,
+    extra_sinks: Iterable[Any] = (),
 ) -> dict[str, Any]:
     """Run ``requests`` through the policy's scheduler; return the report.
 
@@ -39,14 +41,34 @@ def replay(
     summary in a forked child (:mod:`tickgate.parallel.sidecar`; same report).
     ``max_concurrency``: closed-loop clients, at most this many requests in
     flight (default: the workload header's, ``inputs["max_concurrency"]``).
+    ``kv_events_path``: also write the scheduler's KV-cache events there (vLLM's
+    msgpack batches, :mod:`tickgate.replay.kv_events_out`), atomically, and add
+    the report's ``kv_events`` block; a scheduler that cannot record them is refused.
+    ``extra_sinks``: more sinks (``arrival``, ``record``, ``outcome``) that see every
+    request and step, e.g. ``tickgate plan``'s goodput count, which needs every
+    outcome, not the report's first ``detail_limit``.
     """
     clock = Clock()
     if prefix_block_size is None and inputs:
         prefix_block_size = inputs.get("block_size")
     if max_concurrency is None and inputs:
         max_concurrency = inputs.get("max_concurrency")
+    if "cluster" in policy.data:
+        return _replay_fleet(requests, policy, trace_path=trace_path, inputs=inputs, detail_limit=detail_limit,
+                             prefix_block_size=prefix_block_size, max_concurrency=max_concurrency,
+                             sidecar=sidecar, kv_events_path=kv_events_path, extra_sinks=extra_sinks)
     scheduler, built = build_scheduler(policy, clock, prefix_block_size=prefix_block_size)
     label = f'scheduler "{built["scheduler"]["name"]}"'
+    if kv_events_path is not None:
+        from ..kv_events import records_kv_events
+
+        if not records_kv_events(scheduler):
+            name = built["scheduler"]["name"]
+            raise InputError(policy.path, f'scheduler "{name}" does not record KV-cache '
+                             "events; --kv-events needs one that does, such as vllm-v1 (docs/vllm.md, "
+                             '"KV events")', **policy.locate("scheduler", "name"))
+        scheduler.enable_kv_events()
+    kv_writer = None
     with contextlib.ExitStack() as stack:
         side: Sidecar | None = None
         every_sample = bool(optional_attribute(scheduler, "decoded_lists_every_sample"))
@@ -58,14 +80,18 @@ def replay(
             fingerprint = FingerprintSink()
             summary = SummarySink(detail_limit=detail_limit, every_sample=every_sample)
             sinks = [fingerprint, summary]
+        sinks.extend(extra_sinks)
         if trace_path is not None:
             sinks.append(TraceSink(stack.enter_context(atomic_writer(trace_path))))
         it = iter(requests)
         first = next(it, None)
         timed = first is not None and first.arrival_ms is not None
-        if timed and policy.timing is None:
-            from ..errors import InputError
+        if kv_events_path is not None:
+            from .kv_events_out import KvEventSink, KvEventWriter
 
+            kv_writer = KvEventWriter(stack.enter_context(atomic_writer(kv_events_path, binary=True)))
+            sinks.append(KvEventSink(scheduler, clock, kv_writer, timed=timed))
+        if timed and policy.timing is None:
             raise InputError(policy.path, "the workload gives arrivals in ms (arrival_ms); the policy needs a "
                              "'timing' section to map them onto steps: add one to "
                              + ("a copy of this bundled policy" if policy.source.startswith("bundled:")
@@ -76,8 +102,6 @@ def replay(
             run(stream, scheduler, clock, sinks, timed=timed, max_ticks=policy.max_ticks, label=label,
                 max_concurrency=max_concurrency, timing=policy.timing)
         except TickLimitExceeded as exc:
-            from ..errors import InputError
-
             if policy.max_ticks is not None:
                 raise InputError(policy.path, f"replay exceeded the tick limit of {exc.limit} steps (raise it "
                                  "if this is expected)", **policy.locate("limits", "max_ticks")) from None
@@ -93,7 +117,7 @@ def replay(
     inputs["policy"] = policy.source or policy.path
     if policy.timing is not None:
         inputs["timing"] = policy.timing.to_json()
-    return summary.report(
+    report = summary.report(
         total_ticks=clock.tick,
         kv_capacity=scheduler.kv_capacity_pages(),
         decode_slots=scheduler.decode_slots_per_tick(),
@@ -106,6 +130,30 @@ def replay(
         busy_ms=clock.now_ms - clock.idle_ms if policy.timing is not None else None,
         frontend_ms=policy.timing.frontend_ms if policy.timing is not None else 0.0,
     )
+    if kv_writer is not None:
+        report["kv_events"] = kv_writer.counts.to_json()
+    return report
+
+
+def _replay_fleet(requests: Iterable[Request], policy: Policy, *, trace_path: Path | str | None,
+                  inputs: dict[str, Any] | None, detail_limit: int, prefix_block_size: int | None,
+                  max_concurrency: int | None, sidecar: bool,
+                  kv_events_path: Path | str | None, extra_sinks: Iterable[Any]) -> dict[str, Any]:
+    """A policy with a ``cluster`` section: its fleet (:mod:`tickgate.fleet`)."""
+    from ..errors import InputError
+    from ..fleet import fleet_spec, replay_fleet
+
+    spec = fleet_spec(policy)
+    assert spec is not None
+    if max_concurrency is not None:
+        raise InputError(policy.path, "closed-loop clients (max_concurrency) are not modelled for fleets yet: "
+                         "replay the workload's arrivals open-loop, or one replica", **policy.locate("cluster"))
+    inputs = dict(inputs or {})
+    inputs["policy"] = policy.source or policy.path
+    inputs["timing"] = policy.timing.to_json()  # type: ignore[union-attr]
+    return replay_fleet(requests, policy, spec, inputs=inputs, prefix_block_size=prefix_block_size,
+                        detail_limit=detail_limit, trace_path=trace_path, sidecar=sidecar,
+                        kv_events_path=kv_events_path, client_sinks=list(extra_sinks))
 
 
 def _chain(first: Request | None, rest: Iterable[Request]) -> Iterable[Request]:

@@ -1,5 +1,5 @@
-"""Run a sweep's points (in-process or in worker processes), resume, and write
-``results.jsonl``.
+"""Run a sweep's points (through an executor, :mod:`.executor`), resume, and
+write ``results.jsonl``.
 
 Layout of the output directory::
 
@@ -10,30 +10,24 @@ Layout of the output directory::
 
 A point is reused, not replayed, when its ``inputs.sha256`` matches the hash
 of its inputs now and its ``report.json`` parses: the report is written before
-the hash, so an interrupted point is replayed on the next run. ``results.jsonl``
-is rebuilt from the reports every run, so it is the same bytes however many
-workers ran and whichever points were reused.
-
-Workers are started with "spawn": each one is a fresh interpreter that imports
-tickgate and loads the plugins from their entry points, as ``tickgate replay``
-would, and inherits nothing from the parent (no registry a caller modified, no
-open files, no threads to deadlock a forked child); it also works where fork
-does not. The start costs a fraction of a second per worker, not per point (the
-pool reuses them).
+the hash, so an interrupted point is replayed on the next run. Both are written
+here, by the command, as each point's result comes back (a Ray worker may be on
+another machine). ``results.jsonl`` is rebuilt from the reports every run, so it
+is the same bytes whichever executor, however many workers ran and whichever
+points were reused.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
-import os
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
 import attrs
 
-from ..atomic import atomic_writer, write_json
-from ..errors import InputError, TickgateError, one_line
+from ..atomic import atomic_writer
+from .executor import Executor, LocalExecutor, Result, Task, point_policy
 from .spec import Point, Sweep, file_sha256
 
 RESULTS = "results.jsonl"
@@ -101,56 +95,16 @@ def _reusable(point_dir: Path, digest: str) -> dict[str, Any] | None:
     return _read_report(point_dir / "report.json") if stored == digest else None
 
 
-def run_point(point_id: str, out_dir: str, workload: dict[str, Any], digest: str,
-              worker: bool = False) -> tuple[str, Any]:
-    """Replay one point: ``("ok", headline)`` or ``("error", one line)``. Runs in a
-    worker process (plain arguments and results) or in-process."""
-    if worker:
-        os.environ["TICKGATE_PARALLEL"] = "0"  # the pool is the parallelism: no helpers per replay
-    point_dir = Path(out_dir) / "points" / point_id
-    try:
-        from ..policy import load_policy
-        from ..replay import replay
-        from ..replay.sources import open_requests
-
-        policy = load_policy(point_dir / "policy.json")
-        requests, inputs = open_requests(Path(workload["path"]), workload["format"],
-                                         block_size=workload["block_size"], limit=workload["limit"])
-        inputs["workload"] = workload["label"]
-        report = replay(requests, policy, inputs=inputs)
-        write_json(point_dir / "report.json", report)
-        with atomic_writer(point_dir / "inputs.sha256") as fh:
-            fh.write(digest + "\n")
-        return "ok", headline(report)
-    except InputError as exc:
-        if exc.path is not None:
-            exc = InputError(_relative(exc.path, out_dir), exc.message, line=exc.line, column=exc.column,
-                             json_path=exc.json_path)
-        return "error", one_line(str(exc))
-    except TickgateError as exc:
-        return "error", one_line(str(exc).replace(out_dir.rstrip(os.sep) + os.sep, ""))
-    except Exception as exc:  # a bug: recorded, the other points go on
-        return "error", one_line(f"internal error: {type(exc).__name__}: {exc}")
-
-
-def _relative(path: str, out_dir: str) -> str:
-    """Files inside the output directory named relative to it: results do not
-    depend on where the directory is."""
-    try:
-        return str(Path(path).resolve().relative_to(Path(out_dir).resolve()))
-    except ValueError:
-        return path
-
-
-def run_sweep(sweep: Sweep, out_dir: Path, *, jobs: int = 1,
+def run_sweep(sweep: Sweep, out_dir: Path, *, jobs: int = 1, executor: Executor | None = None,
               on_done: Callable[[str], None] | None = None) -> Outcome:
-    """Run (or reuse) every point; write ``results.jsonl``; return what happened."""
+    """Run (or reuse) every point; write ``results.jsonl``; return what happened.
+    ``executor``: where points run (default: :class:`LocalExecutor` with ``jobs``)."""
     hashes = {}
     for point in sweep.points:
         if point.workload.path not in hashes:
             hashes[point.workload.path] = file_sha256(point.workload.path)
     results: dict[str, tuple[str, Any]] = {}
-    todo: list[tuple[Point, str]] = []
+    todo: list[tuple[Task, str]] = []
     reused = []
     for point in sweep.points:
         point_dir = out_dir / "points" / point.id
@@ -165,37 +119,19 @@ def run_sweep(sweep: Sweep, out_dir: Path, *, jobs: int = 1,
         # a failure must not leave an old report looking current
         for stale in ("inputs.sha256", "report.json"):
             (point_dir / stale).unlink(missing_ok=True)
-        text = json.dumps(point.document, indent=2, ensure_ascii=False, allow_nan=False) + "\n"
-        with atomic_writer(point_dir / "policy.json") as fh:
-            fh.write(text)
-        todo.append((point, digest))
-
-    def args(point: Point, digest: str) -> tuple[Any, ...]:
-        w = point.workload
-        return (point.id, str(out_dir), {"path": str(w.path), "label": w.label, "format": w.format,
-                                         "block_size": w.block_size, "limit": w.limit}, digest)
-
-    if jobs <= 1 or len(todo) <= 1:
-        for point, digest in todo:
-            results[point.id] = run_point(*args(point, digest))
-            if on_done:
-                on_done(point.id)
-    else:
-        import concurrent.futures
-        import multiprocessing
-
-        context = multiprocessing.get_context("spawn")  # why: the module docstring
-        workers = min(jobs, len(todo))
-        with concurrent.futures.ProcessPoolExecutor(max_workers=workers, mp_context=context) as pool:
-            futures = {pool.submit(run_point, *args(point, digest), True): point.id for point, digest in todo}
-            for future in concurrent.futures.as_completed(futures):
-                point_id = futures[future]
-                try:
-                    results[point_id] = future.result()
-                except Exception as exc:  # the worker died (killed, out of memory)
-                    results[point_id] = ("error", one_line(f"worker failed: {type(exc).__name__}: {exc}"))
-                if on_done:
-                    on_done(point_id)
+        todo.append((write_task(point, out_dir, hashes[point.workload.path]), digest))
+    digests = {task.point_id: digest for task, digest in todo}
+    for point_id, (status, value) in _results(executor or LocalExecutor(jobs), [t for t, _ in todo]):
+        if status == "ok":
+            point_dir = out_dir / "points" / point_id
+            with atomic_writer(point_dir / "report.json") as fh:
+                fh.write(value["report"])
+            with atomic_writer(point_dir / "inputs.sha256") as fh:
+                fh.write(digests[point_id] + "\n")
+            value = value["headline"]
+        results[point_id] = (status, value)
+        if on_done:
+            on_done(point_id)
     rows = []
     for point in sweep.points:
         status, value = results[point.id]
@@ -209,5 +145,25 @@ def run_sweep(sweep: Sweep, out_dir: Path, *, jobs: int = 1,
         for row in rows:
             fh.write(json.dumps(row, sort_keys=True, ensure_ascii=False, allow_nan=False) + "\n")
     failed = tuple(r["id"] for r in rows if "error" in r)
-    replayed = tuple(p.id for p, _ in todo if p.id not in failed)
+    replayed = tuple(t.point_id for t, _ in todo if t.point_id not in failed)
     return Outcome(tuple(rows), replayed, tuple(reused), failed)
+
+
+def _results(executor: Executor, tasks: list[Task]) -> Iterator[tuple[str, Result]]:
+    """The executor's results; with nothing to replay, no pool and no cluster connection."""
+    if not tasks:
+        return
+    with executor as running:
+        yield from running.run(tasks)
+
+
+def write_task(point: Point, root: Path, workload_sha256: str, *, goodput: Any = None,
+               keep_report: bool = True) -> Task:
+    """Write the point's ``points/<id>/policy.json`` under ``root``; the task that replays it."""
+    text = json.dumps(point.document, indent=2, ensure_ascii=False, allow_nan=False) + "\n"
+    with atomic_writer(point_policy(root, point.id)) as fh:
+        fh.write(text)
+    w = point.workload
+    workload = {"path": str(w.path), "label": w.label, "format": w.format, "block_size": w.block_size,
+                "limit": w.limit, "sha256": workload_sha256}
+    return Task(point.id, str(root), text, workload, goodput, keep_report)

@@ -99,7 +99,7 @@ def load_sweep(path: Path) -> Sweep:
         for params in combos:
             document = copy.deepcopy(base)
             for key, value in params.items():
-                _set(document, key, copy.deepcopy(value))
+                set_path(document, key, copy.deepcopy(value))
             points.append(Point(f"p{len(points):0{width}d}", workload, params, document))
     return Sweep(path, policy_path, tuple(points))
 
@@ -130,19 +130,32 @@ def _workload(item: Any, i: int, base_dir: Path, path: Path, locs: Locations) ->
 
 
 def _check_path(base: Any, key: str, policy_path: Path, path: Path, locs: Locations, section: str) -> None:
-    """A dotted path must name a value the base policy document has."""
+    problem = path_problem(base, key, policy_path)
+    if problem is not None:
+        raise InputError(path, problem, **_at(locs, section, key))
+
+
+def path_problem(base: Any, key: str, policy_path: Path | str) -> str | None:
+    """Why a dotted path does not name a value the base policy document has (None: it does)."""
     node = base
     parts = key.split(".")
     for depth, part in enumerate(parts):
         if not isinstance(node, dict) or part not in node:
             parent = ".".join(parts[:depth]) or "the document"
             has = ", ".join(node) if isinstance(node, dict) else f"a {type(node).__name__}, not a mapping"
-            raise InputError(path, f"{key} is not in the policy {policy_path} ({parent} has: {has})",
-                             **_at(locs, section, key))
+            return f"{key} is not in the policy {policy_path} ({parent} has: {has})"
         node = node[part]
+    return None
 
 
-def _set(document: dict[str, Any], key: str, value: Any) -> None:
+def get_path(document: Mapping[str, Any], key: str) -> Any:
+    node: Any = document
+    for part in key.split("."):
+        node = node[part]
+    return node
+
+
+def set_path(document: dict[str, Any], key: str, value: Any) -> None:
     *parents, last = key.split(".")
     node = document
     for part in parents:

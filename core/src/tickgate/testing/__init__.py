@@ -33,7 +33,8 @@ from __future__ import annotations
 from typing import Any
 
 from .cli import CliResult, run_cli
-from .contracts import AdmissionPolicyContract, PluginContract, SchedulerContract, TimingModelContract
+from .contracts import (AdmissionPolicyContract, PluginContract, RouterContract, SchedulerContract,
+                        TimingModelContract)
 from .io_contracts import BackendMirrorContract, GateSignalContract, WorkloadReaderContract
 from .dists import install_package, make_dist
 from .fixtures import tickgate_dist
@@ -45,6 +46,7 @@ __all__ = [
     "CliResult",
     "GateSignalContract",
     "PluginContract",
+    "RouterContract",
     "SchedulerContract",
     "TimingModelContract",
     "WorkloadReaderContract",

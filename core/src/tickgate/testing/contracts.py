@@ -305,3 +305,103 @@ class TimingModelContract(SelectionContract):
         assert rebuilt is not None and rebuilt.to_json() == section
         for shape in STEP_SHAPES:
             assert rebuilt.step_ms(*shape) == model.step_ms(*shape)
+
+
+class _View:
+    """A replica as a router sees it (:class:`tickgate.routing.ReplicaView`), with fixed figures."""
+
+    def __init__(self, position: int, in_flight: int, running: int, cached: int) -> None:
+        self.position = position
+        self.name = f"replica-{position}"
+        self.pool = "default"
+        self.in_flight = in_flight
+        self.routed = in_flight
+        self.running = running
+        self.prefilled_tokens = 0
+        self._cached = cached
+
+    @property
+    def waiting(self) -> int:
+        return self.in_flight - self.running
+
+    def kv_used_pages(self) -> int:
+        return 10 * self.in_flight
+
+    def kv_capacity_pages(self) -> int:
+        return 1000
+
+    def cached_prefix_tokens(self, request: Request) -> int:
+        return min(self._cached, request.prompt_tokens)
+
+
+class RouterContract(PluginContract):
+    """Set ``plugin_name`` and ``options``; the fleet is the shipped default policy
+    (seed scheduler) with a timing model and ``cluster: {replicas: 3, router: ...}``,
+    the kit's workload with its arrivals in ms."""
+
+    kind = "router"
+    options: ClassVar[Mapping[str, Any]] = {}
+
+    def policy_document(self) -> dict[str, Any]:
+        from ..locations import load_yaml
+
+        doc, _ = load_yaml(Path(data_file("policies", "default.yaml")))
+        doc = dict(doc)
+        doc["timing"] = {"fixed_ms": 5.0, "per_prefill_token_ms": 0.01, "per_decode_seq_ms": 0.1}
+        doc["cluster"] = {"replicas": 3, "router": {"name": self.plugin_name, "options": dict(self.options)}}
+        return doc
+
+    def workload_path(self, tmp_path: Path) -> Path:
+        doc = contract_workload()
+        for r in doc["requests"]:
+            r["arrival_ms"] = 7.5 * r.pop("arrival_tick")
+        return write_json(tmp_path / "contract-workload-ms.json", doc)
+
+    def test_every_route_is_a_position_of_the_pool(self) -> None:
+        from ..routing import RouterContext
+
+        info = self.info()
+        for replicas in (1, 2, 5):
+            router = info.obj.build(dict(self.options), RouterContext(pool="default", replicas=replicas, seed=7))
+            for i in range(40):
+                views = [_View(p, (i * 7 + p * 3) % 5, (i + p) % 3 if (i * 7 + p * 3) % 5 >= 2 else 0,
+                               64 * ((i + p) % 4)) for p in range(replicas)]
+                request = Request(id=f"r{i}", prompt_tokens=200, max_output_tokens=10, arrival_ms=float(i),
+                                  prefix_blocks=(1, 2, 3), tenant=f"t{i % 3}")
+                position = router.route(request, views)
+                assert type(position) is int and 0 <= position < replicas, (replicas, i, position)
+
+    def test_bad_options_are_located_errors(self, tmp_path: Path) -> None:
+        from ..policy import load_policy
+
+        for bad in self.bad_options:
+            doc = self.policy_document()
+            doc["cluster"]["router"]["options"] = bad
+            path = write_json(tmp_path / "contract-policy.yaml", doc)
+            fresh_registry()
+            with pytest.raises(InputError) as caught:
+                run_fleet_policy(path, self.workload_path(tmp_path))
+            err = caught.value
+            assert err.path == str(path) and err.line is not None
+            assert (err.json_path or "").startswith("$.cluster.router"), err
+
+    def test_a_fleet_replay_is_deterministic(self, tmp_path: Path) -> None:
+        policy = write_json(tmp_path / "contract-policy.yaml", self.policy_document())
+        workload = self.workload_path(tmp_path)
+        first = run_fleet_policy(policy, workload)
+        assert first["fleet"]["routing"]["router"] == self.plugin_name
+        assert sum(first["fleet"]["routing"]["decisions"].values()) == first["summary"]["request_count"] > 0
+        assert canonical(run_fleet_policy(policy, workload)) == canonical(first)
+        fingerprints = {json.loads(out)["summary"]["trace_fingerprint"]
+                        for out in across_hash_seeds("replay", str(policy), str(workload))}
+        assert fingerprints == {first["summary"]["trace_fingerprint"]}
+
+
+def run_fleet_policy(policy_path: Path, workload: Path) -> dict[str, Any]:
+    from ..policy import load_policy
+    from ..replay import replay
+    from ..replay.sources import open_requests
+
+    fresh_registry()
+    requests, inputs = open_requests(workload)
+    return replay(requests, load_policy(policy_path), inputs=inputs)

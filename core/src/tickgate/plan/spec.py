@@ -1,0 +1,213 @@
+"""What ``tickgate plan`` is asked: SLOs (``--slo NAME=MS``, ``--goodput G``),
+the varied policy paths (``--vary PATH=LO..HI`` or ``--vary PATH=A,B,C``) and
+what a configuration costs (GPUs). Every mistake is one line naming the option
+as written (exit status 2), found before anything runs.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from typing import Any, Mapping, Sequence
+
+import attrs
+
+from ..errors import TickgateError
+
+#: the report's ``latency`` blocks an SLO may name, and their statistics (docs/report.md)
+METRICS = ("ttft", "tpot", "itl", "e2e")
+STATS = ("p50", "p90", "p95", "p99", "mean", "max")
+#: metrics a request has on its own (its outcome): what --goodput counts against
+PER_REQUEST = ("ttft", "tpot", "e2e")
+_SLO = re.compile(r"^(%s)_(%s)_ms$" % ("|".join(METRICS), "|".join(STATS)))
+_RANGE = re.compile(r"^\s*(-?\d+)\s*\.\.\s*(-?\d+)\s*$")
+
+
+class PlanError(TickgateError):
+    """A bad option of ``tickgate plan``: one line, exit status 2."""
+
+
+@attrs.frozen
+class Slo:
+    #: as given, e.g. ``ttft_p99_ms``
+    name: str
+    metric: str
+    stat: str
+    limit: float
+
+    def measure(self, latency: Mapping[str, Any] | None) -> float | None:
+        """The replay's figure: ``latency.<metric>_ms.<stat>`` (None: no completed request)."""
+        block = (latency or {}).get(f"{self.metric}_ms")
+        return None if not block else block.get(self.stat)
+
+
+@attrs.frozen
+class Vary:
+    path: str
+    #: ``range`` (``lo..hi``, searched by bisection) or ``list`` (each value replayed)
+    kind: str
+    values: tuple[Any, ...]
+    #: as given on the command line (after ``PATH=``)
+    spec: str
+
+    @property
+    def option(self) -> str:
+        return f"--vary {self.path}={self.spec}"
+
+    def as_json(self) -> Any:
+        if self.kind == "range":
+            return {"range": [self.values[0], self.values[-1]]}
+        return list(self.values)
+
+
+def parse_slos(texts: Sequence[str]) -> tuple[Slo, ...]:
+    slos: dict[str, Slo] = {}
+    for text in texts:
+        name, sep, value = text.partition("=")
+        name = name.strip()
+        if not sep or not name:
+            raise PlanError(f"--slo {text}: expected NAME=MILLISECONDS, e.g. ttft_p99_ms=2000")
+        match = _SLO.match(name)
+        if match is None:
+            raise PlanError(f"--slo {text}: unknown SLO {name!r}; expected <metric>_<stat>_ms with metric "
+                            "one of "
+                            f"{', '.join(METRICS)} and stat one of {', '.join(STATS)} (e.g. ttft_p99_ms)")
+        limit = _number(value)
+        if limit is None or limit <= 0:
+            raise PlanError(f"--slo {text}: the limit must be a positive number of milliseconds, "
+                            f"not {value!r}")
+        if name in slos:
+            raise PlanError(f"--slo {text}: {name} is given twice")
+        slos[name] = Slo(name, match.group(1), match.group(2), limit)
+    return tuple(slos.values())
+
+
+def check_goodput(goodput: float | None, slos: Sequence[Slo]) -> dict[str, float] | None:
+    """The per-request limits --goodput counts against: for each of TTFT, TPOT and
+    end-to-end latency the loosest limit given for it (a p50 and a p99 limit on
+    TTFT: a request meets TTFT within the p99's); None without --goodput."""
+    if goodput is None:
+        return None
+    if not (0 < goodput <= 1):
+        raise PlanError(f"--goodput {goodput}: expected a fraction of the requests, 0 < G <= 1 (e.g. 0.99)")
+    limits: dict[str, float] = {}
+    for slo in slos:
+        if slo.metric in PER_REQUEST:
+            limits[slo.metric] = max(limits.get(slo.metric, 0.0), slo.limit)
+    if not limits:
+        raise PlanError(f"--goodput {goodput}: needs a per-request SLO (--slo on {', '.join(PER_REQUEST)}); "
+                        "inter-token gaps are not known per request")
+    return limits
+
+
+def parse_vary(text: str) -> Vary:
+    path, sep, spec = text.partition("=")
+    path = path.strip()
+    if not sep or not path or not spec.strip():
+        raise PlanError(f"--vary {text}: expected PATH=LO..HI (integers, searched) or PATH=A,B,C "
+                        "(each replayed)")
+    if any(not part for part in path.split(".")):
+        raise PlanError(f"--vary {text}: {path!r} is not a dotted policy path "
+                        "(e.g. scheduler.options.max_num_seqs)")
+    if ".." in spec:
+        match = _RANGE.match(spec)
+        if match is None:
+            raise PlanError(f"--vary {text}: a range is LO..HI with integer ends, e.g. 1..32")
+        lo, hi = int(match.group(1)), int(match.group(2))
+        if lo > hi:
+            raise PlanError(f"--vary {text}: the range is empty ({lo} > {hi})")
+        return Vary(path, "range", (lo, hi), spec)
+    if any(item.strip() == "" for item in spec.split(",")):
+        raise PlanError(f"--vary {text}: an empty value in the list")
+    values = tuple(_scalar(item.strip()) for item in spec.split(","))
+    seen: list[Any] = []
+    for value in values:
+        if any(type(value) is type(old) and value == old for old in seen):
+            raise PlanError(f"--vary {text}: {value!r} is listed twice")
+        seen.append(value)
+    return Vary(path, "list", values, spec)
+
+
+def check_varies(varies: Sequence[Vary], base: Mapping[str, Any], policy_path: str) -> None:
+    """Paths the base policy has, each varied once, at most one range, on an integer."""
+    from ..sweep.spec import get_path, path_problem
+
+    seen = set()
+    for vary in varies:
+        if vary.path in seen:
+            raise PlanError(f"{vary.option}: {vary.path} is varied twice")
+        seen.add(vary.path)
+        problem = path_problem(base, vary.path, policy_path)
+        if problem is not None:
+            raise PlanError(f"{vary.option}: {problem}")
+        current = get_path(base, vary.path)
+        if vary.kind == "range" and (type(current) is not int):
+            raise PlanError(f"{vary.option}: a range varies an integer setting, and {vary.path} is "
+                            f"{current!r} in {policy_path}; list the values instead (PATH=A,B,C)")
+    ranges = [v for v in varies if v.kind == "range"]
+    if len(ranges) > 1:
+        raise PlanError(f"{ranges[1].option}: only one --vary may be a range (searched by bisection for each "
+                        f"combination of the others); list the values of {ranges[1].path} (PATH=A,B,C)")
+
+
+def _number(text: str) -> float | None:
+    try:
+        value = float(text)
+    except ValueError:
+        return None
+    return value if math.isfinite(value) else None
+
+
+def _scalar(text: str) -> Any:
+    """A list value as YAML would read it: an integer, a number, true/false/null, or a string."""
+    if re.fullmatch(r"-?\d+", text):
+        return int(text)
+    lowered = text.lower()
+    if lowered in ("true", "false"):
+        return lowered == "true"
+    if lowered in ("null", "~"):
+        return None
+    number = _number(text)
+    if number is not None and re.fullmatch(r"[-+]?(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?", text):
+        return number
+    return text
+
+
+def gpus(document: Mapping[str, Any]) -> int:
+    """GPUs a configuration takes: replicas x tensor parallel x data parallel.
+
+    - replicas: ``cluster.replicas``, or the sum over ``cluster.pools.<name>`` of each
+      pool's ``replicas`` (each pool priced with its own parallelism where it sets one);
+      1 without a ``cluster`` section;
+    - tensor parallel: ``tensor_parallel_size`` of the timing model's options (the
+      ``roofline`` model divides a step's work by it, docs/timing.md); 1 when unset;
+    - data parallel: ``data_parallel_size`` in the cluster, the pool, or the scheduler's
+      options; 1 when unset.
+    """
+    cluster = document.get("cluster")
+    if isinstance(cluster, Mapping):
+        pools = cluster.get("pools")
+        if isinstance(pools, Mapping) and pools:
+            return sum(_int(pool.get("replicas"), 1) * _per_replica(pool, document)
+                       for pool in pools.values() if isinstance(pool, Mapping))
+        return _int(cluster.get("replicas"), 1) * _per_replica(cluster, document)
+    return _per_replica({}, document)
+
+
+def _per_replica(section: Mapping[str, Any], document: Mapping[str, Any]) -> int:
+    timing = section.get("timing", document.get("timing"))
+    options = timing.get("options", {}) if isinstance(timing, Mapping) else {}
+    tp = _int(options.get("tensor_parallel_size") if isinstance(options, Mapping) else None, 1)
+    scheduler = section.get("scheduler", document.get("scheduler"))
+    sched_options = scheduler.get("options", {}) if isinstance(scheduler, Mapping) else {}
+    dp = section.get("data_parallel_size")
+    if dp is None:
+        dp = document.get("cluster", {}).get("data_parallel_size") if isinstance(document.get("cluster"),
+                                                                               Mapping) else None
+    if dp is None and isinstance(sched_options, Mapping):
+        dp = sched_options.get("data_parallel_size")
+    return tp * _int(dp, 1)
+
+
+def _int(value: Any, default: int) -> int:
+    return value if type(value) is int and value > 0 else default

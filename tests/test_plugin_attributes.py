@@ -24,6 +24,8 @@ DECLARED = {
     "uses_kv_allocator": (interfaces.Scheduler, True),
     "admission_note": (interfaces.Scheduler, "engine semantics"),
     "decoded_lists_every_sample": (interfaces.Scheduler, True),
+    "accepts_transferred_kv": (interfaces.Scheduler, False),
+    "supports_data_parallel": (interfaces.Scheduler, False),
     "has_prefix_cache": (interfaces.KvAllocator, False),
     "dynamic": (interfaces.AdmissionPolicy, False),
     "declared_kind": (interfaces.BackendMirror, None),

@@ -131,6 +131,17 @@ class Scheduler(Plugin):
         """A request arrives (before the current step is scheduled)."""
         raise NotImplementedError
 
+    def add_transferred(self, request: Request) -> None:
+        """Optional (``accepts_transferred_kv``): a request whose prompt KV a remote
+        prefill computed and transferred; it arrives now, as :meth:`add` does.
+
+        The fleet has already spent the transfer time. The scheduler queues it as
+        its engine queues a request whose KV a connector loads (vLLM: NIXL's
+        decode side), finds room for its prompt's KV when its turn comes, and
+        from then on runs it like any other (docs/vllm.md, "Disaggregated decode
+        side")."""
+        raise NotImplementedError
+
     def step(self, horizon: Horizon) -> TickRecord:
         """Run the step at ``clock.tick`` (or a span of identical steps within
         ``horizon``) and return its record. Must make progress or raise."""

@@ -206,21 +206,21 @@ class FcfsStep:
             hits, n, new_blocks = plan
             waiting.popleft()
             hit = len(hits) * bs  # before _admit: the list becomes its blocks
-            self._admit(q, hits, n, new_blocks, tick)
+            kind = "resumed" if q.num_preemptions > 0 else "transferred" if q.transferred else "new"
+            before = self._admit(q, hits, n, new_blocks, tick)  # the hit, or a transferred prompt's T - 1
             admitted_blocks += new_blocks
             T = q.num_tokens
-            kind = "resumed" if q.num_preemptions > 0 else "new"
-            nc = q.num_computed_tokens = hit + n
+            nc = q.num_computed_tokens = before + n
             sched_json.append([q.id, n, kind, hit])
             sj.append(f'[{q.id_json},{n},"{kind}",{hit}]')
             admitted.append(q.id)
             if observer is not None:
-                obs.append([q.id, n, kind, hit])
+                obs.append([q.id, n, kind, before])
             budget -= n
             total += n
             context += nc
             nsched += 1
-            self._chunk(hit, n)
+            self._chunk(before, n)
             if nc >= T:
                 decoding, prefill = self._sample(q, n, decoded, firsts, finished)
                 decode_tokens += decoding

@@ -106,12 +106,11 @@ class ReferenceStep:
                     heapq.heappop(self.waiting_heap)
                 else:
                     self.waiting_fifo.popleft()
-                hit = len(hits) * bs  # before _admit: the list becomes its blocks
-                self._admit(q, hits, n, new_blocks, tick)
+                kind = "resumed" if q.num_preemptions > 0 else "transferred" if q.transferred else "new"
+                before = self._admit(q, hits, n, new_blocks, tick)
                 admitted_blocks += new_blocks
-                kind = "resumed" if q.num_preemptions > 0 else "new"
-                q.num_computed_tokens = hit
-                sched[q] = [n, kind, hit]
+                q.num_computed_tokens = before
+                sched[q] = [n, kind, before]
                 budget -= n
 
         free_after_sched = pool.free
@@ -130,7 +129,10 @@ class ReferenceStep:
             if kind == "running":
                 sched_json.append([q.request.id, n, kind])
             else:
-                sched_json.append([q.request.id, n, kind, before])
+                # admissions carry their prefix hit: the tokens computed before, except a
+                # transferred prompt's, whose local hit is its first-admission hit
+                hit = before if kind != "transferred" else q.first_hit_tokens
+                sched_json.append([q.request.id, n, kind, hit])
                 admitted.append(q.request.id)
                 pure_decode = False
             # As the reference harness counts: a chunk ending at the newest
@@ -220,20 +222,29 @@ class ReferenceStep:
         hits = pool.lookup(q.prompt_keys, (T - 1) // bs, q.key) if self.prefix_caching else []
         h = len(hits)
         hit = h * bs
-        n = T - hit
-        if 0 < thr < n:
-            n = thr
-        if not cfg.enable_chunked_prefill and n > budget:
-            return None
-        if n > budget:
-            n = budget
+        if q.transferred:
+            # its prompt KV arrived (add_transferred): vLLM's NIXL decode side loads
+            # the prompt beyond the local hits into blocks allocated for the whole
+            # prompt (get_num_new_matched_tokens, allocate_slots with
+            # num_external_computed_tokens), then schedules the last prompt token
+            # alone (num_computed_tokens = num_tokens - 1); the chunk is that token
+            n = 1
+            slot = T
+        else:
+            n = T - hit
+            if 0 < thr < n:
+                n = thr
+            if not cfg.enable_chunked_prefill and n > budget:
+                return None
+            if n > budget:
+                n = budget
+            slot = hit + n
         wm = self.watermark_blocks if self.running else 0
         evictable = pool.evictable(hits) if h else 0
         if cfg.scheduler_reserve_full_isl:
             full = T if maxlen is None else min(T, maxlen)
             if max(-(-full // bs) - h, 0) + evictable + wm > pool.free:
                 return None
-        slot = hit + n
         if maxlen is not None and slot > maxlen:
             slot = maxlen
         new_blocks = max(-(-slot // bs) - h, 0)
@@ -241,15 +252,27 @@ class ReferenceStep:
             return None
         return hits, n, new_blocks
 
-    def _admit(self, q: RequestState, hits: list[int], n: int, new_blocks: int, tick: int) -> None:
+    def _admit(self, q: RequestState, hits: list[int], n: int, new_blocks: int, tick: int) -> int:
         """Admit ``q``, taken off its queue by the caller, for ``n`` tokens: its
         cached blocks and new ones (``hits`` becomes its block list), the blocks
-        it completes registered, into the running queue, counted. Its computed
-        tokens are the caller's."""
+        it completes registered, into the running queue, counted. Returns the
+        tokens computed before this step's ``n`` (its prefix hit, or for a
+        transferred prompt all but its last token); setting its computed tokens
+        is the caller's."""
         bs = self.block_size
         h = len(hits)
         hit = h * bs
         T = q.num_tokens
+        before = hit
+        if q.transferred:
+            # the transferred prompt is computed but its last token (vLLM's
+            # _update_waiting_for_remote_kv); its local hits are prefix-cache hits,
+            # the rest arrived by the transfer and is no hit
+            before = T - 1
+            q.transferred = False
+            self.transferred_requests += 1
+            self.transferred_tokens += T - hit
+            self.transferred_hit_tokens += hit
         if self.prefix_caching:
             self.pool.touch(hits)
             q.blocks = hits
@@ -258,7 +281,10 @@ class ReferenceStep:
         if new_blocks:
             self._grow(q, new_blocks)
         if self.prefix_caching:
-            self._cache(q, min(hit + n, T) // bs)
+            # a transferred prompt's blocks are registered under their hashes, as
+            # _update_waiting_for_remote_kv's cache_blocks() (then the scheduled
+            # token's allocate_slots) registers them
+            self._cache(q, min(before + n, T) // bs)
         self.running.append(q)
         self.running_joins += 1
         q.running_seq = self.running_joins
@@ -273,6 +299,7 @@ class ReferenceStep:
             q.first_hit_tokens = hit
             self.total_first_hit_tokens += hit
             self.total_first_query_tokens += T
+        return before
 
 
 def _victim_key(q: RequestState) -> tuple[int, int]:

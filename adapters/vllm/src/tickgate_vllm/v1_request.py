@@ -39,7 +39,7 @@ class RequestState:
                  "num_preemptions", "prompt_keys", "num_prompt_keys", "num_cached_logical", "id", "id_json",
                  "decode_entry", "decode_entry_json", "admitted_tick", "first_token_tick", "first_token_ms",
                  "first_hit_tokens", "arrival_tick", "arrival_ms", "admitted_ms", "running_seq",
-                 "group_clock", "group_phase")
+                 "group_clock", "group_phase", "transferred")
 
     def __init__(self, r: Request, ordinal: int, prompt_keys: list[Hashable], tick: int,
                  arrival_ms: float | None) -> None:
@@ -75,6 +75,9 @@ class RequestState:
         self.running_seq = 0  # when it joined the running queue (its order there)
         self.group_clock = 0  # decode clock its fields hold at, while in a decode group
         self.group_phase = 0  # decode-clock phase of its block allocations, while in a decode group
+        # its prompt KV arrived from a remote prefill (add_transferred) and it has not been
+        # admitted yet; cleared at admission, after which it is an ordinary request
+        self.transferred = False
 
     def key(self, i: int) -> Hashable:
         """Chained hash of block ``i``: shared content for known prompt blocks,

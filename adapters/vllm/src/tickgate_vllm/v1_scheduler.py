@@ -99,6 +99,8 @@ class VllmV1Scheduler(KvEventOps, DecodeGroup, Spans, FcfsStep, ReferenceStep, R
     supports_data_parallel = True  # DP: one engine core (scheduler, KV cache) per rank
     admission_note = ("vLLM admits strictly in its own waiting-queue order (fcfs or priority) with "
                       "head-of-line blocking; an external admission policy would change the semantics")
+    #: the decode side of disaggregated prefill/decode (:meth:`add_transferred`)
+    accepts_transferred_kv = True
 
     def __init__(self, cfg: V1Config, ctx: BuildContext, kv_capacity: dict[str, Any] | None = None) -> None:
         self.cfg = cfg
@@ -165,6 +167,10 @@ class VllmV1Scheduler(KvEventOps, DecodeGroup, Spans, FcfsStep, ReferenceStep, R
         self.tokens_hist: dict[int, int] = {}
         self.kv_peak = 0
         self.kv_blocks_sum = 0
+        # requests that arrived with their prompt KV (add_transferred), counted at admission
+        self.transferred_requests = 0
+        self.transferred_tokens = 0  # their prompt tokens the transfer brought (the local hits excluded)
+        self.transferred_hit_tokens = 0  # their prompt tokens found in the local prefix cache
 
     @classmethod
     def build(cls, options: Mapping[str, Any], ctx: BuildContext) -> "VllmV1Scheduler":
@@ -173,6 +179,42 @@ class VllmV1Scheduler(KvEventOps, DecodeGroup, Spans, FcfsStep, ReferenceStep, R
 
     # -- engine protocol -------------------------------------------------------
     def add(self, request: Request) -> None:
+        self._add(request)
+
+    def add_transferred(self, request: Request) -> None:
+        """A request whose prompt KV a remote prefill computed and transferred; it
+        arrives now, as :meth:`add` does (same checks and rejections).
+
+        vLLM's decode side of a NIXL hand-off
+        (``vllm/distributed/kv_transfer/kv_connector/v1/nixl_connector.py``:
+        ``NixlConnectorScheduler.get_num_new_matched_tokens`` returns
+        ``len(prompt) - local hits`` tokens to load asynchronously,
+        ``update_state_after_alloc`` queues the read into the blocks just
+        allocated; ``vllm/v1/core/sched/scheduler.py``: the waiting pass allocates
+        blocks for the whole prompt through ``allocate_slots(...,
+        num_external_computed_tokens=...)`` and parks the request in
+        ``WAITING_FOR_REMOTE_KVS``; ``_update_waiting_for_remote_kv`` caches the
+        loaded blocks and sets ``num_computed_tokens = num_tokens - 1``; the
+        next pass schedules that one token, which samples the first output
+        token). The fleet has already spent the transfer time when the request
+        enters, so the two visits are one: the request waits in the waiting
+        queue in policy order like any other (head-of-line blocking); when its
+        turn comes it is admitted only if the blocks of its whole prompt, less
+        its local prefix-cache hits, fit with the usual checks (full sequence,
+        watermark, ``max_num_seqs``, token budget); it is then scheduled for its
+        last prompt token and samples its first output token in that step
+        (:meth:`~.v1_reference.ReferenceStep._admission`,
+        :meth:`~.v1_reference.ReferenceStep._admit`). A later preemption frees its
+        blocks and it recomputes like any other request (so does vLLM:
+        ``update_state_after_alloc`` cleared ``do_remote_prefill``, so the
+        connector matches nothing the second time).
+        """
+        q = self._add(request)
+        if q is not None:
+            q.transferred = True
+
+    def _add(self, request: Request) -> RequestState | None:
+        """Queue ``request`` (``add_request()``), or reject it with the reason; its state."""
         cfg = self.cfg
         p = request.prompt_tokens
         timed = self.timing is not None
@@ -183,7 +225,7 @@ class VllmV1Scheduler(KvEventOps, DecodeGroup, Spans, FcfsStep, ReferenceStep, R
                                               "(vLLM rejects it before scheduling)",
                          key="prompt reaches max_model_len (vLLM rejects it before scheduling)",
                          figures={"prompt_tokens": p, "max_model_len": self.max_model_len})
-            return
+            return None
         last = p + request.max_output_tokens
         if self.max_model_len is not None:
             last = min(last, self.max_model_len)
@@ -194,7 +236,7 @@ class VllmV1Scheduler(KvEventOps, DecodeGroup, Spans, FcfsStep, ReferenceStep, R
                          key="needs more KV blocks than the pool has (vLLM would stall on it)",
                          figures={"needed_blocks": need, "block_tokens": self.block_size,
                                   "pool_blocks": self.pool.usable})
-            return
+            return None
         if not cfg.enable_chunked_prefill:
             # without chunking the whole prompt must fit one step's budget (vLLM
             # refuses max_num_batched_tokens < max_model_len at start-up); a prefix
@@ -206,7 +248,7 @@ class VllmV1Scheduler(KvEventOps, DecodeGroup, Spans, FcfsStep, ReferenceStep, R
                              key="prompt exceeds max_num_batched_tokens with chunked prefill off "
                                  "(vLLM would never schedule it)",
                              figures={"prompt_tokens": p, "max_num_batched_tokens": cfg.max_num_batched_tokens})
-                return
+                return None
         keys = (prompt_block_keys(request, self.block_size, self.prefix_block_size)
                 if self.prefix_caching else [])
         q = RequestState(request, self.ordinal, keys, self.clock.tick, arrival_ms)
@@ -218,6 +260,7 @@ class VllmV1Scheduler(KvEventOps, DecodeGroup, Spans, FcfsStep, ReferenceStep, R
         else:
             self.waiting_fifo.append(q)
         self.steady = False
+        return q
 
     def has_work(self) -> bool:
         return (bool(self.running) or bool(self.waiting_fifo) or bool(self.waiting_heap)

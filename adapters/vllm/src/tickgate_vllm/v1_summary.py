@@ -52,6 +52,12 @@ def summary(s: "VllmV1Scheduler") -> dict[str, Any]:
             "mean_after_schedule": round(s.kv_blocks_sum / steps, 6) if steps else 0.0,
         },
     }
+    if s.transferred_requests:  # disaggregated decode side (absent otherwise: reports stay as they were)
+        out["transferred"] = {
+            "requests": s.transferred_requests,
+            "tokens": s.transferred_tokens,
+            "local_hit_tokens": s.transferred_hit_tokens,
+        }
     if s.kv_capacity is not None:  # num_gpu_blocks: auto (absent otherwise: reports stay as they were)
         out["kv_capacity"] = s.kv_capacity
     return out

@@ -294,3 +294,58 @@ def test_a_fleets_kv_events_round_trip_through_the_vllm_mirror(tmp_path: Path) -
                   "--kv-events", str(events))
     assert res.returncode == 2 and not out.exists() and not events.exists()
     assert "does not record KV-cache events" in res.stderr and res.stderr.count("\n") == 1
+
+
+# -- disaggregated prefill/decode ----------------------------------------------------------------
+def test_disaggregated_prefill_then_transfer_then_decode(tmp_path: Path) -> None:
+    keep: list[Any] = []
+    doc = policy_doc(POLICIES / "fleet-pd.yaml", router={"name": "least-loaded"},
+                     pools={"prefill": {"role": "prefill", "replicas": 2}, "decode": {"role": "decode", "replicas": 2}},
+                     transfer={"bandwidth_gb_s": 50, "latency_ms": 0.1})
+    report = run(write_policy(tmp_path, doc), limit=120, keep=keep)
+    fleet, replicas = keep
+    by_name = {e.name: rep for e, rep in zip(fleet.engines, replicas)}
+    fb = report["fleet"]
+    assert report["summary"]["completed_requests"] == 120
+    # every request prefilled once (one token sampled there), moved once, decoded once
+    prefill = [by_name[f"prefill-{i}"] for i in range(2)]
+    decode = [by_name[f"decode-{i}"] for i in range(2)]
+    assert sum(r["summary"]["request_count"] for r in prefill) == 120 == sum(r["summary"]["request_count"] for r in decode)
+    assert sum(r["summary"]["total_decode_tokens"] for r in prefill) == 0  # its one token is a prefill's sample
+    assert all(o["output_tokens"] == 1 for r in prefill for o in r["outcomes"])
+    requests = list(mooncake(120)[0])
+    wanted = {r.id: r for r in requests}
+    client = {o["id"]: o for o in report["outcomes"]}
+    assert {i: o["output_tokens"] for i, o in client.items()} == {i: r.max_output_tokens for i, r in wanted.items()}
+    # the transfers: one per request, bytes = prompt tokens x the model's KV bytes per token
+    t = fb["transfers"]
+    assert t["count"] == 120 and t["kv_bytes_per_token"] == 131072.0 and "llama-3.1-8b" in t["kv_bytes_source"]
+    assert t["bytes"] == sum(r.prompt_tokens for r in requests) * 131072
+    assert t["ms"]["max"] > t["ms"]["p50"] >= 0.1  # latency + bytes / 50 GB/s
+    # a client sees the whole path: from its arrival (before the prefill) to the decode side's tokens
+    decode_first = {o["id"]: o for r in decode for o in r["outcomes"]}
+    prefill_done = {o["id"]: o for r in prefill for o in r["outcomes"]}
+    for rid, o in client.items():
+        assert o["arrival_ms"] == round(wanted[rid].arrival_ms, 3)
+        assert o["first_token_ms"] == decode_first[rid]["first_token_ms"] > prefill_done[rid]["finished_ms"]
+        assert decode_first[rid]["arrival_ms"] >= prefill_done[rid]["finished_ms"] + 0.1 - 1e-6
+    assert fb["routing"]["prefill"]["router"] == fb["routing"]["decode"]["router"] == "least-loaded"
+    assert set(fb["routing"]["decisions"]) == {"prefill-0", "prefill-1", "decode-0", "decode-1"}
+    # decode steps carry no prefill chunks of other requests: gaps far below a mixed fleet's
+    mixed = run(POLICIES / "fleet-least-loaded.yaml", limit=120)
+    assert report["latency"]["itl_ms"]["p99"] < mixed["latency"]["itl_ms"]["p99"]
+
+
+def test_bad_disaggregated_fleets_are_located_errors(tmp_path: Path) -> None:
+    # no model in the timing section: the bytes per token must be given
+    doc = policy_doc(POLICIES / "vllm-v1-bench.yaml", pools={"p": {"role": "prefill"}, "d": {"role": "decode"}},
+                     transfer={"bandwidth_gb_s": 25})
+    with pytest.raises(InputError, match="kv_bytes_per_token") as caught:
+        run(write_policy(tmp_path, doc), limit=5)
+    assert caught.value.json_path == "$.cluster.transfer" and caught.value.line is not None
+    # a decode side whose scheduler cannot take transferred KV
+    doc = policy_doc(POLICIES / "sglang-default.yaml", pools={"p": {"role": "prefill"}, "d": {"role": "decode"}},
+                     transfer={"bandwidth_gb_s": 25, "kv_bytes_per_token": 131072})
+    with pytest.raises(InputError, match="cannot take a request whose prompt KV arrives computed") as caught:
+        run(write_policy(tmp_path, doc), limit=5)
+    assert caught.value.json_path == "$.scheduler.name"

@@ -129,7 +129,7 @@ def _pool(policy: Policy, registry: Registry, name: str, doc: Mapping[str, Any],
           cluster: Mapping[str, Any], default_router: Selection) -> PoolSpec:
     if "scheduler" in doc:
         block = doc["scheduler"]
-        sel = _select(registry, "scheduler", block["name"], block.get("options", {}), _path(policy),
+        sel = _select(registry, "scheduler", block["name"], block.get("options", {}), policy.path,
                       policy.locations, (*at, "scheduler", "name"), (*at, "scheduler", "options"))
         pool_policy = attrs.evolve(policy, selections={**policy.selections, "scheduler": sel},
                                    scheduler_at=(*at, "scheduler"))
@@ -152,7 +152,7 @@ def _pool(policy: Policy, registry: Registry, name: str, doc: Mapping[str, Any],
 
 def _router(policy: Policy, registry: Registry, block: Mapping[str, Any] | None, at: tuple[Any, ...]) -> Selection:
     block = block or {"name": DEFAULT_ROUTER}
-    return _select(registry, "router", block["name"], block.get("options", {}), _path(policy), policy.locations,
+    return _select(registry, "router", block["name"], block.get("options", {}), policy.path, policy.locations,
                    (*at, "name"), (*at, "options"))
 
 
@@ -175,10 +175,6 @@ def _transfer(policy: Policy, doc: Mapping[str, Any] | None, at: tuple[Any, ...]
     return TransferSpec(bandwidth_bytes_per_ms=float(doc["bandwidth_gb_s"]) * 1e6,
                         latency_ms=float(doc.get("latency_ms", 0.0)), kv_bytes_per_token=float(per_token),
                         bytes_source=source)
-
-
-def _path(policy: Policy) -> str:
-    return policy.path
 
 
 def _error(policy: Policy, message: str, at: tuple[Any, ...]) -> InputError:

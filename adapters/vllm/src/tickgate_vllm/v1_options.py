@@ -64,7 +64,26 @@ class V1Config:
 
     @classmethod
     def from_options(cls, options: Mapping[str, Any]) -> "V1Config":
-        return cls(**{k: options[k] for k in attrs.fields_dict(cls) if k in options})
+        cfg = cls(**{k: options[k] for k in attrs.fields_dict(cls) if k in options})
+        cfg.verify()
+        return cfg
+
+    def verify(self) -> None:
+        """Refuse what vLLM 0.33 refuses when it starts (``SchedulerConfig.verify_max_model_len``
+        in ``vllm/config/scheduler.py``), instead of failing later on one request."""
+        mnbt, mml = self.max_num_batched_tokens, self.max_model_len
+        if not self.enable_chunked_prefill and (mml is None or mnbt < mml):
+            given = "unset (vLLM then takes the model's context length)" if mml is None else str(mml)
+            raise ConfigError(f"with enable_chunked_prefill false, vLLM refuses max_num_batched_tokens "
+                              f"({mnbt}) smaller than max_model_len ({given}): a whole prompt must fit one "
+                              "step; raise max_num_batched_tokens, or set max_model_len to at most it",
+                              option="max_num_batched_tokens")
+        if mnbt < self.max_num_seqs:
+            raise ConfigError(f"vLLM refuses max_num_batched_tokens ({mnbt}) smaller than max_num_seqs "
+                              f"({self.max_num_seqs})", option="max_num_batched_tokens")
+        if mml is not None and self.long_prefill_token_threshold > mml:
+            raise ConfigError(f"vLLM refuses long_prefill_token_threshold ({self.long_prefill_token_threshold}) "
+                              f"greater than max_model_len ({mml})", option="long_prefill_token_threshold")
 
 
 def resolve_num_gpu_blocks(options: Mapping[str, Any], timing: Any

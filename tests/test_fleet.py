@@ -330,6 +330,17 @@ def test_disaggregated_prefill_then_transfer_then_decode(tmp_path: Path) -> None
         assert o["first_token_ms"] == decode_first[rid]["first_token_ms"] > prefill_done[rid]["finished_ms"]
         assert decode_first[rid]["arrival_ms"] >= prefill_done[rid]["finished_ms"] + 0.1 - 1e-6
     assert fb["routing"]["prefill"]["router"] == fb["routing"]["decode"]["router"] == "least-loaded"
+    # the fleet's hit rate is the prefill compute its prefix caches spared: the prefill side's hits;
+    # the decode side's local hits on transferred prompts are in its transferred block instead
+    entries = {r["name"]: r for r in fb["replicas"]}
+    prefill_hits = sum(e.hit_tokens() for e in fleet.engines if e.name.startswith("prefill"))
+    assert prefill_hits > 0
+    assert fb["prefix_cache_hit_rate"] == round(prefill_hits / sum(r.prompt_tokens for r in requests), 6)
+    moved = [entries[f"decode-{i}"]["transferred"] for i in range(2)]
+    assert sum(m["requests"] for m in moved) == 120
+    assert sum(m["tokens"] + m["local_hit_tokens"] for m in moved) == sum(r.prompt_tokens for r in requests)
+    assert all(entries[f"decode-{i}"]["prefix_cache_hit_rate"] == 0.0 for i in range(2))
+    assert all("transferred" not in entries[f"prefill-{i}"] for i in range(2))
     assert set(fb["routing"]["decisions"]) == {"prefill-0", "prefill-1", "decode-0", "decode-1"}
     # decode steps carry no prefill chunks of other requests: gaps far below a mixed fleet's
     mixed = run(POLICIES / "fleet-least-loaded.yaml", limit=120)

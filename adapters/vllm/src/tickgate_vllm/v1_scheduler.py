@@ -274,9 +274,11 @@ class VllmV1Scheduler(KvEventOps, DecodeGroup, Spans, FcfsStep, ReferenceStep, R
         return self.pool.usable
 
     def prefix_hit_tokens(self) -> int:
-        """Prompt tokens the prefix cache supplied at requests' first admissions (a fleet's
-        ``prefix_cache_hit_rate`` divides them by the prompt tokens)."""
-        return self.total_first_hit_tokens
+        """Prompt tokens the prefix cache spared the prefill at requests' first admissions (a
+        fleet's ``prefix_cache_hit_rate`` divides them by the prompt tokens). On the decode side
+        of a disaggregated fleet the prompt was prefilled elsewhere: its local hits spare no
+        compute (they are the ``transferred`` block's ``local_hit_tokens``) and are left out."""
+        return self.total_first_hit_tokens - self.transferred_hit_tokens
 
     def kv_used_pages(self) -> int:
         return self.pool.used

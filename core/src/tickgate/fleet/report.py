@@ -106,6 +106,9 @@ def _fleet_block(fleet: Fleet, replicas: list[dict[str, Any]], prompt_tokens: in
         }
         if "series" in rep:
             entry["series"] = rep["series"]
+        transferred = rep.get("scheduler", {}).get("transferred")
+        if transferred is not None:  # a disaggregated decode side: what arrived by transfer
+            entry["transferred"] = transferred
         entries.append(entry)
     decisions = {t.name: fleet.decision_counts[i] for i, t in enumerate(fleet.targets)}
     block: dict[str, Any] = {

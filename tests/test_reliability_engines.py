@@ -67,6 +67,14 @@ def workloads(draw: Any) -> list[Request]:
     return out
 
 
+def _as_vllm_accepts(options: dict[str, Any]) -> dict[str, Any]:
+    """vLLM refuses chunked prefill off with a step budget below max_model_len: cap the model
+    length at the budget there (longer prompts are then rejected, with a reason)."""
+    if not options["enable_chunked_prefill"]:
+        return {**options, "max_model_len": options["max_num_batched_tokens"]}
+    return options
+
+
 def seed_policy(admission: str) -> Any:
     """A shipped seed policy with random cache geometry."""
     file = {"priority-fcfs": "default", "aimd": "aimd", "deadline-edf": "deadline", "fair-share": "fair-share",
@@ -85,7 +93,7 @@ ENGINE_POLICIES: dict[str, Any] = {
         "max_num_seqs": st.integers(1, 8), "max_num_batched_tokens": st.sampled_from([64, 256, 2048]),
         "enable_chunked_prefill": st.booleans(), "enable_prefix_caching": st.booleans(),
         "policy": st.sampled_from(["fcfs", "priority"]),
-    }),
+    }).map(_as_vllm_accepts),
     "sglang": st.fixed_dictionaries({
         "page_size": st.sampled_from([1, 16]), "max_total_tokens": st.sampled_from([64, 512, 4096]),
         "max_running_requests": st.integers(1, 8), "chunked_prefill_size": st.sampled_from([-1, 64, 2048]),

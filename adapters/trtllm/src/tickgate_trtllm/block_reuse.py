@@ -48,14 +48,18 @@ from .block_keys import PromptIdentity, own_key
 class Block:
     """A KV block a request with identity holds or held (``KVCacheBlock``)."""
 
-    __slots__ = ("key", "length", "units", "parent", "children", "refs", "in_tree")
+    __slots__ = ("key", "length", "units", "lead", "parent", "children", "by_unit", "refs", "in_tree")
 
     def __init__(self) -> None:
         self.key: Hashable = None
         self.length = 0  # tokens of content (tpb when full)
-        self.units: tuple[Hashable, ...] = ()
+        self.units: tuple[Hashable, ...] = ()  # what the workload says its leading tokens are
+        self.lead = 0  # how many tokens ``units`` describe (``length`` unless its rest is its own)
         self.parent: Block | None = None
         self.children: dict[Hashable, Block] = {}
+        #: children by their first unit: the candidates for a partial match, without walking
+        #: every child (the root has one per distinct first block)
+        self.by_unit: dict[Hashable, list[Block]] = {}
         self.refs = 0
         self.in_tree = False
 
@@ -130,9 +134,7 @@ class BlockReuse:
         """The tree loses ``block`` and everything below it (``freeChildren``); a
         descendant that is free stays in the queue as a plain free block."""
         stack = [block]
-        parent = block.parent
-        if parent is not None:
-            del parent.children[block.key]
+        self._detach(block)
         while stack:
             b = stack.pop()
             b.in_tree = False
@@ -140,6 +142,7 @@ class BlockReuse:
             self.evicted_blocks += 1
             stack.extend(b.children.values())
             b.children = {}
+            b.by_unit = {}
 
     # -- matching (loadOrAllocateBlocks) ---------------------------------------
     def match(self, ident: PromptIdentity | None, seq: int, prompt_len: int, *, generated_keys: bool) -> Match:
@@ -157,7 +160,7 @@ class BlockReuse:
         j = 0
         while j < n_blocks and j * tpb < limit:
             length = min(tpb, limit - j * tpb)
-            key, units, unit_tokens, full_key = self._block_id(ident, seq, j, length, generated_keys)
+            key, units, unit_tokens, full_key, _ = self._block_id(ident, seq, j, length, generated_keys)
             if key is None:
                 break
             found = node.children.get(key)  # same key: same tokens, same count
@@ -170,7 +173,7 @@ class BlockReuse:
                         matched = length
                     else:
                         found = None
-                elif units and unit_tokens < tpb:
+                if found is None and units:
                     found, matched = self._best_partial(node, units, unit_tokens, length)
             if found is None or matched == 0:
                 break
@@ -219,45 +222,70 @@ class BlockReuse:
         the tree's insertion order, as TensorRT-LLM walks ``mNextBlocks``)."""
         best: Block | None = None
         best_n = 0
-        for child in node.children.values():
-            if not child.units or not self._candidate(child):
+        whole = unit_tokens == self.tpb  # one unit for the block: it stands for all the tokens it has
+        for child in node.by_unit.get(units[0], ()):
+            if not self._candidate(child):
                 continue
             n = 0
             for a, b in zip(child.units, units):
                 if a != b:
                     break
                 n += 1
-            n = min(n * unit_tokens, length, child.length)
+            n = min(self.tpb if whole and n else n * unit_tokens, length, child.lead)
             if n > best_n:
                 best, best_n = child, n
         return best, best_n
 
     def _evict_quiet(self, block: Block) -> None:
         """``claimLeafBlock`` of a leaf: out of the tree without counting an eviction."""
-        if block.parent is not None:
-            del block.parent.children[block.key]
+        self._detach(block)
         block.parent = None
         block.in_tree = False
 
+    @staticmethod
+    def _attach(node: Block, b: Block) -> None:
+        b.parent = node
+        b.in_tree = True
+        node.children[b.key] = b
+        if b.units:
+            node.by_unit.setdefault(b.units[0], []).append(b)
+
+    @staticmethod
+    def _detach(b: Block) -> None:
+        """``freeLeafBlock``: off its parent's list of next blocks."""
+        node = b.parent
+        if node is None:
+            return
+        del node.children[b.key]
+        if b.units:
+            same = node.by_unit[b.units[0]]
+            same.remove(b)
+            if not same:
+                del node.by_unit[b.units[0]]
+
     def _block_id(self, ident: PromptIdentity | None, seq: int, j: int, length: int, generated_keys: bool
-                  ) -> tuple[Hashable, tuple[Hashable, ...], int, Hashable]:
-        """(key, units, tokens per unit, key of the full block it is the start of) of block ``j``
-        holding ``length`` tokens. A block with fewer than ``tokens_per_block`` tokens has a key
-        that says how many (TensorRT-LLM's key is the tokens themselves), so a partial block and
-        the full block it starts never share a key."""
+                  ) -> tuple[Hashable, tuple[Hashable, ...], int, Hashable, int]:
+        """(key, units, tokens per unit, key of the full block it is the start of, tokens the
+        units describe) of block ``j`` holding ``length`` tokens. A block with fewer than
+        ``tokens_per_block`` tokens has a key that says how many (TensorRT-LLM's key is the
+        tokens themselves), so a partial block and the full block it starts never share a key."""
         tpb = self.tpb
-        if ident is not None and j < len(ident.keys) and length <= ident.lengths[j]:
-            units = ident.units[j]
-            ut = ident.unit_tokens
+        known = ident is not None and j < len(ident.keys)
+        if known and length <= ident.lengths[j]:  # type: ignore[union-attr]
+            units = ident.units[j]  # type: ignore[union-attr]
+            ut = ident.unit_tokens  # type: ignore[union-attr]
             if length == tpb:
-                return ident.keys[j], units, ut, None
+                return ident.keys[j], units, ut, None, length  # type: ignore[union-attr]
             if ut < tpb:  # token ids, or workload ids finer than a block: the leading units
                 units = units[:-(-length // ut)]
-                return ("part", ident.keys[j - 1] if j else 0, units, length), units, ut, None
-            return ("part", ident.keys[j], length), units, ut, ident.keys[j]
+                return ("part", ident.keys[j - 1] if j else 0, units, length), units, ut, None, length  # type: ignore
+            return ("part", ident.keys[j], length), units, ut, ident.keys[j], length  # type: ignore[union-attr]
         if generated_keys:
-            return (own_key(seq, j) if length == tpb else (*own_key(seq, j), length)), (), tpb, None
-        return None, (), tpb, None
+            key = own_key(seq, j) if length == tpb else (*own_key(seq, j), length)
+            if known:  # starts with known tokens, then the request's own: those can still match partly
+                return key, ident.units[j], ident.unit_tokens, None, ident.lengths[j]  # type: ignore[union-attr]
+            return key, (), tpb, None, 0
+        return None, (), tpb, None, 0
 
     # -- storing (storeBlocks) -------------------------------------------------
     def store(self, blocks: Sequence[Block], ident: PromptIdentity | None, seq: int, tokens: int,
@@ -270,7 +298,7 @@ class BlockReuse:
         need_match = True
         for j in range(min(n, len(blocks))):
             length = min(tpb, tokens - j * tpb)
-            key, units, _, _ = self._block_id(ident, seq, j, length, True)
+            key, units, _, _, lead = self._block_id(ident, seq, j, length, True)
             b = blocks[j]
             if need_match:
                 found = node.children.get(key)
@@ -281,10 +309,8 @@ class BlockReuse:
             if b.in_tree:  # pragma: no cover - a request's blocks past its matched prefix are its own
                 node = b
                 continue
-            b.key, b.length, b.units = key, length, units
-            b.parent = node
-            b.in_tree = True
-            node.children[key] = b
+            b.key, b.length, b.units, b.lead = key, length, units, lead
+            self._attach(node, b)
             node = b
             self.stored_blocks += 1
 

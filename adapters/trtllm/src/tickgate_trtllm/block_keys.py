@@ -13,8 +13,8 @@ workload says about them:
 * ``Request.prefix_blocks``: opaque ids of the prompt's blocks of
   ``prefix_block_size`` tokens (the workload's ``block_size``; Mooncake: 512),
   two requests with the same leading ids sharing those tokens. An id covering
-  a KV block or more is one unit per KV block (``(id, offset)``); ids finer
-  than a KV block are the units themselves.
+  a KV block or more is one unit per KV block (its key says which id and
+  where in it); ids finer than a KV block are the units themselves.
 
 A block's key is its parent's key chained with its tuple of units (Python's
 hash of int tuples: not salted, so the same in every process; only equality
@@ -41,20 +41,24 @@ from tickgate import Request
 class PromptIdentity:
     """What the workload says about a prompt's content, in KV blocks of ``tpb`` tokens.
 
-    ``keys[j]`` / ``units[j]`` / ``lengths[j]`` describe block ``j`` for
-    ``j < len(keys)``: its chained key, its units (compared for partial
-    matches) and the tokens of it the identity covers (``tpb`` except maybe for
-    the last). ``unit_tokens`` is how many tokens one unit stands for."""
+    ``keys[j]`` is block ``j``'s chained key for ``j < len(keys)``; the identity
+    covers the first ``covered`` tokens (all of every block but maybe the last).
+    ``units[j]`` (token ids, or workload ids finer than a block; None when a unit
+    is a whole block) is what a partial match compares; ``unit_tokens`` is how
+    many tokens one unit stands for."""
 
-    __slots__ = ("keys", "units", "lengths", "unit_tokens", "covered")
+    __slots__ = ("keys", "units", "unit_tokens", "covered")
 
-    def __init__(self, keys: list[Hashable], units: list[tuple[Hashable, ...]], lengths: list[int],
-                 unit_tokens: int, covered: int) -> None:
+    def __init__(self, keys: list[Hashable], units: list[tuple[Hashable, ...]] | None, unit_tokens: int,
+                 covered: int) -> None:
         self.keys = keys
         self.units = units
-        self.lengths = lengths
         self.unit_tokens = unit_tokens
         self.covered = covered
+
+    def length(self, j: int, tpb: int) -> int:
+        """Tokens of block ``j`` the identity covers."""
+        return min(tpb, self.covered - j * tpb)
 
 
 def prompt_identity(r: Request, tpb: int, prefix_block_size: int | None) -> PromptIdentity | None:
@@ -70,37 +74,41 @@ def prompt_identity(r: Request, tpb: int, prefix_block_size: int | None) -> Prom
     covered = min(prompt, len(ids) * wbs)
     if covered <= 0:
         return None
-    if wbs >= tpb:
-        # one unit per KV block: the workload ids it overlaps and where it starts in the first
-        units = []
+    blocks = -(-covered // tpb)
+    if wbs % tpb == 0:
+        # a workload id is ``per`` whole KV blocks: the id's base (its chain of ids) times
+        # ``per`` plus the block's offset in it, exact in Python's unbounded ints
+        per = wbs // tpb
+        keys: list[Hashable] = []
+        parent = 0
+        for bid in ids[:-(-blocks // per)]:
+            parent = hash((parent, bid))
+            keys.extend(range(parent * per, parent * per + per))
+        del keys[blocks:]
+        return PromptIdentity(keys, None, tpb, covered)
+    if wbs > tpb:  # ids that straddle KV blocks: a block is the ids it overlaps and where it starts
+        keys = []
+        parent = 0
         for start in range(0, covered, tpb):
             end = min(start + tpb, covered)
-            units.append((*ids[start // wbs:(end - 1) // wbs + 1], start % wbs))
-        return _chain(units, tpb, covered, per_unit_block=True)
-    per = tpb // wbs if tpb % wbs == 0 else 0
-    if not per:
-        return None  # ids that straddle KV blocks say nothing usable at block granularity
+            parent = hash((parent, ids[start // wbs:(end - 1) // wbs + 1], start % wbs))
+            keys.append(parent)
+        return PromptIdentity(keys, None, tpb, covered)
+    if tpb % wbs:
+        return None  # ids finer than a block that do not divide it: nothing usable per block
+    per = tpb // wbs
     used = ids[:-(-covered // wbs)]
     return _chain([tuple(used[i:i + per]) for i in range(0, len(used), per)], wbs, covered)
 
 
-def _chain(units: list[tuple[Hashable, ...]], unit_tokens: int, covered: int,
-           per_unit_block: bool = False) -> PromptIdentity:
-    """Chained keys of ``units`` (one tuple per KV block); ``per_unit_block``: each
-    tuple is one unit standing for the whole block (workload ids of a KV block or more)."""
+def _chain(units: list[tuple[Hashable, ...]], unit_tokens: int, covered: int) -> PromptIdentity:
+    """Chained keys of ``units`` (one tuple of units per KV block)."""
     keys: list[Hashable] = []
-    lengths: list[int] = []
     parent = 0
-    start = 0
     for u in units:
         parent = hash((parent, u))
         keys.append(parent)
-        n = unit_tokens if per_unit_block else len(u) * unit_tokens
-        lengths.append(min(n, covered - start))
-        start += n
-    if per_unit_block:
-        units = [(u,) for u in units]
-    return PromptIdentity(keys, units, lengths, unit_tokens, covered)
+    return PromptIdentity(keys, units, unit_tokens, covered)
 
 
 def own_key(seq: int, j: int) -> Hashable:

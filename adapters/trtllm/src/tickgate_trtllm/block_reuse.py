@@ -44,23 +44,30 @@ from typing import Hashable, Sequence
 
 from .block_keys import PromptIdentity, own_key
 
+_NO_UNITS: tuple[Hashable, ...] = ()
+
 
 class Block:
-    """A KV block a request with identity holds or held (``KVCacheBlock``)."""
+    """A KV block a request with identity holds or held (``KVCacheBlock``).
 
-    __slots__ = ("key", "length", "units", "lead", "parent", "children", "by_unit", "refs", "in_tree")
+    ``lead`` tokens of it are known content (``length`` for a shared block;
+    fewer when the rest is the request's own), found again by a partial match
+    through its parent's ``partials`` under ``index`` (its first unit, or for
+    whole-block units the key of the shared block it starts like)."""
+
+    __slots__ = ("key", "length", "lead", "units", "index", "parent", "children", "partials", "refs",
+                 "in_tree")
 
     def __init__(self) -> None:
         self.key: Hashable = None
-        self.length = 0  # tokens of content (tpb when full)
-        self.units: tuple[Hashable, ...] = ()  # what the workload says its leading tokens are
-        self.lead = 0  # how many tokens ``units`` describe (``length`` unless its rest is its own)
+        self.length = 0
+        self.lead = 0
+        self.units = _NO_UNITS
+        self.index: Hashable = None
         self.parent: Block | None = None
-        self.children: dict[Hashable, Block] = {}
-        #: children by their first unit: the candidates for a partial match, without walking
-        #: every child (the root has one per distinct first block)
-        self.by_unit: dict[Hashable, list[Block]] = {}
-        self.refs = 0
+        self.children: dict[Hashable, Block] | None = None
+        self.partials: dict[Hashable, list[Block]] | None = None
+        self.refs = 1
         self.in_tree = False
 
 
@@ -73,28 +80,28 @@ class _Run:
 class Match:
     """What ``loadOrAllocateBlocks`` found for one request."""
 
-    __slots__ = ("blocks", "hit_tokens", "from_free", "reused", "partial")
+    __slots__ = ("blocks", "hit_tokens", "from_free")
 
-    def __init__(self, blocks: list[Block], hit_tokens: int, from_free: int, reused: int, partial: bool) -> None:
+    def __init__(self, blocks: list[Block], hit_tokens: int, from_free: int) -> None:
         self.blocks = blocks
         self.hit_tokens = hit_tokens
         self.from_free = from_free  # blocks that left the free queue (claimed or new)
-        self.reused = reused  # blocks found in the tree
-        self.partial = partial
 
 
 class BlockReuse:
     """The pool's free queue and the tree of cached blocks; block counts stay the scheduler's."""
 
-    def __init__(self, total_blocks: int, tpb: int, *, partial_reuse: bool, copy_on_partial_reuse: bool) -> None:
+    def __init__(self, free_blocks: int, tpb: int, *, partial_reuse: bool, copy_on_partial_reuse: bool) -> None:
         self.tpb = tpb
         self.partial_reuse = partial_reuse
         self.copy_on_partial_reuse = copy_on_partial_reuse
         self.root = Block()
         self.root.in_tree = True
+        self.root.children = {}
         #: the free queue, front first: Block -> 1, or _Run -> its count of anonymous blocks
         self.free: OrderedDict[object, int] = OrderedDict()
-        self.free[_Run()] = total_blocks
+        if free_blocks:
+            self.free[_Run()] = free_blocks
         # totals for the report
         self.reused_blocks = 0
         self.missed_blocks = 0
@@ -114,16 +121,11 @@ class BlockReuse:
                     free[entry] = count - n
                     free.move_to_end(entry, last=False)
                     count = n
-            else:
-                if entry.in_tree:  # type: ignore[attr-defined]
-                    self._evict(entry)  # type: ignore[arg-type]
-                count = 1
+            elif entry.in_tree:  # type: ignore[attr-defined]
+                self._evict(entry)  # type: ignore[arg-type]
             n -= count
             if blocks is not None:
-                for _ in range(count):
-                    b = Block()
-                    b.refs = 1
-                    blocks.append(b)
+                blocks.extend([Block() for _ in range(count)])
 
     def release_anonymous(self, n: int) -> None:
         """``n`` anonymous blocks join the back of the free queue."""
@@ -133,122 +135,28 @@ class BlockReuse:
     def _evict(self, block: Block) -> None:
         """The tree loses ``block`` and everything below it (``freeChildren``); a
         descendant that is free stays in the queue as a plain free block."""
-        stack = [block]
         self._detach(block)
+        stack = [block]
         while stack:
             b = stack.pop()
             b.in_tree = False
             b.parent = None
             self.evicted_blocks += 1
-            stack.extend(b.children.values())
-            b.children = {}
-            b.by_unit = {}
-
-    # -- matching (loadOrAllocateBlocks) ---------------------------------------
-    def match(self, ident: PromptIdentity | None, seq: int, prompt_len: int, *, generated_keys: bool) -> Match:
-        """Blocks for a prompt of ``prompt_len`` tokens: the tree's where they match, new ones for
-        the rest. ``generated_keys``: blocks past the identity have the request's own keys (a
-        paused request's stored blocks can be found again)."""
-        tpb = self.tpb
-        n_blocks = -(-prompt_len // tpb)
-        limit = prompt_len - 1  # the last token is never taken from the cache
-        node = self.root
-        blocks: list[Block] = []
-        hit = 0
-        from_free = 0
-        partial = False
-        j = 0
-        while j < n_blocks and j * tpb < limit:
-            length = min(tpb, limit - j * tpb)
-            key, units, unit_tokens, full_key, _ = self._block_id(ident, seq, j, length, generated_keys)
-            if key is None:
-                break
-            found = node.children.get(key)  # same key: same tokens, same count
-            exact = found is not None
-            matched = length if exact else 0
-            if not exact and self.partial_reuse:
-                if full_key is not None:  # a known block the prompt ends in: its leading tokens
-                    found = node.children.get(full_key)
-                    if found is not None and self._candidate(found):
-                        matched = length
-                    else:
-                        found = None
-                if found is None and units:
-                    found, matched = self._best_partial(node, units, unit_tokens, length)
-            if found is None or matched == 0:
-                break
-            if exact and length == tpb:
-                if found.refs == 0:
-                    self.free.pop(found)
-                    from_free += 1
-                found.refs += 1
-                blocks.append(found)
-                hit += tpb
-                node = found
-                self.reused_blocks += 1
-                j += 1
-                continue
-            # a partial match: take the block over if nobody else can use it, else copy its tokens
-            partial = True
-            if found.refs == 0 and not found.children:
-                self.free.pop(found)
-                self._evict_quiet(found)
-                found.refs = 1
-                blocks.append(found)
-                from_free += 1
-            else:
-                self.take(1, blocks)
-                from_free += 1
-            hit += matched
-            self.reused_blocks += 1
-            j += 1
-            break
-        reused = len(blocks)
-        rest = n_blocks - reused
-        self.missed_blocks += rest
-        if rest:
-            self.take(rest, blocks)
-            from_free += rest
-        self.reused_tokens += hit
-        return Match(blocks, hit, from_free, reused, partial)
-
-    def _candidate(self, block: Block) -> bool:
-        """A block that matches only partly may be reused (``findMatchingBlock``)."""
-        return self.partial_reuse and (self.copy_on_partial_reuse or (block.refs == 0 and not block.children))
-
-    def _best_partial(self, node: Block, units: tuple[Hashable, ...], unit_tokens: int,
-                      length: int) -> tuple[Block | None, int]:
-        """The child of ``node`` sharing the most leading tokens with ``units`` (first best in
-        the tree's insertion order, as TensorRT-LLM walks ``mNextBlocks``)."""
-        best: Block | None = None
-        best_n = 0
-        whole = unit_tokens == self.tpb  # one unit for the block: it stands for all the tokens it has
-        for child in node.by_unit.get(units[0], ()):
-            if not self._candidate(child):
-                continue
-            n = 0
-            for a, b in zip(child.units, units):
-                if a != b:
-                    break
-                n += 1
-            n = min(self.tpb if whole and n else n * unit_tokens, length, child.lead)
-            if n > best_n:
-                best, best_n = child, n
-        return best, best_n
-
-    def _evict_quiet(self, block: Block) -> None:
-        """``claimLeafBlock`` of a leaf: out of the tree without counting an eviction."""
-        self._detach(block)
-        block.parent = None
-        block.in_tree = False
+            if b.children:
+                stack.extend(b.children.values())
+            b.children = b.partials = None
 
     @staticmethod
     def _attach(node: Block, b: Block) -> None:
         b.parent = node
         b.in_tree = True
+        if node.children is None:
+            node.children = {}
         node.children[b.key] = b
-        if b.units:
-            node.by_unit.setdefault(b.units[0], []).append(b)
+        if b.index is not None:
+            if node.partials is None:
+                node.partials = {}
+            node.partials.setdefault(b.index, []).append(b)
 
     @staticmethod
     def _detach(b: Block) -> None:
@@ -256,36 +164,134 @@ class BlockReuse:
         node = b.parent
         if node is None:
             return
-        del node.children[b.key]
-        if b.units:
-            same = node.by_unit[b.units[0]]
+        del node.children[b.key]  # type: ignore[union-attr]
+        if b.index is not None:
+            same = node.partials[b.index]  # type: ignore[index]
             same.remove(b)
             if not same:
-                del node.by_unit[b.units[0]]
+                del node.partials[b.index]  # type: ignore[union-attr]
+        b.parent = None
+        b.in_tree = False
 
-    def _block_id(self, ident: PromptIdentity | None, seq: int, j: int, length: int, generated_keys: bool
-                  ) -> tuple[Hashable, tuple[Hashable, ...], int, Hashable, int]:
-        """(key, units, tokens per unit, key of the full block it is the start of, tokens the
-        units describe) of block ``j`` holding ``length`` tokens. A block with fewer than
-        ``tokens_per_block`` tokens has a key that says how many (TensorRT-LLM's key is the
-        tokens themselves), so a partial block and the full block it starts never share a key."""
+    # -- matching (loadOrAllocateBlocks) ---------------------------------------
+    def match(self, ident: PromptIdentity | None, seq: int, prompt_len: int) -> Match:
+        """Blocks for a prompt of ``prompt_len`` tokens: the tree's where they match, new ones for
+        the rest (blocks past the identity have the request's own keys, so a paused request's
+        stored blocks are found again)."""
         tpb = self.tpb
-        known = ident is not None and j < len(ident.keys)
-        if known and length <= ident.lengths[j]:  # type: ignore[union-attr]
-            units = ident.units[j]  # type: ignore[union-attr]
-            ut = ident.unit_tokens  # type: ignore[union-attr]
-            if length == tpb:
-                return ident.keys[j], units, ut, None, length  # type: ignore[union-attr]
-            if ut < tpb:  # token ids, or workload ids finer than a block: the leading units
-                units = units[:-(-length // ut)]
-                return ("part", ident.keys[j - 1] if j else 0, units, length), units, ut, None, length  # type: ignore
-            return ("part", ident.keys[j], length), units, ut, ident.keys[j], length  # type: ignore[union-attr]
-        if generated_keys:
+        n_blocks = -(-prompt_len // tpb)
+        limit = prompt_len - 1  # the last token is never taken from the cache
+        node = self.root
+        blocks: list[Block] = []
+        hit = 0
+        from_free = 0
+        free = self.free
+        j = 0
+        while j * tpb < limit:
+            length = min(tpb, limit - j * tpb)
+            key, units, full_key, _, _ = self._block_id(ident, seq, j, length)
+            children = node.children
+            found = children.get(key) if children else None  # same key: same tokens, same count
+            if found is not None and length == tpb:  # a full block: claim it, go on below it
+                if found.refs == 0:
+                    del free[found]
+                    from_free += 1
+                found.refs += 1
+                blocks.append(found)
+                hit += tpb
+                node = found
+                j += 1
+                continue
+            matched = length
+            if found is None:
+                if not self.partial_reuse:
+                    break
+                found, matched = self._best_partial(node, units, full_key, length, ident)
+                if found is None:
+                    break
+            # a partial match: take the block over if nobody else can use it, else copy its tokens
+            if found.refs == 0 and not found.children:
+                del free[found]
+                self._detach(found)
+                found.refs = 1
+                found.key, found.index = None, None
+                blocks.append(found)
+            else:
+                self.take(1, blocks)
+            from_free += 1
+            hit += matched
+            j += 1
+            break
+        self.reused_blocks += j
+        rest = n_blocks - len(blocks)
+        self.missed_blocks += rest
+        if rest:
+            self.take(rest, blocks)
+            from_free += rest
+        self.reused_tokens += hit
+        return Match(blocks, hit, from_free)
+
+    def _candidate(self, block: Block) -> bool:
+        """A block that matches only partly may be reused (``findMatchingBlock``)."""
+        return self.copy_on_partial_reuse or (block.refs == 0 and not block.children)
+
+    def _best_partial(self, node: Block, units: tuple[Hashable, ...], full_key: Hashable, length: int,
+                      ident: PromptIdentity | None) -> tuple[Block | None, int]:
+        """The next block below ``node`` sharing the most leading tokens with ours (the first of
+        the best in the order they were stored, as TensorRT-LLM walks ``mNextBlocks``)."""
+        best: Block | None = None
+        best_n = 0
+        if full_key is not None or not units:  # whole-block units: the blocks that start like ours
+            if full_key is None:
+                return None, 0
+            full = node.children.get(full_key) if node.children else None
+            cands = ([full] if full is not None else []) + (node.partials.get(full_key, [])
+                                                              if node.partials else [])
+            for c in cands:
+                n = min(length, c.lead)
+                if n > best_n and self._candidate(c):
+                    best, best_n = c, n
+            return best, best_n
+        if not node.partials:
+            return None, 0
+        ut = ident.unit_tokens  # type: ignore[union-attr]
+        for c in node.partials.get(units[0], ()):
+            if not self._candidate(c):
+                continue
+            n = 0
+            for a, b in zip(c.units, units):
+                if a != b:
+                    break
+                n += 1
+            n = min(n * ut, length, c.lead)
+            if n > best_n:
+                best, best_n = c, n
+        return best, best_n
+
+    def _block_id(self, ident: PromptIdentity | None, seq: int, j: int, length: int
+                  ) -> tuple[Hashable, tuple[Hashable, ...], Hashable, int, Hashable]:
+        """(key, units, key of the shared full block it starts like, tokens of known content,
+        index among its parent's partial candidates) of block ``j`` holding ``length`` tokens.
+        A block with fewer than ``tokens_per_block`` tokens has a key that says how many
+        (TensorRT-LLM's key is the tokens themselves), so a partial block and the full block it
+        starts never share a key."""
+        tpb = self.tpb
+        if ident is not None and j < len(ident.keys):
+            known = ident.length(j, tpb)
+            units = ident.units[j] if ident.units is not None else _NO_UNITS
+            if length <= known:
+                if length == tpb:
+                    return ident.keys[j], units, None, tpb, units[0] if units else None
+                if units:  # token ids, or workload ids finer than a block: the leading units
+                    units = units[:-(-length // ident.unit_tokens)]
+                    return ("part", ident.keys[j - 1] if j else 0, units, length), units, None, length, units[0]
+                return ("part", ident.keys[j], length), units, ident.keys[j], length, ident.keys[j]
+            # known tokens, then the request's own: the known ones can still match partly
             key = own_key(seq, j) if length == tpb else (*own_key(seq, j), length)
-            if known:  # starts with known tokens, then the request's own: those can still match partly
-                return key, ident.units[j], ident.unit_tokens, None, ident.lengths[j]  # type: ignore[union-attr]
-            return key, (), tpb, None, 0
-        return None, (), tpb, None, 0
+            if units:
+                return key, units, None, known, units[0]
+            return key, units, ident.keys[j], known, ident.keys[j]
+        return (own_key(seq, j) if length == tpb else (*own_key(seq, j), length)), _NO_UNITS, None, 0, None
 
     # -- storing (storeBlocks) -------------------------------------------------
     def store(self, blocks: Sequence[Block], ident: PromptIdentity | None, seq: int, tokens: int,
@@ -293,26 +299,32 @@ class BlockReuse:
         """Enter the blocks holding the first ``tokens`` tokens into the tree (``full_only``:
         only the full ones, ``storeContextBlocks``)."""
         tpb = self.tpb
-        n = tokens // tpb if full_only else -(-tokens // tpb)
+        n = min(tokens // tpb if full_only else -(-tokens // tpb), len(blocks))
         node = self.root
-        need_match = True
-        for j in range(min(n, len(blocks))):
-            length = min(tpb, tokens - j * tpb)
-            key, units, _, _, lead = self._block_id(ident, seq, j, length, True)
+        j = 0
+        # the blocks the tree has already (matched, or stored by another request meanwhile)
+        while j < n:
             b = blocks[j]
-            if need_match:
-                found = node.children.get(key)
-                if found is not None:
-                    node = found
-                    continue
-                need_match = False
-            if b.in_tree:  # pragma: no cover - a request's blocks past its matched prefix are its own
+            if b.in_tree:
                 node = b
+                j += 1
                 continue
-            b.key, b.length, b.units, b.lead = key, length, units, lead
-            self._attach(node, b)
+            key = self._block_id(ident, seq, j, min(tpb, tokens - j * tpb))[0]
+            found = node.children.get(key) if node.children else None
+            if found is None:
+                break
+            node = found
+            j += 1
+        attach = self._attach
+        block_id = self._block_id
+        self.stored_blocks += max(0, n - j)
+        for j in range(j, n):
+            b = blocks[j]
+            length = min(tpb, tokens - j * tpb)
+            b.key, b.units, _, b.lead, b.index = block_id(ident, seq, j, length)
+            b.length = length
+            attach(node, b)
             node = b
-            self.stored_blocks += 1
 
     # -- releasing (releaseBlocks) ---------------------------------------------
     def release(self, blocks: Sequence[Block]) -> int:
@@ -332,9 +344,10 @@ class BlockReuse:
         or the prompt has no full block)."""
         tpb = self.tpb
         node = self.root
+        keys = ident.keys if ident is not None else ()
         for j in range(prompt_len // tpb):
-            key = self._block_id(ident, seq, j, tpb, True)[0]
-            found = node.children.get(key)
+            key = keys[j] if j < len(keys) and ident.length(j, tpb) == tpb else own_key(seq, j)  # type: ignore
+            found = node.children.get(key) if node.children else None
             if found is None:
                 return key
             node = found

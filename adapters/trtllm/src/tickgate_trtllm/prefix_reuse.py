@@ -108,7 +108,7 @@ class KvReuse:
             n = -(-req.prompt_len // self.tpb)
             self.pool.take(n)
             return size, n, 0
-        m = self.pool.match(self.identity(req), req.seq, req.prompt_len, generated_keys=True)
+        m = self.pool.match(self.identity(req), req.seq, req.prompt_len)
         req.kv = m.blocks
         hit = m.hit_tokens
         if req.admitted_tick is None:

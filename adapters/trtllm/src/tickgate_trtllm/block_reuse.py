@@ -122,7 +122,11 @@ class BlockReuse:
                     free.move_to_end(entry, last=False)
                     count = n
             elif entry.in_tree:  # type: ignore[attr-defined]
-                self._evict(entry)  # type: ignore[arg-type]
+                if entry.children:  # type: ignore[attr-defined]
+                    self._evict(entry)  # type: ignore[arg-type]
+                else:  # a leaf, as free blocks nearly always are
+                    self._detach(entry)  # type: ignore[arg-type]
+                    self.evicted_blocks += 1
             n -= count
             if blocks is not None:
                 blocks.extend([Block() for _ in range(count)])
@@ -277,7 +281,9 @@ class BlockReuse:
         starts never share a key."""
         tpb = self.tpb
         if ident is not None and j < len(ident.keys):
-            known = ident.length(j, tpb)
+            known = ident.covered - j * tpb
+            if known > tpb:
+                known = tpb
             units = ident.units[j] if ident.units is not None else _NO_UNITS
             if length <= known:
                 if length == tpb:
@@ -346,7 +352,7 @@ class BlockReuse:
         node = self.root
         keys = ident.keys if ident is not None else ()
         for j in range(prompt_len // tpb):
-            key = keys[j] if j < len(keys) and ident.length(j, tpb) == tpb else own_key(seq, j)  # type: ignore
+            key = keys[j] if j < len(keys) and ident.covered >= (j + 1) * tpb else own_key(seq, j)  # type: ignore
             found = node.children.get(key) if node.children else None
             if found is None:
                 return key

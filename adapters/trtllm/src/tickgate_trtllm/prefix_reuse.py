@@ -31,7 +31,7 @@ blocks again; those count in ``reused_tokens`` only).
 
 from __future__ import annotations
 
-from typing import Any, Callable, Hashable, Sequence
+from typing import Any, Callable, Hashable
 
 from .block_keys import PromptIdentity, prompt_identity
 from .block_reuse import BlockReuse
@@ -50,6 +50,9 @@ class KvReuse:
         self.prompt_tokens = 0  # their prompt tokens (the hit rate's denominator)
         self.hit_tokens = 0  # found at first admissions
         self.skipped = 0  # steps a context was left for a block another context is computing
+        #: contexts with identity that have started and not finished (by arrival number, in the
+        #: order they started): the blocks they will contribute are known to the skip check
+        self.running: dict[int, Any] = {}
 
     def identity(self, req: Any) -> PromptIdentity | None:
         """The request's prompt identity, computed when first needed."""
@@ -59,16 +62,15 @@ class KvReuse:
         return req.ident
 
     # -- the capacity scheduler ------------------------------------------------
-    def skipper(self, contexts: Sequence[Any]) -> Callable[[Any], bool]:
+    def skipper(self) -> Callable[[Any], bool]:
         """``beneficialToSkip`` for one capacity-scheduling walk; the blocks the contexts already
         running will contribute are registered first (``prefillWithChunkedContextsAlreadyExecuting``)."""
         contributed: set[Hashable] = set()
         pool = self.pool
-        for req in contexts:
-            if req.context_done > 0 and req.kv is not None:
-                key = pool.first_new_block(self.identity(req), req.seq, req.prompt_len)
-                if key is not None:
-                    contributed.add(key)
+        for req in self.running.values():
+            key = pool.first_new_block(self.identity(req), req.seq, req.prompt_len)
+            if key is not None:
+                contributed.add(key)
 
         def skip(req: Any) -> bool:
             if req.started or not req.keyed:
@@ -110,6 +112,7 @@ class KvReuse:
             return size, n, 0
         m = self.pool.match(self.identity(req), req.seq, req.prompt_len)
         req.kv = m.blocks
+        self.running[req.seq] = req
         hit = m.hit_tokens
         if req.admitted_tick is None:
             self.requests += 1
@@ -129,6 +132,7 @@ class KvReuse:
     def context_done(self, req: Any) -> None:
         """``storeContextBlocks``: the prompt's full blocks enter the tree."""
         if req.kv is not None:
+            self.running.pop(req.seq, None)
             self.pool.store(req.kv, self.identity(req), req.seq, req.prompt_len, full_only=True)
 
     def release(self, req: Any, computed: int) -> int:
@@ -137,6 +141,7 @@ class KvReuse:
         if req.kv is None:
             self.pool.release_anonymous(req.blocks)
             return req.blocks
+        self.running.pop(req.seq, None)
         if computed > 0:
             self.pool.store(req.kv, self.identity(req), req.seq, computed, full_only=False)
         freed = self.pool.release(req.kv)

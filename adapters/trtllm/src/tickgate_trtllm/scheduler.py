@@ -281,7 +281,7 @@ class TrtllmScheduler(Scheduler):
         free = self.total_blocks - self.used_blocks
         paused: list[_Req] = []
         reuse = self.reuse
-        skip = reuse.skipper(self.contexts) if reuse is not None and self.policy != "STATIC_BATCH" else None
+        skip = reuse.skipper() if reuse is not None and self.policy != "STATIC_BATCH" else None
         if self.policy == "MAX_UTILIZATION":
             fitting, paused = max_utilization(self.generating, self.contexts, free, self.max_batch_size,
                                               skip=skip, freed_by=reuse.sole_blocks() if reuse else None)

@@ -15,12 +15,19 @@ Mirrors ``cpp/tensorrt_llm/batch_manager/capacityScheduler.cpp``:
   tried again; with nothing left to pause the walk stops.
 
 All three stop at ``max_batch_size`` scheduled requests (``maxNumRequests``).
+
+With block reuse, ``skip`` is ``beneficialToSkip`` (:mod:`.prefix_reuse`): a
+context not started yet that it names is passed over for this step (before
+the request-count and block checks, as in ``GuaranteedNoEvictScheduler::impl``
+and ``MaxUtilizationScheduler::operator()``); ``freed_by`` says how many blocks
+pausing a request frees (shared blocks stay with the requests still holding
+them, ``schedulingRemoveSequence``).
 """
 
 from __future__ import annotations
 
 import heapq
-from typing import Iterable, Protocol, Sequence
+from typing import Callable, Iterable, Protocol, Sequence
 
 POLICIES = ("GUARANTEED_NO_EVICT", "MAX_UTILIZATION", "STATIC_BATCH")
 
@@ -37,7 +44,8 @@ class Active(Protocol):
 
 
 def guaranteed_no_evict(generating: Sequence[Active], contexts: Iterable[Active], free_blocks: int,
-                        max_requests: int, static_batch: bool = False) -> list[Active]:
+                        max_requests: int, static_batch: bool = False,
+                        skip: Callable[[Active], bool] | None = None) -> list[Active]:
     """Scheduled requests, generation first then contexts, in list order."""
     scheduled: list[Active] = []
     available = free_blocks
@@ -49,6 +57,8 @@ def guaranteed_no_evict(generating: Sequence[Active], contexts: Iterable[Active]
     if static_batch and scheduled:
         return scheduled
     for req in contexts:
+        if skip is not None and skip(req):
+            continue
         if len(scheduled) >= max_requests:
             break
         need = req.blocks_to_completion()
@@ -60,7 +70,8 @@ def guaranteed_no_evict(generating: Sequence[Active], contexts: Iterable[Active]
 
 
 def max_utilization(generating: Sequence[Active], contexts: Sequence[Active], free_blocks: int,
-                    max_requests: int) -> tuple[list[Active], list[Active]]:
+                    max_requests: int, skip: Callable[[Active], bool] | None = None,
+                    freed_by: Callable[[Active], int] | None = None) -> tuple[list[Active], list[Active]]:
     """(scheduled, paused): the active list is the arrival-ordered merge of both lists."""
     started = sorted((r for r in (*generating, *contexts) if r.started), key=lambda r: r.seq)
     merged = heapq.merge(generating, contexts, key=lambda r: r.seq)
@@ -71,6 +82,9 @@ def max_utilization(generating: Sequence[Active], contexts: Sequence[Active], fr
     end = None  # requests at or after this seq were paused: the walk stops there
     req = next(merged, None)
     while req is not None and (end is None or req.seq < end):
+        if skip is not None and skip(req):
+            req = next(merged, None)
+            continue
         need = req.blocks_next_step()
         if len(scheduled) < max_requests and used + need <= free:
             scheduled.append(req)
@@ -81,7 +95,7 @@ def max_utilization(generating: Sequence[Active], contexts: Sequence[Active], fr
             started.pop()
         if started and started[-1].seq >= req.seq:
             victim = started.pop()
-            free += victim.blocks
+            free += victim.blocks if freed_by is None else freed_by(victim)
             paused.append(victim)
             end = victim.seq
         else:

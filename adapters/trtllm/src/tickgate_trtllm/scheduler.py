@@ -12,6 +12,12 @@ block at a time in generation; the last context chunk emits the first token.
 A paused request (MAX_UTILIZATION only) loses its blocks and keeps its place
 in the active list; it runs its context again over prompt plus the tokens it
 had generated (TensorRT-LLM's ``LlmRequest::pause``).
+
+With ``enable_block_reuse`` (on, as in TensorRT-LLM's ``KvCacheConfig``) and a
+workload that says what prompts hold (prefix blocks or token ids), blocks are
+found again in the cache when a context starts (:mod:`.prefix_reuse`,
+:mod:`.block_reuse`); without that information every block is anonymous and
+the step is exactly the one without reuse.
 """
 
 from __future__ import annotations
@@ -24,6 +30,7 @@ from tickgate import (BuildContext, ConfigError, Horizon, InputError, ReplayErro
 
 from .capacity import POLICIES, guaranteed_no_evict, max_utilization
 from .micro_batch import CHUNKING_POLICIES, micro_batch
+from .prefix_reuse import KvReuse
 
 _INT = {"type": "integer", "minimum": 1, "maximum": 1_000_000_000}
 #: TensorRT-LLM's KvCacheConfig.free_gpu_memory_fraction default
@@ -56,6 +63,16 @@ OPTIONS_SCHEMA: Mapping[str, Any] = {
                                     "description": "SchedulerConfig.context_chunking_policy "
                                                    "(default FIRST_COME_FIRST_SERVED)."},
         "max_context_length": {**_INT, "description": "Largest context chunk (optional)."},
+        "enable_block_reuse": {"type": "boolean",
+                               "description": "KvCacheConfig.enable_block_reuse (default true): find prompt "
+                                              "blocks again in the KV cache (needs prefix blocks or token ids "
+                                              "in the workload)."},
+        "enable_partial_reuse": {"type": "boolean",
+                                 "description": "KvCacheConfig.enable_partial_reuse (default true): reuse the "
+                                                "leading tokens of a block that matches only partly."},
+        "copy_on_partial_reuse": {"type": "boolean",
+                                  "description": "KvCacheConfig.copy_on_partial_reuse (default true): a partly "
+                                                 "matching block in use is copied rather than skipped."},
     },
 }
 
@@ -96,9 +113,9 @@ class _Req:
 
     __slots__ = ("request", "seq", "tpb", "prompt_len", "context_done", "decoded", "kv_len", "blocks",
                  "in_generation", "pauses", "arrival_tick", "arrival_ms", "admitted_tick", "admitted_ms",
-                 "first_token_tick", "first_token_ms")
+                 "first_token_tick", "first_token_ms", "keyed", "ident", "ident_done", "kv", "hit_tokens")
 
-    def __init__(self, request: Request, seq: int, tpb: int, tick: int, now_ms: float) -> None:
+    def __init__(self, request: Request, seq: int, tpb: int, tick: int, now_ms: float, keyed: bool = False) -> None:
         self.request = request
         self.seq = seq
         self.tpb = tpb
@@ -115,6 +132,13 @@ class _Req:
         self.admitted_ms: float | None = None  # when the step of its first admission started
         self.first_token_tick: int | None = None
         self.first_token_ms: float | None = None
+        # block reuse (prefix_reuse): whether the workload says what its prompt holds, that
+        # identity (computed when first needed), its blocks while it holds any, tokens found
+        self.keyed = keyed
+        self.ident: Any = None
+        self.ident_done = False
+        self.kv: list[Any] | None = None
+        self.hit_tokens = 0
 
     @property
     def started(self) -> bool:
@@ -169,6 +193,12 @@ class TrtllmScheduler(Scheduler):
         self.max_context_length = options.get("max_context_length")
         self.clock = ctx.clock
         self.timing = ctx.timing
+        self.block_reuse = options.get("enable_block_reuse", True)
+        self.partial_reuse = options.get("enable_partial_reuse", True)
+        self.copy_on_partial_reuse = options.get("copy_on_partial_reuse", True)
+        self.prefix_block_size = ctx.prefix_block_size
+        #: block reuse, from the first request whose prompt content the workload describes
+        self.reuse: KvReuse | None = None
         self.contexts: list[_Req] = []    # context state (new, chunking, paused), by arrival
         self.generating: list[_Req] = []  # generation in progress, by arrival
         self.used_blocks = 0
@@ -199,7 +229,12 @@ class TrtllmScheduler(Scheduler):
                          figures={"prompt_tokens": request.prompt_tokens, "max_num_tokens": self.max_num_tokens})
             return
         self.seq += 1
-        self.contexts.append(_Req(request, self.seq, self.tpb, self.clock.tick, self.clock.now_ms))
+        keyed = self.block_reuse and (request.prefix_blocks is not None or request.prompt_token_ids is not None)
+        if keyed and self.reuse is None:
+            self.reuse = KvReuse(self.total_blocks, self.total_blocks - self.used_blocks, self.tpb,
+                                 self.prefix_block_size, partial_reuse=self.partial_reuse,
+                                 copy_on_partial_reuse=self.copy_on_partial_reuse)
+        self.contexts.append(_Req(request, self.seq, self.tpb, self.clock.tick, self.clock.now_ms, keyed))
 
     def has_work(self) -> bool:
         return bool(self.contexts or self.generating or self.rejected_now)
@@ -213,6 +248,11 @@ class TrtllmScheduler(Scheduler):
 
     def kv_used_pages(self) -> int:
         return self.used_blocks
+
+    def prefix_hit_tokens(self) -> int:
+        """Prompt tokens found in the KV cache at requests' first admissions (a fleet's
+        ``prefix_cache_hit_rate`` divides them by the prompt tokens)."""
+        return self.reuse.hit_tokens if self.reuse is not None else 0
 
     def decode_slots_per_tick(self) -> int:
         return self.max_batch_size
@@ -229,6 +269,8 @@ class TrtllmScheduler(Scheduler):
         }
         if self.kv_capacity is not None:  # kv_cache_max_tokens: auto (reports without it unchanged)
             out["kv_capacity"] = self.kv_capacity
+        if self.reuse is not None:  # a workload with prefix information (reports without it unchanged)
+            out["block_reuse"] = self.reuse.summary(self.partial_reuse, self.copy_on_partial_reuse)
         return out
 
     # -- one step --------------------------------------------------------------
@@ -238,11 +280,14 @@ class TrtllmScheduler(Scheduler):
         self.rejected_now = []
         free = self.total_blocks - self.used_blocks
         paused: list[_Req] = []
+        reuse = self.reuse
+        skip = reuse.skipper() if reuse is not None and self.policy != "STATIC_BATCH" else None
         if self.policy == "MAX_UTILIZATION":
-            fitting, paused = max_utilization(self.generating, self.contexts, free, self.max_batch_size)
+            fitting, paused = max_utilization(self.generating, self.contexts, free, self.max_batch_size,
+                                              skip=skip, freed_by=reuse.sole_blocks() if reuse else None)
         else:
             fitting = guaranteed_no_evict(self.generating, self.contexts, free, self.max_batch_size,
-                                          static_batch=self.policy == "STATIC_BATCH")
+                                          static_batch=self.policy == "STATIC_BATCH", skip=skip)
         for req in paused:
             self._pause(req)
         contexts, generation = micro_batch(fitting, max_batch_size=self.max_batch_size,  # type: ignore[arg-type]
@@ -259,15 +304,26 @@ class TrtllmScheduler(Scheduler):
         chunks: dict[str, int] = {}
         finished_context: list[_Req] = []
         pairs = earlier = 0  # the chunks' shape, for the timing model's price_step
+        hits: dict[str, int] = {}
         for req, size in contexts:
-            pairs += size * req.context_done + size * (size + 1) // 2
-            earlier += req.context_done
             if req.context_done == 0:
-                grown += self._grow(req, -(-req.prompt_len // self.tpb))
+                if reuse is not None:
+                    need = -(-req.prompt_len // self.tpb)
+                    if self.used_blocks + need > self.total_blocks:
+                        raise ReplayError(f"trtllm: {req.request.id} needs {need} blocks, "
+                                          f"{self.total_blocks - self.used_blocks} free")
+                    size, taken, hit = reuse.allocate(req, size)
+                    grown += self._grow(req, -(-req.prompt_len // self.tpb), taken)
+                    if hit:
+                        hits[req.request.id] = hit
+                else:
+                    grown += self._grow(req, -(-req.prompt_len // self.tpb))
                 admitted.append(req.request.id)
                 if req.admitted_tick is None:
                     req.admitted_tick = tick
                     req.admitted_ms = self.clock.now_ms
+            pairs += size * req.context_done + size * (size + 1) // 2
+            earlier += req.context_done
             req.context_done += size
             chunks[req.request.id] = size
             if req.context_done >= req.prompt_len:
@@ -279,7 +335,10 @@ class TrtllmScheduler(Scheduler):
         for req in generation:  # type: ignore[assignment]
             context += req.kv_len
             req.kv_len += 1
-            grown += self._grow(req, -(-req.kv_len // self.tpb))
+            extra = self._grow(req, -(-req.kv_len // self.tpb))
+            if extra and reuse is not None:
+                reuse.grow(req, extra)
+            grown += extra
             req.decoded += 1
         prefill = sum(chunks.values())
         batch_tokens = prefill + len(generation)
@@ -294,6 +353,8 @@ class TrtllmScheduler(Scheduler):
         completed: list[str] = []
         for req in finished_context:
             req.kv_len = req.prompt_len
+            if reuse is not None:
+                reuse.context_done(req)
             req.decoded += 1
             if req.first_token_tick is None:
                 req.first_token_tick, req.first_token_ms = tick, end_ms
@@ -313,6 +374,8 @@ class TrtllmScheduler(Scheduler):
         detail: dict[str, Any] = {"batch_tokens": batch_tokens, "scheduled": len(fitting)}
         if chunks:
             detail["context_chunks"] = chunks
+        if hits:
+            detail["prefix_hit_tokens"] = hits
         return TickRecord(
             tick=tick, admitted=tuple(admitted), prefill_tokens=prefill, decoded=tuple(decoding),
             decode_tokens=len(decoding), queued=len(self.contexts) - started_ctx,
@@ -323,20 +386,31 @@ class TrtllmScheduler(Scheduler):
         )
 
     # -- helpers ---------------------------------------------------------------
-    def _grow(self, req: _Req, blocks: int) -> int:
+    def _grow(self, req: _Req, blocks: int, taken: int | None = None) -> int:
+        """The request's sequence now has ``blocks`` blocks; ``taken`` of the new ones came
+        from the free pool (all of them unless some are shared through block reuse)."""
         extra = blocks - req.blocks
         if extra <= 0:
             return 0
-        if self.used_blocks + extra > self.total_blocks:
-            raise ReplayError(f"trtllm: {req.request.id} needs {extra} blocks, "
+        if taken is None:
+            taken = extra
+        if self.used_blocks + taken > self.total_blocks:
+            raise ReplayError(f"trtllm: {req.request.id} needs {taken} blocks, "
                               f"{self.total_blocks - self.used_blocks} free")
         req.blocks = blocks
-        self.used_blocks += extra
-        return extra
+        self.used_blocks += taken
+        return taken
+
+    def _release(self, req: _Req) -> None:
+        """The request gives its blocks back (stored for reuse first, ``releaseBlocks``)."""
+        if self.reuse is not None:
+            self.used_blocks -= self.reuse.release(req, max(req.kv_len, req.context_done))
+        else:
+            self.used_blocks -= req.blocks
+        req.blocks = 0
 
     def _pause(self, req: _Req) -> None:
-        self.used_blocks -= req.blocks
-        req.blocks = 0
+        self._release(req)
         req.kv_len = 0
         req.context_done = 0
         req.prompt_len = req.request.prompt_tokens + req.decoded
@@ -359,14 +433,14 @@ class TrtllmScheduler(Scheduler):
         return self.timing.step_ms(prefill, seqs, context) if self.timing is not None else None
 
     def _finish(self, req: _Req, tick: int, end_ms: float | None) -> None:
-        self.used_blocks -= req.blocks
-        req.blocks = 0
+        self._release(req)
         self.outcomes.append(completed_outcome(
             req.request, arrival_tick=req.arrival_tick, admitted_tick=req.admitted_tick,
             first_token_tick=req.first_token_tick, finished_tick=tick, output_tokens=req.decoded,
             arrival_ms=req.arrival_ms if self.timing is not None else None,
             admitted_ms=req.admitted_ms if self.timing is not None else None,
             first_token_ms=req.first_token_ms, finished_ms=end_ms, preemptions=req.pauses,
+            prefix_hit_tokens=req.hit_tokens,
         ))
 
     def _reject(self, request: Request, reason: str, *, key: str, figures: Mapping[str, int]) -> None:

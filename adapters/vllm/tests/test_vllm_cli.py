@@ -71,3 +71,21 @@ def test_a_bad_config_value_names_its_file_and_path(tmp_path: Path) -> None:
     assert res.returncode == 2
     assert res.stderr.strip() == f"error: {cfg}: $.block_size: 0 is less than the minimum of 1"
     assert not out.exists()
+
+
+def test_the_fast_paths_by_default_and_the_full_step_with_slow_path(tmp_path: Path) -> None:
+    reports = {}
+    for flag in ([], ["--slow-path"]):
+        out = tmp_path / f"r{len(flag)}.json"
+        res = run_cli("conformance", "vllm", "--workload", str(REF / "fcfs-chunked.workload.json"),
+                      "--reference", str(REF / "fcfs-chunked.steps.jsonl"), "--output", str(out), *flag)
+        assert res.returncode == 0, res.stderr
+        report = reports[bool(flag)] = json.loads(out.read_text())
+        assert report["steps_total"] == report["steps_identical"] == 897
+        assert f"identical, {report['mirror_path']} path" in res.stdout
+    fast, slow = reports[False], reports[True]
+    assert (fast["mirror_path"], slow["mirror_path"]) == ("fast", "slow")
+    assert slow["mirror_fast_path_steps"] == 0 and slow["mirror_full_steps"] == 896
+    assert fast["mirror_fast_path_steps"] + fast["mirror_full_steps"] == 896
+    assert fast["mirror_fast_path_steps"] > 10 * fast["mirror_full_steps"]
+    assert fast["mirror_drain_steps"] == slow["mirror_drain_steps"] == 1

@@ -2,7 +2,9 @@
 
 Every case in fixtures/vllm-reference/cases.json was recorded with
 adapters/vllm/tools/record_reference.py (drive_vllm.py of the reference
-harness); CI needs no vLLM. Each must match on every step.
+harness); CI needs no vLLM. Each must match on every step, both with the
+mirror's fast paths (as a replay runs it; spans expanded to one observed line
+per step) and with its full step at every step (``--slow-path``).
 """
 
 from __future__ import annotations
@@ -12,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from tickgate_vllm.conformance import compare, load_reference_workload, read_steps, run_mirror
+from tickgate_vllm.conformance import compare, load_reference_workload, read_steps, run_mirror, run_mirror_paths
 
 REF = Path(__file__).resolve().parents[3] / "fixtures" / "vllm-reference"
 CASES = [c["name"] for c in json.loads((REF / "cases.json").read_text())]
@@ -32,13 +34,51 @@ def test_cases_cover_the_issue_list() -> None:
     assert all(s["vllm_version"] == "0.33.0" and not s["deadlock"] for s in summaries)
 
 
+@pytest.mark.parametrize("path", ["fast", "slow"])
 @pytest.mark.parametrize("name", CASES)
-def test_every_step_matches_vllm(name: str) -> None:
+def test_every_step_matches_vllm(name: str, path: str) -> None:
     requests, config = load_reference_workload(REF / f"{name}.workload.json", None)
     reference = list(read_steps(REF / f"{name}.steps.jsonl"))
-    result = compare(reference, run_mirror(requests, config))
+    lines, paths = run_mirror_paths(requests, config, path == "slow")
+    result = compare(reference, lines)
     assert result["first_divergence"] is None, result["first_divergence"]["description"]
     assert result["steps_identical"] == result["steps_total"] == len(reference) > 0
+    assert paths["mirror_path"] == path
+    assert paths["mirror_fast_path_steps"] + paths["mirror_full_steps"] + paths["mirror_drain_steps"] == len(lines)
+    if path == "slow":
+        assert paths["mirror_fast_path_steps"] == 0
+
+
+def test_every_fast_path_is_compared_with_the_recordings(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The recordings check each fast path on many steps: the lines each one hands
+    the observer (expanded spans included), summed over the cases, and most of
+    the recorded steps come from them."""
+    from tickgate_vllm.v1_scheduler import VllmV1Scheduler
+
+    paths = ("_group_span", "_group_step", "_fresh_span", "_steady_span", "_finishing_decode_step")
+    lines = {name: 0 for name in paths}
+    for name in paths:
+        original = getattr(VllmV1Scheduler, name)
+
+        def counted(self, *args, _original=original, _name=name):
+            before = self.observed_fast_steps
+            try:
+                return _original(self, *args)
+            finally:
+                lines[_name] += self.observed_fast_steps - before
+
+        monkeypatch.setattr(VllmV1Scheduler, name, counted)
+    fast = full = 0
+    for name in CASES:
+        requests, config = load_reference_workload(REF / f"{name}.workload.json", None)
+        reference = list(read_steps(REF / f"{name}.steps.jsonl"))
+        mirror, counts = run_mirror_paths(requests, config, False)
+        assert compare(reference, mirror)["first_divergence"] is None, name
+        fast += counts["mirror_fast_path_steps"]
+        full += counts["mirror_full_steps"]
+    lines["_steady_span"] -= lines["_fresh_span"]  # a fresh span is a steady one starting now
+    assert min(lines.values()) >= 10, lines
+    assert sum(lines.values()) == fast > 3 * full
 
 
 CACHING = [n for n in CASES
@@ -59,7 +99,8 @@ def test_every_step_matches_vllm_with_free_block_positions_from_the_first_hit(na
         self.scans_left = 0
 
     monkeypatch.setattr(BlockPool, "__init__", eager)
-    test_every_step_matches_vllm(name)
+    test_every_step_matches_vllm(name, "fast")
+    test_every_step_matches_vllm(name, "slow")
 
 
 def test_a_changed_decision_is_found_and_described(tmp_path: Path) -> None:

@@ -47,6 +47,10 @@ class ConformanceSpec:
     check_config: Callable[[dict[str, Any], Path, tuple[str, ...]], None] | None = None
     #: fields a reference line must carry (default: ``fields``)
     required: tuple[str, ...] | None = None
+    #: a mirror with fast paths: ``(requests, config, slow_path)`` -> its lines and what
+    #: the report says of the paths; when set, the command takes ``--slow-path``
+    run_mirror_paths: Callable[[list[Request], dict[str, Any], bool],
+                               tuple[list[dict[str, Any]], dict[str, Any]]] | None = None
 
 
 def load_reference_workload(path: Path, config_path: Path | None, spec: ConformanceSpec
@@ -147,11 +151,12 @@ def read_steps(path: Path, spec: ConformanceSpec) -> Iterator[dict[str, Any]]:
 
 
 def observe_mirror(scheduler: str, options: dict[str, Any], requests: list[Request],
-                   engine_label: str) -> list[dict[str, Any]]:
+                   engine_label: str, built: Callable[[Any], None] | None = None) -> list[dict[str, Any]]:
     """Replay ``requests`` (untimed) through the registered scheduler plugin ``scheduler``
     built with ``options`` (validated by its schema), collecting what its ``observer``
     hook logs, one line per step; a request the mirror rejects is an error (the real
-    engine would not run it either: ``engine_label`` names it)."""
+    engine would not run it either: ``engine_label`` names it). ``built`` is handed
+    the mirror before the replay (to read its own counts after it)."""
     from .interfaces import BuildContext, Clock
     from .plugins import get_registry
     from .replay.engine import run
@@ -164,6 +169,8 @@ def observe_mirror(scheduler: str, options: dict[str, Any], requests: list[Reque
     mirror = info.obj.build(options, ctx)
     lines: list[dict[str, Any]] = []
     mirror.observer = lines.append
+    if built is not None:
+        built(mirror)
     rejected: list[Any] = []
 
     class _Rejections:
@@ -231,12 +238,18 @@ def _describe(i: int, ref: dict[str, Any], mine: dict[str, Any] | None, spec: Co
 
 
 def check(workload_path: Path, reference_path: Path, config_path: Path | None,
-          spec: ConformanceSpec) -> dict[str, Any]:
-    """The whole check: load, replay, compare; the report (JSON-ready)."""
+          spec: ConformanceSpec, slow_path: bool = False) -> dict[str, Any]:
+    """The whole check: load, replay, compare; the report (JSON-ready). ``slow_path``:
+    the mirror's full step for every step (``spec.run_mirror_paths`` only)."""
     requests, config = load_reference_workload(workload_path, config_path, spec)
     reference = list(read_steps(reference_path, spec))
-    report = compare(reference, spec.run_mirror(requests, config), spec)
-    return {**report, "workload": str(workload_path), "reference": str(reference_path),
+    paths: dict[str, Any] = {}
+    if spec.run_mirror_paths is not None:
+        lines, paths = spec.run_mirror_paths(requests, config, slow_path)
+    else:
+        lines = spec.run_mirror(requests, config)
+    report = compare(reference, lines, spec)
+    return {**report, **paths, "workload": str(workload_path), "reference": str(reference_path),
             "config": config, "requests": len(requests)}
 
 
@@ -254,19 +267,27 @@ def conformance_command(spec: ConformanceSpec, *, harness: str, driver: str) -> 
                   help="Where to write the conformance report (JSON, atomically).")
     @click.option("--config", "config_path", type=click.Path(path_type=Path), default=None,
                   help=f"Config JSON overriding the workload's embedded config (as {driver} --config).")
-    def command(workload_path: Path, reference_path: Path, output_path: Path, config_path: Path | None) -> None:
+    def command(workload_path: Path, reference_path: Path, output_path: Path, config_path: Path | None,
+                slow_path: bool = False) -> None:
         from .atomic import write_json
         from .cli import exit_with
 
-        report = check(workload_path, reference_path, config_path, spec)
+        report = check(workload_path, reference_path, config_path, spec, slow_path)
         write_json(output_path, report)
         verdict = "identical" if report["first_divergence"] is None else "DIVERGES"
+        if "mirror_path" in report:
+            verdict += f", {report['mirror_path']} path"
         click.echo(f"{spec.engine} conformance: {report['steps_identical']}/{report['steps_total']} steps "
                    f"identical ({verdict}) -> {output_path}")
         if report["first_divergence"] is not None:
             click.echo(report["first_divergence"]["description"], err=True)
             exit_with(1)
 
+    if spec.run_mirror_paths is not None:
+        command = click.option(
+            "--slow-path", "slow_path", is_flag=True, default=False,
+            help="Run the mirror's full step at every step (its fast paths off) instead of its fast "
+                 "paths, whose steps are expanded one line each; both must match.")(command)
     command.help = (f"Replay WORKLOAD with tickgate's {spec.label} mirror and compare every step with "
                     f"REFERENCE, a recorded run of the real {spec.label} scheduler. Exit 0 only when every "
                     "step matches, 1 at the first difference.")

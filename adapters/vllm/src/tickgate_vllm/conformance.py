@@ -8,6 +8,11 @@ JSON overriding the workload's, and the steps JSONL. The mirror replays the
 workload through the registered ``vllm-v1`` plugin (looked up like any
 third-party plugin) with one observed record per step, and each step's
 decisions are compared field by field.
+
+The mirror runs with its fast paths on, as a replay does: spans of decode
+steps and the decode group hand the observer one line per engine step they
+cover (:mod:`.v1_observe`), so the recording checks them too; ``slow_path``
+(``--slow-path``) runs the full step at every step instead (``max_span: 1``).
 """
 
 from __future__ import annotations
@@ -76,9 +81,25 @@ def scheduler_options(config: dict[str, Any]) -> dict[str, Any]:
     return {k: config[k] for k in HARNESS_DEFAULTS}
 
 
-def run_mirror(requests: list[Request], config: dict[str, Any], *, max_span: int | None = 1) -> list[dict[str, Any]]:
-    """Replay through the registered ``vllm-v1`` plugin, one observed line per step."""
-    return with_drain_steps(observe_mirror("vllm-v1", scheduler_options(config), requests, "vLLM"))
+def run_mirror(requests: list[Request], config: dict[str, Any], *, slow_path: bool = False) -> list[dict[str, Any]]:
+    """Replay through the registered ``vllm-v1`` plugin, one observed line per step:
+    with its fast paths (default), or the full step at every step (``slow_path``)."""
+    return run_mirror_paths(requests, config, slow_path)[0]
+
+
+def run_mirror_paths(requests: list[Request], config: dict[str, Any], slow_path: bool
+                     ) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    """:func:`run_mirror`, and how the report counts the mirror's steps: built by a
+    fast path's expansion, by the full step, or the drain steps inserted after it."""
+    options = scheduler_options(config)
+    if slow_path:
+        options["max_span"] = 1  # no span, no decode group: every step in full
+    mirrors: list[Any] = []
+    lines = observe_mirror("vllm-v1", options, requests, "vLLM", built=mirrors.append)
+    fast = mirrors[0].observed_fast_steps
+    out = with_drain_steps(lines)
+    return out, {"mirror_path": "slow" if slow_path else "fast", "mirror_fast_path_steps": fast,
+                 "mirror_full_steps": len(lines) - fast, "mirror_drain_steps": len(out) - len(lines)}
 
 
 def with_drain_steps(lines: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -105,7 +126,7 @@ def with_drain_steps(lines: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 SPEC = ConformanceSpec(engine="vllm", label="vLLM", defaults=HARNESS_DEFAULTS, fields=COMPARED, norm=_norm,
                        run_mirror=lambda requests, config: run_mirror(requests, config),
-                       check_config=_check_config)
+                       check_config=_check_config, run_mirror_paths=run_mirror_paths)
 
 #: ``tickgate conformance vllm``
 vllm_command = conformance_command(SPEC, harness="vllm-reference", driver="drive_vllm.py")

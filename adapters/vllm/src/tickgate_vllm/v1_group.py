@@ -23,8 +23,9 @@ fields are next needed (:meth:`DecodeGroup._sync`); a block is only a label
 once popped, so which member gets which one changes nothing. So a record costs
 its events (arrivals, completions, allocations as counts), not its running
 requests. Anything else (a request in prefill, a resumed request, which
-registers its own blocks as it goes, a preemption, priority, an observer)
-brings every member up to date and runs the step in full.
+registers its own blocks as it goes, a preemption, priority) brings every
+member up to date and runs the step in full. With an observer attached, a span
+or step hands it the line of every step it covers (:mod:`.v1_observe`).
 """
 
 from __future__ import annotations
@@ -203,6 +204,8 @@ class DecodeGroup:
             if limit <= 0:
                 return None
         n = limit
+        if self.observer is not None:
+            self._observe_group_span(n)
         # taken by the first step (its record samples the KV after them)
         a0 = self.phase_members[D % self.block_size]
         taken = allocs(n)
@@ -268,9 +271,10 @@ class DecodeGroup:
             sched_json = list(sched_json)
             sj = list(sj)
             decoded = list(decoded_t)
+            obs: list[list[Any]] = []  # the admissions' observer entries (with an observer)
             budget, total, context, nsched, prefill_tokens, decode_tokens, admitted_blocks = self._admit_fcfs(
                 tick, budget - r, thr, total, context, nsched, prefill_tokens, decode_tokens,
-                sched_json, sj, decoded, admitted, firsts, newly, [])
+                sched_json, sj, decoded, admitted, firsts, newly, obs)
             if admitted:
                 decoded_t = tuple(decoded)
         free_after_sched = pool.free
@@ -313,6 +317,8 @@ class DecodeGroup:
         body = (tuple(admitted), prefill_tokens, decoded_t, decode_tokens, len(waiting), r + len(admitted),
                 admitted_blocks, tuple(completed), (), rejected, sched_json)
         record = self._record(tick, body, kv_after_sched, free_after_sched, 1, duration, sj)
+        if self.observer is not None:
+            self._observe_step(tick, running, D, obs if admitted else [], total, completed, free_after_sched)
         if leave:
             self._group_leave()
         return record

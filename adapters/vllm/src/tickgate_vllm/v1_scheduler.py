@@ -21,6 +21,7 @@ module                 what it holds (and what it mirrors)
 :mod:`.v1_pool`        the block pool: free queue and prefix cache (``block_pool.py``)
 :mod:`.v1_events`      KV-cache events where ``block_pool.py`` emits them, when asked for
 :mod:`.v1_records`     records, outcomes, per-step totals; :mod:`.v1_summary` the summary
+:mod:`.v1_observe`     the observer lines of the fast paths' steps (conformance)
 =====================  ===================================================================
 
 One step, as in vLLM (see docs/vllm.md for the full list and what is not mirrored):
@@ -55,8 +56,11 @@ Which path a step takes (:meth:`VllmV1Scheduler.step`), fastest first:
   (:meth:`~.v1_spans.Spans._finishing_decode_step`); under fcfs with nothing
   waiting, a span starting now (:meth:`~.v1_spans.Spans._fresh_span`);
 - otherwise the full step: :meth:`~.v1_fcfs.FcfsStep._full_step_fcfs` (fcfs) or
-  :meth:`~.v1_reference.ReferenceStep._full_step` (priority; with an observer
-  attached, every step is a full one).
+  :meth:`~.v1_reference.ReferenceStep._full_step` (priority; with ``max_span: 1``,
+  every step is a full one).
+
+With an ``observer`` attached (conformance) the same paths run; the fast ones
+hand it the line of every step they cover (:mod:`.v1_observe`).
 
 The paths are mixins of one class sharing the state set in
 :meth:`VllmV1Scheduler.__init__` (a call between them is an ordinary method
@@ -77,6 +81,7 @@ from .v1_blocks import BlockOps
 from .v1_events import KvEventOps
 from .v1_fcfs import FcfsStep
 from .v1_group import DecodeGroup
+from .v1_observe import ObservedSteps
 from .v1_options import OPTIONS_SCHEMA, V1Config, resolve_num_gpu_blocks
 from .v1_pool import BlockPool
 from .v1_records import Records
@@ -87,7 +92,8 @@ from .v1_spans import Spans, span_record
 __all__ = ["VllmV1Scheduler", "RequestState", "prompt_block_keys"]
 
 
-class VllmV1Scheduler(KvEventOps, DecodeGroup, Spans, FcfsStep, ReferenceStep, Records, BlockOps, Scheduler):
+class VllmV1Scheduler(KvEventOps, DecodeGroup, Spans, FcfsStep, ReferenceStep, Records, BlockOps, ObservedSteps,
+                      Scheduler):
     """The ``vllm-v1`` scheduler plugin (see the module docstring for its parts)."""
 
     name = "vllm-v1"
@@ -131,7 +137,7 @@ class VllmV1Scheduler(KvEventOps, DecodeGroup, Spans, FcfsStep, ReferenceStep, R
         self.rejected_now: list[str] = []
         self.ordinal = 0
         self.max_span = cfg.max_span
-        #: called with a dict per executed step (conformance); forces single steps
+        #: called with a dict per engine step (conformance); the fast paths expand theirs (v1_observe)
         self.observer: Callable[[dict[str, Any]], None] | None = None
         # steady-state fast path: the last step only decoded, nothing changed since
         self.steady = False
@@ -293,7 +299,7 @@ class VllmV1Scheduler(KvEventOps, DecodeGroup, Spans, FcfsStep, ReferenceStep, R
     def step(self, horizon: Horizon) -> TickRecord:
         finishing = self.finish_next  # set by the span just applied, if it ended where a request finishes
         self.finish_next = False
-        if self.group_ok and self.observer is None:
+        if self.group_ok:
             if self.grouped or self._group_enter():
                 if not finishing and (self.steady or (not self.waiting_fifo and not self.rejected_now)):
                     record = self._group_span(horizon)
@@ -305,7 +311,7 @@ class VllmV1Scheduler(KvEventOps, DecodeGroup, Spans, FcfsStep, ReferenceStep, R
                 self._group_leave()
         elif self.grouped:
             self._group_leave()
-        if self.observer is None and self.max_span != 1:
+        if self.max_span != 1:
             if self.steady:
                 if not finishing:
                     span = self._steady_span(horizon)

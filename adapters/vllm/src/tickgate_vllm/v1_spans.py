@@ -88,6 +88,8 @@ class Spans:
             completed = self._finish(finished, tick, end_ms)
         self.steady = not finished
         self._count_step(r, kv_after_sched)
+        if self.observer is not None:
+            self._observe_step(tick, running, None, [], r, completed, free_after_sched)
         body = ((), 0, tuple(decoded), r, 0, r, 0, tuple(completed), (), (), sched_json)
         return self._record(tick, body, kv_after_sched, free_after_sched, 1, duration, sj)
 
@@ -182,6 +184,8 @@ class Spans:
             limit, duration = self._timed_limit(limit, horizon.until_ms, len(running), context)
             if limit <= 0:
                 return 0
+        if self.observer is not None:
+            self._observe_steady_span(limit, firsts)
         self._apply_span(limit, firsts)
         self._span_duration = duration
         # the next step samples somebody's last token: step() goes straight to

@@ -183,6 +183,8 @@ class SpecDecoding:
                 "num_drafts": ver + self.pads,
                 "num_draft_tokens": self.draft_tokens + self.pad_tokens,
                 "num_accepted_tokens": self.accepted,
+                "num_draft_tokens_per_pos": [d + self.pads for d in self.drafted_per_pos],
+                "num_accepted_tokens_per_pos": list(self.accepted_per_pos),
             },
         }
 

@@ -167,10 +167,12 @@ def test_option_errors_are_named() -> None:
     from tickgate_vllm.v1_options import OPTIONS_SCHEMA
 
     base = {"block_size": 16, "num_gpu_blocks": 100, "max_num_seqs": 8, "max_num_batched_tokens": 256}
-    with pytest.raises(ConfigError, match=r"acceptance_rates: expected one value or 3 .* found 2"):
+    with pytest.raises(ConfigError, match=r"expected one value or 3 .* found 2") as exc:
         _mirror([], {**base, "num_speculative_tokens": 3, "acceptance_rates": [0.5, 0.5]})
-    with pytest.raises(ConfigError, match=r"long_prefill_token_threshold: 3 is below 1 \+ num_speculative_tokens"):
+    assert exc.value.option == "acceptance_rates"  # located at that option in the policy file
+    with pytest.raises(ConfigError, match=r"3 is below 1 \+ num_speculative_tokens") as exc:
         _mirror([], {**base, "num_speculative_tokens": 3, "long_prefill_token_threshold": 3})
+    assert exc.value.option == "long_prefill_token_threshold"
     with pytest.raises(InputError, match="spec_method"):
         validate({**base, "spec_method": "medusa"}, OPTIONS_SCHEMA, file="p.yaml")
     with pytest.raises(InputError, match="acceptance_rates"):
@@ -214,3 +216,36 @@ def test_spec_replay_is_identical_across_hash_seeds(tmp_path: Path) -> None:
     report = json.loads(outs[0])
     assert report["scheduler"]["speculative"]["num_hash_lookahead_tokens"] == 1
     assert report["scheduler"]["preemptions"] > 0
+
+
+def test_spec_cases_cover_methods_caching_pressure_priority_padding_and_skips() -> None:
+    configs = {n: json.loads((REF / f"{n}.workload.json").read_text())["config"] for n in SPEC_CASES}
+    summaries = {n: json.loads((REF / f"{n}.summary.json").read_text()) for n in SPEC_CASES}
+    steps = {n: [json.loads(line) for line in (REF / f"{n}.steps.jsonl").read_text().splitlines()]
+             for n in SPEC_CASES}
+    covered = {(c["spec_method"], c.get("enable_prefix_caching", False)) for c in configs.values()}
+    assert covered == {(m, p) for m in ("ngram", "eagle", "draft_model") for p in (True, False)}
+    for method in ("ngram", "eagle", "draft_model"):  # each under KV pressure
+        assert any(summaries[n]["totals"]["preemptions"] >= 20 for n, c in configs.items()
+                   if c["spec_method"] == method)
+        assert any(c.get("policy") == "priority" for c in configs.values() if c["spec_method"] == method)
+    assert sum(s["totals"]["spec_pad_tokens"] for s in summaries.values()) >= 40
+    assert sum(line["skip_drafts"] for lines in steps.values() for line in lines) >= 50
+    assert any(s["spec_scheduler"]["num_hash_lookahead_tokens"] == 1 for s in summaries.values())
+    # drafts truncated by the budget or max_model_len somewhere: fewer scheduled than held
+    assert any(e[1] < c["num_speculative_tokens"] and not e[3]
+               for n, c in configs.items() for line in steps[n] for e in line["spec"])
+    assert all(s["vllm_version"] == "0.33.0" and not s["deadlock"] for s in summaries.values())
+
+
+def test_eagle_hash_lookahead_with_workload_block_ids() -> None:
+    """Without token ids (a Mooncake-style trace) a block's hash covers the next
+    whole block: two prompts sharing 4 blocks then differing hit 3 of them."""
+    base = {"block_size": 16, "num_gpu_blocks": 100, "max_num_seqs": 8, "max_num_batched_tokens": 256,
+            "enable_prefix_caching": True, "num_speculative_tokens": 2}
+    reqs = [Request(id="a", prompt_tokens=96, max_output_tokens=2, arrival_tick=0, prefix_blocks=(1, 2, 3, 4, 5, 6)),
+            Request(id="b", prompt_tokens=96, max_output_tokens=2, arrival_tick=4, prefix_blocks=(1, 2, 3, 4, 8, 9))]
+    for method, hit in (("ngram", 64), ("eagle", 48)):
+        _, lines, _ = _mirror(reqs, {**base, "spec_method": method})
+        admitted = [e for line in lines for e in line["sched"] if e[0] == "b" and e[2] == "new"]
+        assert admitted[0][3] == hit, method

@@ -74,15 +74,16 @@ class SpecDecoding:
         if not isinstance(rates, (list, tuple)):
             rates = [rates] * k
         if len(rates) != k:
-            raise ConfigError(f"acceptance_rates: expected one value or {k} (one per draft position, "
-                              f"num_speculative_tokens is {k}), found {len(rates)}")
+            raise ConfigError(f"expected one value or {k} (one per draft position, "
+                              f"num_speculative_tokens is {k}), found {len(rates)}", option="acceptance_rates")
         thr = cfg.long_prefill_token_threshold
         if 0 < thr < 1 + k:
             # S.schedule's waiting loop pads a one-token admission to 1 + K, then caps it
             # at the threshold and asserts num_new_tokens == 1 + num_spec_tokens
-            raise ConfigError(f"long_prefill_token_threshold: {thr} is below 1 + num_speculative_tokens "
+            raise ConfigError(f"{thr} is below 1 + num_speculative_tokens "
                               f"({1 + k}); vLLM 0.33's scheduler fails an assertion when it pads an "
-                              "admission to 1 + K tokens (pad_spec_decode in Scheduler.schedule)")
+                              "admission to 1 + K tokens (pad_spec_decode in Scheduler.schedule)",
+                              option="long_prefill_token_threshold")
         self.k = k
         self.method = cfg.spec_method
         self.rates = [float(p) for p in rates]

@@ -38,11 +38,21 @@ HARNESS_DEFAULTS: dict[str, Any] = {
     "max_model_len": 8192,
     "watermark": 0.0,
     "scheduler_reserve_full_isl": True,
+    # drive_vllm.py's OPTIONAL_CONFIG for speculative decoding (v1_spec; off at K = 0)
+    "num_speculative_tokens": 0,
+    "spec_method": "ngram",
+    "acceptance_rates": 0.7,
+    "seed": 0,
 }
+#: the config keys that are vllm-v1 options only with speculative decoding on
+SPEC_KEYS = ("num_speculative_tokens", "spec_method", "acceptance_rates", "seed")
 
 #: per-step fields compared, in the order a divergence is reported
-COMPARED = ("sched", "preempted", "finished", "free_blocks_after_sched", "running_after_sched",
-            "free_blocks", "running", "waiting")
+BASE_FIELDS = ("sched", "preempted", "finished", "free_blocks_after_sched", "running_after_sched",
+               "free_blocks", "running", "waiting")
+#: the harness's speculative-decoding fields, compared when a line has them (None otherwise)
+SPEC_FIELDS = ("spec", "drafts", "skip_drafts")
+COMPARED = BASE_FIELDS + SPEC_FIELDS
 
 
 def _check_config(raw: dict[str, Any], path: Path, prefix: tuple[str, ...]) -> None:
@@ -56,7 +66,9 @@ def _check_config(raw: dict[str, Any], path: Path, prefix: tuple[str, ...]) -> N
 
 def _norm(step: dict[str, Any]) -> dict[str, Any]:
     """Fields compared; a running request's computed-token count is not a decision."""
-    out = {k: step[k] for k in COMPARED}
+    out = {k: step[k] for k in BASE_FIELDS}
+    for k in SPEC_FIELDS:
+        out[k] = step.get(k)
     out["sched"] = [s[:3] if s[2] == "running" else s[:4] for s in step["sched"]]
     return out
 
@@ -77,8 +89,10 @@ def compare(reference: list[dict[str, Any]], mirror: list[dict[str, Any]]) -> di
 
 
 def scheduler_options(config: dict[str, Any]) -> dict[str, Any]:
-    """The harness config as ``vllm-v1`` options (same knob names)."""
-    return {k: config[k] for k in HARNESS_DEFAULTS}
+    """The harness config as ``vllm-v1`` options (same knob names); the
+    speculative-decoding keys only when it is on."""
+    spec = config.get("num_speculative_tokens", 0) > 0
+    return {k: config[k] for k in HARNESS_DEFAULTS if spec or k not in SPEC_KEYS}
 
 
 def run_mirror(requests: list[Request], config: dict[str, Any], *, slow_path: bool = False) -> list[dict[str, Any]]:
@@ -94,15 +108,19 @@ def run_mirror_paths(requests: list[Request], config: dict[str, Any], slow_path:
     options = scheduler_options(config)
     if slow_path:
         options["max_span"] = 1  # no span, no decode group: every step in full
+    spec = None
+    if options.get("num_speculative_tokens", 0) > 0:
+        # an empty step's skip_drafts: S.can_skip_drafts (drafters with lookahead slots)
+        spec = {"spec": [], "drafts": [], "skip_drafts": options.get("spec_method") in ("eagle", "draft_model")}
     mirrors: list[Any] = []
     lines = observe_mirror("vllm-v1", options, requests, "vLLM", built=mirrors.append)
     fast = mirrors[0].observed_fast_steps
-    out = with_drain_steps(lines)
+    out = with_drain_steps(lines, spec)
     return out, {"mirror_path": "slow" if slow_path else "fast", "mirror_fast_path_steps": fast,
                  "mirror_full_steps": len(lines) - fast, "mirror_drain_steps": len(out) - len(lines)}
 
 
-def with_drain_steps(lines: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def with_drain_steps(lines: list[dict[str, Any]], spec: dict[str, Any] | None = None) -> list[dict[str, Any]]:
     """Add the empty steps vLLM's engine runs after the last requests finish.
 
     ``Scheduler.has_requests()`` stays true while finished request ids are
@@ -120,13 +138,13 @@ def with_drain_steps(lines: list[dict[str, Any]]) -> list[dict[str, Any]]:
             free = line["free_blocks"]
             out.append({"step": step, "sched": [], "num_tokens": 0, "preempted": [], "finished": [],
                         "free_blocks_after_sched": free, "running_after_sched": 0, "free_blocks": free,
-                        "running": 0, "waiting": 0})
+                        "running": 0, "waiting": 0, **(spec or {})})
     return out
 
 
 SPEC = ConformanceSpec(engine="vllm", label="vLLM", defaults=HARNESS_DEFAULTS, fields=COMPARED, norm=_norm,
                        run_mirror=lambda requests, config: run_mirror(requests, config),
-                       check_config=_check_config, run_mirror_paths=run_mirror_paths)
+                       check_config=_check_config, run_mirror_paths=run_mirror_paths, required=BASE_FIELDS)
 
 #: ``tickgate conformance vllm``
 vllm_command = conformance_command(SPEC, harness="vllm-reference", driver="drive_vllm.py")

@@ -9,6 +9,8 @@ import attrs
 
 from tickgate import ConfigError, kv_capacity
 
+from .v1_spec import SPEC_OPTIONS
+
 _INT = {"type": "integer", "minimum": 1, "maximum": 1_000_000_000}
 #: vLLM's default --gpu-memory-utilization
 DEFAULT_GPU_MEMORY_UTILIZATION = 0.9
@@ -43,6 +45,7 @@ OPTIONS_SCHEMA: Mapping[str, Any] = {
                                                       "as in vLLM 0.33)."},
         "max_span": {**_INT, "description": "tickgate only: cap on fast-forwarded identical steps "
                                            "(1 disables fast-forwarding; decisions never change)."},
+        **SPEC_OPTIONS,
     },
 }
 
@@ -61,6 +64,12 @@ class V1Config:
     max_model_len: int | None = None
     scheduler_reserve_full_isl: bool = True
     max_span: int | None = None
+    # speculative decoding (v1_spec; off while num_speculative_tokens is 0)
+    num_speculative_tokens: int = 0
+    spec_method: str = "ngram"
+    acceptance_rates: Any = 0.7
+    seed: int = 0
+    spec_drafter_cost: float | None = None
 
     @classmethod
     def from_options(cls, options: Mapping[str, Any]) -> "V1Config":

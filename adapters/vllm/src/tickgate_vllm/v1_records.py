@@ -42,6 +42,8 @@ class Records:
             else:
                 duration = timing.step_ms(prefill_tokens, decode_tokens, context)
             self.chunk_shape = _NO_CHUNKS
+            if self.spec is not None:  # the drafter's pass after the step (v1_spec)
+                duration += self.spec.drafter_ms(timing)
         end_ms = self.clock.now_ms + duration if duration is not None else None
         for q in firsts:
             q.first_token_tick = tick

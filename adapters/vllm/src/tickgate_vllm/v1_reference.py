@@ -284,7 +284,8 @@ class ReferenceStep:
             # a transferred prompt's blocks are registered under their hashes, as
             # _update_waiting_for_remote_kv's cache_blocks() (then the scheduled
             # token's allocate_slots) registers them
-            self._cache(q, min(before + n, T) // bs)
+            # (tokens up to num_tokens, less the hash lookahead: v1_spec, eagle)
+            self._cache(q, min(before + n, T - self.hash_lookahead) // bs)
         self.running.append(q)
         self.running_joins += 1
         q.running_seq = self.running_joins

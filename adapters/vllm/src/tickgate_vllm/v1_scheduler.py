@@ -88,11 +88,14 @@ from .v1_records import Records
 from .v1_reference import ReferenceStep
 from .v1_request import RequestState, prompt_block_keys
 from .v1_spans import Spans, span_record
+from .v1_spec import SpecDecoding, lookahead_block_keys
+from .v1_spec_step import SpecStep
 
 __all__ = ["VllmV1Scheduler", "RequestState", "prompt_block_keys"]
 
 
-class VllmV1Scheduler(KvEventOps, DecodeGroup, Spans, FcfsStep, ReferenceStep, Records, BlockOps, ObservedSteps,
+class VllmV1Scheduler(KvEventOps, DecodeGroup, Spans, FcfsStep, ReferenceStep, SpecStep, Records, BlockOps,
+                      ObservedSteps,
                       Scheduler):
     """The ``vllm-v1`` scheduler plugin (see the module docstring for its parts)."""
 
@@ -151,7 +154,10 @@ class VllmV1Scheduler(KvEventOps, DecodeGroup, Spans, FcfsStep, ReferenceStep, R
         # the decode group (see _group_enter): every running request, decoding,
         # with its fields as of the decode clock when it joined (v1_group)
         self.grouped = False
-        self.group_ok = not self.by_priority and self.max_span != 1
+        #: speculative decoding (v1_spec), None when off; with it every step is a _spec_step
+        self.spec = SpecDecoding(cfg) if cfg.num_speculative_tokens else None
+        self.hash_lookahead = self.spec.hash_lookahead if self.spec is not None else 0
+        self.group_ok = not self.by_priority and self.max_span != 1 and self.spec is None
         self.decode_clock = 0
         # members by allocation phase, twice over (window sums)
         self.phase_members = [0] * (2 * self.block_size)
@@ -247,7 +253,7 @@ class VllmV1Scheduler(KvEventOps, DecodeGroup, Spans, FcfsStep, ReferenceStep, R
             # without chunking the whole prompt must fit one step's budget (vLLM
             # refuses max_num_batched_tokens < max_model_len at start-up); a prefix
             # hit is not guaranteed, so waiting for one could stall the replay
-            if p > cfg.max_num_batched_tokens:
+            if p > cfg.max_num_batched_tokens - (self.spec.draft_slots if self.spec is not None else 0):
                 self._reject(request, arrival_ms, f"prompt of {p} tokens > max_num_batched_tokens "
                              f"{cfg.max_num_batched_tokens} with chunked prefill off (vLLM would never "
                              "schedule it)",
@@ -257,6 +263,8 @@ class VllmV1Scheduler(KvEventOps, DecodeGroup, Spans, FcfsStep, ReferenceStep, R
                 return None
         keys = (prompt_block_keys(request, self.block_size, self.prefix_block_size)
                 if self.prefix_caching else [])
+        if self.hash_lookahead:
+            keys = lookahead_block_keys(request, keys, self.block_size)
         q = RequestState(request, self.ordinal, keys, self.clock.tick, arrival_ms)
         if q.id_json is None:
             self.plain_ids = False
@@ -297,6 +305,8 @@ class VllmV1Scheduler(KvEventOps, DecodeGroup, Spans, FcfsStep, ReferenceStep, R
 
     # -- one step ---------------------------------------------------------------
     def step(self, horizon: Horizon) -> TickRecord:
+        if self.spec is not None:  # speculative decoding: always the full step (v1_spec_step)
+            return self._spec_step()
         finishing = self.finish_next  # set by the span just applied, if it ended where a request finishes
         self.finish_next = False
         if self.group_ok:

@@ -58,6 +58,8 @@ def summary(s: "VllmV1Scheduler") -> dict[str, Any]:
             "tokens": s.transferred_tokens,
             "local_hit_tokens": s.transferred_hit_tokens,
         }
+    if s.spec is not None:  # speculative decoding (absent otherwise: reports stay as they were)
+        out["speculative"] = s.spec.summary()
     if s.kv_capacity is not None:  # num_gpu_blocks: auto (absent otherwise: reports stay as they were)
         out["kv_capacity"] = s.kv_capacity
     return out

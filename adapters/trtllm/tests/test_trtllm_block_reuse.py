@@ -20,7 +20,7 @@ from tickgate.policy import load_policy
 from tickgate.replay import replay
 from tickgate.replay.sources import open_requests
 
-from test_trtllm_scheduler import outcome, run
+from trtllm_helpers import outcome, run
 
 REPO = Path(__file__).resolve().parents[3]
 MOONCAKE = REPO / "fixtures" / "realdata" / "traces" / "mooncake_conversation_trace.jsonl"

@@ -6,7 +6,6 @@ the source (paths in the NVIDIA/TensorRT-LLM repository).
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
@@ -20,27 +19,15 @@ from tickgate.replay import replay
 from tickgate.replay.sources import open_requests
 from tickgate.replay.workload import read_workload
 from tickgate_trtllm.micro_batch import micro_batch
+from trtllm_helpers import outcome, run
 
 REPO = Path(__file__).resolve().parents[3]
 AZURE = REPO / "fixtures" / "realdata" / "traces" / "AzureLLMInferenceTrace_code.csv"
 PRESETS = sorted((REPO / "policies").glob("trtllm-*.yaml"))
 
 
-def run(tmp_path: Path, options: dict[str, Any], requests: list[Request],
-        extra: dict[str, Any] | None = None) -> dict[str, Any]:
-    doc: dict[str, Any] = {"version": 1, "scheduler": {"name": "trtllm", "options": options}}
-    doc.update(extra or {})
-    path = tmp_path / "policy.yaml"
-    path.write_text(json.dumps(doc))  # JSON is YAML
-    return replay(requests, load_policy(path))
-
-
 def req(rid: str, prompt: int, out: int, tick: int = 0) -> Request:
     return Request(id=rid, prompt_tokens=prompt, max_output_tokens=out, arrival_tick=tick)
-
-
-def outcome(report: dict[str, Any], rid: str) -> dict[str, Any]:
-    return next(o for o in report["outcomes"] if o["id"] == rid)
 
 
 def base(**kw: Any) -> dict[str, Any]:

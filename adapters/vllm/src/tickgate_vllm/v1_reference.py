@@ -54,28 +54,9 @@ class ReferenceStep:
             slot = q.num_computed_tokens + n
             if maxlen is not None and slot > maxlen:
                 slot = maxlen
-            ok = True
-            while True:
-                need = -(-slot // bs) - q.num_blocks
-                if need <= pool.free:
-                    break
-                if self.by_priority:
-                    victim = max(running, key=_victim_key)
-                    vi = running.index(victim)
-                    del running[vi]
-                    if vi < idx:
-                        idx -= 1
-                    entry = sched.pop(victim, None)
-                    if entry is not None:
-                        budget += entry[0]
-                else:
-                    victim = running.pop()
-                self._preempt(victim)
-                preempted.append(victim)
-                if victim is q:
-                    ok = False
-                    break
-            if not ok:
+            need, idx, back, _ = self._make_room(q, slot, idx, sched, preempted)
+            budget += back
+            if need < 0:
                 if self.by_priority:
                     continue
                 break
@@ -207,6 +188,40 @@ class ReferenceStep:
         )
         self.last_record = record
         return record
+
+    def _make_room(self, q: RequestState, slot: int, idx: int, sched: dict[RequestState, list[Any]],
+                   preempted: list[RequestState]) -> tuple[int, int, int, int]:
+        """The running pass's ``allocate_slots()`` retry: preempt victims (fcfs: the last
+        running request; priority: the worst ``(priority, arrival)``, possibly one already
+        scheduled this step) until the blocks for ``slot`` of ``q``'s tokens fit.
+
+        Returns the blocks ``q`` still needs (-1: ``q`` preempted itself), ``idx`` moved for
+        the victims taken from before it, and the tokens and count of the victims' entries
+        removed from ``sched`` (the caller gives that budget back)."""
+        running = self.running
+        pool = self.pool
+        bs = self.block_size
+        back = back_count = 0
+        while True:
+            need = -(-slot // bs) - q.num_blocks
+            if need <= pool.free:
+                return need, idx, back, back_count
+            if self.by_priority:
+                victim = max(running, key=_victim_key)
+                vi = running.index(victim)
+                del running[vi]
+                if vi < idx:
+                    idx -= 1
+                entry = sched.pop(victim, None)
+                if entry is not None:
+                    back += entry[0]
+                    back_count += 1
+            else:
+                victim = running.pop()
+            self._preempt(victim)
+            preempted.append(victim)
+            if victim is q:
+                return -1, idx, back, back_count
 
     def _admission(self, q: RequestState, budget: int, thr: int) -> tuple[list[int], int, int] | None:
         """vLLM's checks for admitting waiting request ``q`` now: its cached

@@ -227,7 +227,6 @@ class VllmV1Scheduler(KvEventOps, DecodeGroup, Spans, FcfsStep, ReferenceStep, S
 
     def _add(self, request: Request) -> RequestState | None:
         """Queue ``request`` (``add_request()``), or reject it with the reason; its state."""
-        cfg = self.cfg
         p = request.prompt_tokens
         timed = self.timing is not None
         arrival_ms = request.arrival_ms if request.arrival_ms is not None else (
@@ -249,18 +248,6 @@ class VllmV1Scheduler(KvEventOps, DecodeGroup, Spans, FcfsStep, ReferenceStep, S
                          figures={"needed_blocks": need, "block_tokens": self.block_size,
                                   "pool_blocks": self.pool.usable})
             return None
-        if not cfg.enable_chunked_prefill:
-            # without chunking the whole prompt must fit one step's budget (vLLM
-            # refuses max_num_batched_tokens < max_model_len at start-up); a prefix
-            # hit is not guaranteed, so waiting for one could stall the replay
-            if p > cfg.max_num_batched_tokens - (self.spec.draft_slots if self.spec is not None else 0):
-                self._reject(request, arrival_ms, f"prompt of {p} tokens > max_num_batched_tokens "
-                             f"{cfg.max_num_batched_tokens} with chunked prefill off (vLLM would never "
-                             "schedule it)",
-                             key="prompt exceeds max_num_batched_tokens with chunked prefill off "
-                                 "(vLLM would never schedule it)",
-                             figures={"prompt_tokens": p, "max_num_batched_tokens": cfg.max_num_batched_tokens})
-                return None
         keys = (prompt_block_keys(request, self.block_size, self.prefix_block_size)
                 if self.prefix_caching else [])
         if self.hash_lookahead:

@@ -91,30 +91,13 @@ class SpecStep:
             slot = nc + n + la
             if maxlen is not None and slot > maxlen:
                 slot = maxlen
-            ok = True
-            while True:
-                need = -(-slot // bs) - q.num_blocks
-                if need <= pool.free:
-                    break
-                if self.by_priority:
-                    victim = max(running, key=_victim_key)
-                    vi = running.index(victim)
-                    del running[vi]
-                    if vi < idx:
-                        idx -= 1
-                    entry = sched.pop(victim, None)
-                    if entry is not None:
-                        token_budget += entry[0]
-                        input_budget += entry[0] + ds
-                else:
-                    victim = running.pop()
-                self._preempt(victim)
-                held_drafts.pop(victim, None)
-                preempted.append(victim)
-                if victim is q:
-                    ok = False
-                    break
-            if not ok:
+            first_victim = len(preempted)
+            need, idx, back, back_count = self._make_room(q, slot, idx, sched, preempted)
+            token_budget += back
+            input_budget += back + back_count * ds
+            for victim in preempted[first_victim:]:
+                held_drafts.pop(victim, None)  # _preempt_request clears spec_token_ids
+            if need < 0:
                 if self.by_priority:
                     continue
                 break
@@ -349,7 +332,3 @@ class SpecStep:
         if new_blocks + evictable + wm > pool.free:
             return None
         return hits, n, new_blocks, pad
-
-
-def _victim_key(q: RequestState) -> tuple[int, int]:
-    return (q.priority, q.ordinal)

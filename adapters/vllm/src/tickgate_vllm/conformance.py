@@ -43,16 +43,27 @@ HARNESS_DEFAULTS: dict[str, Any] = {
     "spec_method": "ngram",
     "acceptance_rates": 0.7,
     "seed": 0,
+    # ... and for CPU KV offload (v1_offload; off at 0 chunks)
+    "kv_offload_cpu_blocks": 0,
+    "kv_offload_extra_config": {},
+    "kv_offload_load_steps": 0,
+    "kv_offload_store_steps": 1,
 }
 #: the config keys that are vllm-v1 options only with speculative decoding on
 SPEC_KEYS = ("num_speculative_tokens", "spec_method", "acceptance_rates", "seed")
+#: ... only with CPU KV offload on
+OFFLOAD_KEYS = ("kv_offload_cpu_blocks", "kv_offload_extra_config", "kv_offload_load_steps",
+                "kv_offload_store_steps")
 
 #: per-step fields compared, in the order a divergence is reported
 BASE_FIELDS = ("sched", "preempted", "finished", "free_blocks_after_sched", "running_after_sched",
                "free_blocks", "running", "waiting")
 #: the harness's speculative-decoding fields, compared when a line has them (None otherwise)
 SPEC_FIELDS = ("spec", "drafts", "skip_drafts")
-COMPARED = BASE_FIELDS + SPEC_FIELDS
+#: the harness's CPU KV offload fields, compared when a line has them; GPU block ids are
+#: vLLM's own numbering, so kv_load / kv_store entries compare their count of blocks
+OFFLOAD_FIELDS = ("kv_lookup", "kv_admit", "kv_load", "kv_store", "kv_flush", "kv_done", "waiting_for_kv")
+COMPARED = BASE_FIELDS + SPEC_FIELDS + OFFLOAD_FIELDS
 
 
 def _check_config(raw: dict[str, Any], path: Path, prefix: tuple[str, ...]) -> None:
@@ -67,9 +78,12 @@ def _check_config(raw: dict[str, Any], path: Path, prefix: tuple[str, ...]) -> N
 def _norm(step: dict[str, Any]) -> dict[str, Any]:
     """Fields compared; a running request's computed-token count is not a decision."""
     out = {k: step[k] for k in BASE_FIELDS}
-    for k in SPEC_FIELDS:
+    for k in SPEC_FIELDS + OFFLOAD_FIELDS:
         out[k] = step.get(k)
     out["sched"] = [s[:3] if s[2] == "running" else s[:4] for s in step["sched"]]
+    for k in ("kv_load", "kv_store"):
+        if out[k] is not None:  # [req_id, job, (sync,) GPU blocks -> their count, CPU chunks]
+            out[k] = [[*e[:-2], len(e[-2]) if isinstance(e[-2], list) else e[-2], e[-1]] for e in out[k]]
     return out
 
 
@@ -90,9 +104,11 @@ def compare(reference: list[dict[str, Any]], mirror: list[dict[str, Any]]) -> di
 
 def scheduler_options(config: dict[str, Any]) -> dict[str, Any]:
     """The harness config as ``vllm-v1`` options (same knob names); the
-    speculative-decoding keys only when it is on."""
+    speculative-decoding and offload keys only when they are on."""
     spec = config.get("num_speculative_tokens", 0) > 0
-    return {k: config[k] for k in HARNESS_DEFAULTS if spec or k not in SPEC_KEYS}
+    offload = config.get("kv_offload_cpu_blocks", 0) > 0
+    return {k: config[k] for k in HARNESS_DEFAULTS
+            if (spec or k not in SPEC_KEYS) and (offload or k not in OFFLOAD_KEYS)}
 
 
 def run_mirror(requests: list[Request], config: dict[str, Any], *, slow_path: bool = False) -> list[dict[str, Any]]:

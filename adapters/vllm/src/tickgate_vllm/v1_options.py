@@ -9,6 +9,7 @@ import attrs
 
 from tickgate import ConfigError, kv_capacity
 
+from .v1_offload import OFFLOAD_OPTIONS
 from .v1_spec import SPEC_OPTIONS
 
 _INT = {"type": "integer", "minimum": 1, "maximum": 1_000_000_000}
@@ -46,6 +47,7 @@ OPTIONS_SCHEMA: Mapping[str, Any] = {
         "max_span": {**_INT, "description": "tickgate only: cap on fast-forwarded identical steps "
                                            "(1 disables fast-forwarding; decisions never change)."},
         **SPEC_OPTIONS,
+        **OFFLOAD_OPTIONS,
     },
 }
 
@@ -70,6 +72,12 @@ class V1Config:
     acceptance_rates: Any = 0.7
     seed: int = 0
     spec_drafter_cost: float | None = None
+    # CPU KV offload (v1_offload; off while kv_offload_cpu_blocks is 0)
+    kv_offload_cpu_blocks: int = 0
+    kv_offload_extra_config: Any = None
+    kv_offload_load_steps: int = 0
+    kv_offload_store_steps: int = 1
+    kv_offload_host_bandwidth_gb_s: float | None = None
 
     @classmethod
     def from_options(cls, options: Mapping[str, Any]) -> "V1Config":

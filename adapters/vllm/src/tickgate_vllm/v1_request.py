@@ -28,6 +28,8 @@ from typing import Any, Hashable
 from tickgate import Request, run_starts
 
 WAITING, RUNNING, PREEMPTED = 0, 1, 2
+#: ``RequestStatus.WAITING_FOR_REMOTE_KVS``: holding blocks while its KV loads (v1_offload)
+WAITING_FOR_KV = 3
 _encode_str = json.encoder.encode_basestring_ascii  # json.dumps of a str (ensure_ascii)
 
 

@@ -82,20 +82,22 @@ from .v1_events import KvEventOps
 from .v1_fcfs import FcfsStep
 from .v1_group import DecodeGroup
 from .v1_observe import ObservedSteps
+from .v1_offload import Offload
+from .v1_offload_step import OffloadStep
 from .v1_options import OPTIONS_SCHEMA, V1Config, resolve_num_gpu_blocks
 from .v1_pool import BlockPool
 from .v1_records import Records
 from .v1_reference import ReferenceStep
 from .v1_request import RequestState, prompt_block_keys
 from .v1_spans import Spans, span_record
-from .v1_spec import SpecDecoding, lookahead_block_keys
+from .v1_spec import SpecDecoding, lookahead_block_keys, no_spec
 from .v1_spec_step import SpecStep
 
 __all__ = ["VllmV1Scheduler", "RequestState", "prompt_block_keys"]
 
 
-class VllmV1Scheduler(KvEventOps, DecodeGroup, Spans, FcfsStep, ReferenceStep, SpecStep, Records, BlockOps,
-                      ObservedSteps,
+class VllmV1Scheduler(KvEventOps, DecodeGroup, Spans, FcfsStep, ReferenceStep, SpecStep, OffloadStep, Records,
+                      BlockOps, ObservedSteps,
                       Scheduler):
     """The ``vllm-v1`` scheduler plugin (see the module docstring for its parts)."""
 
@@ -157,7 +159,13 @@ class VllmV1Scheduler(KvEventOps, DecodeGroup, Spans, FcfsStep, ReferenceStep, S
         #: speculative decoding (v1_spec), None when off; with it every step is a _spec_step
         self.spec = SpecDecoding(cfg) if cfg.num_speculative_tokens else None
         self.hash_lookahead = self.spec.hash_lookahead if self.spec is not None else 0
-        self.group_ok = not self.by_priority and self.max_span != 1 and self.spec is None
+        #: CPU KV offload (v1_offload), None when off; with it too every step is the extended step
+        self.offload = (Offload(cfg, self.block_size, self.prefix_caching, self.hash_lookahead, ctx.timing,
+                                self.by_priority) if cfg.kv_offload_cpu_blocks else None)
+        #: what the extended step (v1_spec_step) reads drafts from: the drafts' state, or none
+        self.step_spec = self.spec if self.spec is not None else no_spec(cfg)
+        self.group_ok = (not self.by_priority and self.max_span != 1 and self.spec is None
+                         and self.offload is None)
         self.decode_clock = 0
         # members by allocation phase, twice over (window sums)
         self.phase_members = [0] * (2 * self.block_size)
@@ -255,6 +263,9 @@ class VllmV1Scheduler(KvEventOps, DecodeGroup, Spans, FcfsStep, ReferenceStep, S
         q = RequestState(request, self.ordinal, keys, self.clock.tick, arrival_ms)
         if q.id_json is None:
             self.plain_ids = False
+        if self.offload is not None:  # the connector's block hashes exist with or without GPU prefix caching
+            self.offload.track(q, keys if self.prefix_caching else
+                               prompt_block_keys(request, self.block_size, self.prefix_block_size))
         self.ordinal += 1
         if self.by_priority:
             heapq.heappush(self.waiting_heap, q)
@@ -265,7 +276,7 @@ class VllmV1Scheduler(KvEventOps, DecodeGroup, Spans, FcfsStep, ReferenceStep, S
 
     def has_work(self) -> bool:
         return (bool(self.running) or bool(self.waiting_fifo) or bool(self.waiting_heap)
-                or bool(self.rejected_now))
+                or bool(self.rejected_now) or (self.offload is not None and self.offload.busy()))
 
     def pop_outcomes(self) -> list[RequestOutcome]:
         out, self.outcomes = self.outcomes, []
@@ -288,11 +299,15 @@ class VllmV1Scheduler(KvEventOps, DecodeGroup, Spans, FcfsStep, ReferenceStep, S
         return self.cfg.max_num_seqs
 
     def _n_waiting(self) -> int:
-        return len(self.waiting_heap) if self.by_priority else len(self.waiting_fifo)
+        n = len(self.waiting_heap) if self.by_priority else len(self.waiting_fifo)
+        if self.offload is not None:
+            n += len(self.offload.holding)
+        return n
 
     # -- one step ---------------------------------------------------------------
     def step(self, horizon: Horizon) -> TickRecord:
-        if self.spec is not None:  # speculative decoding: always the full step (v1_spec_step)
+        if self.spec is not None or self.offload is not None:
+            # speculative decoding, CPU KV offload: always the extended full step (v1_spec_step)
             return self._spec_step()
         finishing = self.finish_next  # set by the span just applied, if it ended where a request finishes
         self.finish_next = False

@@ -219,3 +219,12 @@ def drafts_unused(q: "RequestState", before: int, n: int) -> bool:
     verified, because the step is a non-final prefill chunk or samples the
     request's last token (it finishes even if every draft is rejected)."""
     return before + n < q.num_tokens or q.num_output_tokens + 1 >= q.max_tokens
+
+
+def no_spec(cfg: Any) -> SpecDecoding:
+    """The drafts' state of an engine without speculative decoding (K = 0: no draft,
+    no lookahead, no draft slot), for the extended step when only offload needs it."""
+    import attrs
+
+    return SpecDecoding(attrs.evolve(cfg, num_speculative_tokens=0, spec_method="ngram", acceptance_rates=0.7,
+                                     spec_drafter_cost=None))

@@ -58,7 +58,8 @@ class SpecStep:
         caching = self.prefix_caching
         maxlen = self.max_model_len
         running = self.running
-        sp = self.spec
+        sp = self.step_spec
+        off = self.offload
         la = sp.lookahead
         ds = sp.draft_slots
         hl = sp.hash_lookahead
@@ -97,6 +98,8 @@ class SpecStep:
             input_budget += back + back_count * ds
             for victim in preempted[first_victim:]:
                 held_drafts.pop(victim, None)  # _preempt_request clears spec_token_ids
+                if off is not None:
+                    off.inflight.discard(victim)
             if need < 0:
                 if self.by_priority:
                     continue
@@ -118,38 +121,14 @@ class SpecStep:
 
         admitted_blocks = 0
         if not preempted:
-            running_scheduled = bool(sched)
-            while token_budget > 0:
-                if self.by_priority:
-                    if not self.waiting_heap:
-                        break
-                    q = self.waiting_heap[0]
-                else:
-                    if not self.waiting_fifo:
-                        break
-                    q = self.waiting_fifo[0]
-                if input_budget <= ds:
-                    break
-                plan = self._spec_admission(q, token_budget, input_budget, thr, not prefill_scheduled,
-                                            running_scheduled)
-                if plan is None:
-                    break
-                hits, n, new_blocks, pad = plan
-                if self.by_priority:
-                    heapq.heappop(self.waiting_heap)
-                else:
-                    self.waiting_fifo.popleft()
-                kind = "resumed" if q.num_preemptions > 0 else "transferred" if q.transferred else "new"
-                before = self._admit(q, hits, n, new_blocks, tick)
-                admitted_blocks += new_blocks
-                q.num_computed_tokens = before
-                sched[q] = [n, kind, before, sp.k if pad else 0, pad]
-                token_budget -= n
-                input_budget -= n + ds
-                drafts_needed = drafts_needed or not drafts_unused(q, before, n)
+            waiting_pass = self._offload_waiting_pass if off is not None else self._spec_waiting_pass
+            token_budget, input_budget, drafts_needed, admitted_blocks = waiting_pass(
+                tick, token_budget, input_budget, thr, sched, prefill_scheduled, drafts_needed)
 
         free_after_sched = pool.free
         kv_after_sched = pool.usable - free_after_sched
+        if off is not None:  # the end of schedule(): build_connector_meta
+            off.build_meta(sched, preempted, tick, self.clock.now_ms if self.timing is not None else None)
         skip = not drafts_needed
         prefill_tokens = decode_tokens = context = total = draft_tokens = 0
         decoded: list[str] = []
@@ -181,6 +160,8 @@ class SpecStep:
                 sampled.append(q)
                 decoded.append(q.request.id)
                 chunking.discard(q)
+                if off is not None:
+                    off.inflight.discard(q)  # _update_after_schedule: no longer a prefill chunk
             else:
                 chunking.add(q)
 
@@ -225,13 +206,19 @@ class SpecStep:
             sp.skip_steps += 1
         sp.steps += 1
         sp.output_tokens += out_tokens
-        duration, end_ms = self._step_time(prefill_tokens + draft_tokens, decode_tokens, context, firsts, tick)
+        if off is not None and not total and self.timing is not None:
+            duration, end_ms = self._offload_idle_time()
+        else:
+            duration, end_ms = self._step_time(prefill_tokens + draft_tokens, decode_tokens, context, firsts, tick)
         if finished:
             gone = set(finished)
             self.running = running = [q for q in running if q not in gone]
             for q in finished:
                 chunking.discard(q)
                 held_drafts.pop(q, None)
+                if off is not None:  # _free_request: the connector's request_finished
+                    off.finished_now.append(q)
+                    off.inflight.discard(q)
                 self._release(q, finished=True)
                 self.outcomes.append(self._outcome(q, tick, end_ms))
         if total:
@@ -248,8 +235,9 @@ class SpecStep:
         self.steady = False
         self.total_preemptions += len(preempted)
         self._count_step(total, kv_after_sched)
+        kv_log = self._offload_collect(tick, end_ms) if off is not None else None
         if self.observer is not None:
-            self.observer({
+            line = {
                 "step": tick,
                 "sched": [[q.request.id, e[0], e[1], e[2]] for q, e in sched.items()],
                 "num_tokens": total,
@@ -260,10 +248,14 @@ class SpecStep:
                 "free_blocks": pool.free,
                 "running": len(running),
                 "waiting": self._n_waiting(),
-                "spec": spec_json,
-                "drafts": [[q.request.id, held_drafts[q]] for q in running if q in held_drafts],
-                "skip_drafts": skip,
-            })
+            }
+            if self.spec is not None:
+                line["spec"] = spec_json
+                line["drafts"] = [[q.request.id, held_drafts[q]] for q in running if q in held_drafts]
+                line["skip_drafts"] = skip
+            if kv_log is not None:
+                line.update(kv_log)
+            self.observer(line)
         body = (tuple(admitted), prefill_tokens, tuple(decoded), decode_tokens, self._n_waiting(),
                 len(running) + len(finished), admitted_blocks, tuple(completed),
                 tuple(q.request.id for q in preempted), rejected, sched_json, spec_json)
@@ -276,34 +268,84 @@ class SpecStep:
             kv_pages_used=self.kv_sample[0], kv_pages_reserved=admitted_blocks,
             completed=body[7], preempted=body[8], rejected=rejected,
             duration_ms=duration,
-            detail={"sched": sched_json, "spec": spec_json, "free_blocks": self.kv_sample[1]},
+            detail=({"sched": sched_json, "spec": spec_json, "free_blocks": self.kv_sample[1]}
+                    if self.spec is not None else {"sched": sched_json, "free_blocks": self.kv_sample[1]}),
         )
         self.last_record = record
         return record
 
+    def _spec_waiting_pass(self, tick: int, token_budget: int, input_budget: int, thr: int,
+                           sched: dict[RequestState, list[Any]], prefill_scheduled: bool,
+                           drafts_needed: bool) -> tuple[int, int, bool, int]:
+        """The waiting pass (one queue, strict head-of-line blocking); returns the budgets
+        left, whether drafts are needed and the blocks the admissions took."""
+        sp = self.step_spec
+        ds = sp.draft_slots
+        running_scheduled = bool(sched)
+        admitted_blocks = 0
+        while token_budget > 0:
+            if self.by_priority:
+                if not self.waiting_heap:
+                    break
+                q = self.waiting_heap[0]
+            else:
+                if not self.waiting_fifo:
+                    break
+                q = self.waiting_fifo[0]
+            if input_budget <= ds:
+                break
+            plan = self._spec_admission(q, token_budget, input_budget, thr, not prefill_scheduled,
+                                        running_scheduled)
+            if plan is None:
+                break
+            hits, n, new_blocks, pad = plan
+            if self.by_priority:
+                heapq.heappop(self.waiting_heap)
+            else:
+                self.waiting_fifo.popleft()
+            kind = "resumed" if q.num_preemptions > 0 else "transferred" if q.transferred else "new"
+            before = self._admit(q, hits, n, new_blocks, tick)
+            admitted_blocks += new_blocks
+            q.num_computed_tokens = before
+            sched[q] = [n, kind, before, sp.k if pad else 0, pad]
+            token_budget -= n
+            input_budget -= n + ds
+            drafts_needed = drafts_needed or not drafts_unused(q, before, n)
+        return token_budget, input_budget, drafts_needed, admitted_blocks
+
     def _spec_admission(self, q: RequestState, token_budget: int, input_budget: int, thr: int,
-                        no_chunk: bool, running_scheduled: bool) -> tuple[list[int], int, int, bool] | None:
+                        no_chunk: bool, running_scheduled: bool, hits: list[int] | None = None, ext: int = 0,
+                        load: bool = False, reserved: int = 0) -> tuple[list[int], int, int, bool] | None:
         """:meth:`~.v1_reference.ReferenceStep._admission` with drafts: the budget
         is ``min(token_budget, input_budget - draft_slots)``, a one-token admission
         may be padded to 1 + K (``no_chunk``: no running prefill chunk was scheduled,
         and ``running_scheduled``: a running request was, or the request has
         computed tokens), and the chunk's
         blocks include the lookahead slots. Returns the hits, the tokens, the new
-        blocks and whether it is padded, or ``None`` (admission stops)."""
+        blocks and whether it is padded, or ``None`` (admission stops).
+
+        With CPU KV offload (:mod:`.v1_offload_step`) the caller passes the GPU
+        ``hits`` it offered the connector and the ``ext`` tokens the connector
+        answered: an asynchronous ``load`` schedules nothing and takes blocks for the
+        hit only, keeping ``reserved`` blocks free; a request whose load is done holds
+        its blocks already (``q.num_blocks``) and has its tokens computed."""
         cfg = self.cfg
         if len(self.running) >= cfg.max_num_seqs:
             return None
-        sp = self.spec
+        sp = self.step_spec
         bs = self.block_size
         pool = self.pool
         maxlen = self.max_model_len
         budget = min(token_budget, input_budget - sp.draft_slots)
         T = q.num_tokens
-        hits = pool.lookup(q.prompt_keys, (T - 1) // bs, q.key) if self.prefix_caching else []
+        held = q.num_blocks
+        if hits is None:
+            hits = pool.lookup(q.prompt_keys, (T - 1) // bs, q.key) if self.prefix_caching else []
+            computed = T - 1 if q.transferred else len(hits) * bs
+        else:
+            computed = q.num_computed_tokens if held else len(hits) * bs + ext
         h = len(hits)
-        hit = h * bs
-        computed = T - 1 if q.transferred else hit
-        n = T - computed
+        n = 0 if load else T - computed
         pad = False
         if n == 1 and no_chunk and (running_scheduled or computed > 0):
             padded = 1 + sp.k
@@ -312,7 +354,7 @@ class SpecStep:
                     return None
                 n = padded
                 pad = True
-        if not q.transferred:
+        if not q.transferred and not load:
             if 0 < thr < n:
                 n = thr
             if not cfg.enable_chunked_prefill and n > budget:
@@ -323,12 +365,12 @@ class SpecStep:
         evictable = pool.evictable(hits) if h else 0
         if cfg.scheduler_reserve_full_isl:
             full = T if maxlen is None else min(T, maxlen)
-            if max(-(-full // bs) - h, 0) + evictable + wm > pool.free:
+            if max(-(-full // bs) - h - held, 0) + evictable + wm > pool.free:
                 return None
-        slot = computed + n + sp.lookahead
+        slot = computed + n + (0 if load else sp.lookahead)  # limit_lookahead_tokens
         if maxlen is not None and slot > maxlen:
             slot = maxlen
-        new_blocks = max(-(-slot // bs) - h, 0)
-        if new_blocks + evictable + wm > pool.free:
+        new_blocks = max(-(-slot // bs) - h - held, 0)
+        if new_blocks + evictable + wm > pool.free - reserved:
             return None
         return hits, n, new_blocks, pad

@@ -60,6 +60,8 @@ def summary(s: "VllmV1Scheduler") -> dict[str, Any]:
         }
     if s.spec is not None:  # speculative decoding (absent otherwise: reports stay as they were)
         out["speculative"] = s.spec.summary()
+    if s.offload is not None:  # CPU KV offload (absent otherwise: reports stay as they were)
+        out["kv_offload"] = s.offload.summary(s.total_first_query_tokens, s.total_first_hit_tokens)
     if s.kv_capacity is not None:  # num_gpu_blocks: auto (absent otherwise: reports stay as they were)
         out["kv_capacity"] = s.kv_capacity
     return out

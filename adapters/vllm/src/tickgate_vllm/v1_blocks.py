@@ -26,6 +26,9 @@ class BlockOps:
             self.pool.allocate(n, q.blocks)
         else:
             self.pool.take(n)
+            ids = self.gpu_ids
+            if ids is not None:  # CPU KV offload: vLLM's block ids (v1_offload), the queue's front first
+                q.blocks.extend(ids.pop() for _ in range(n))
 
     def _cache(self, q: RequestState, upto: int) -> None:
         """Register q's full computed blocks [num_cached_logical, upto) in the prefix cache
@@ -91,6 +94,10 @@ class BlockOps:
             q.num_cached_blocks = q.num_cached_logical = 0
         else:
             self.pool.give(q.num_blocks)
+            ids = self.gpu_ids
+            if ids is not None:  # freed tail first to the queue's front: reused last block first
+                ids.extend(q.blocks)
+                q.blocks = []
         q.num_blocks = 0
 
     def _preempt(self, q: RequestState) -> None:

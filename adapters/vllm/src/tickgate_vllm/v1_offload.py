@@ -27,12 +27,16 @@ offloading, asynchronous loads; what vLLM does, by function):
   make them readable (stores); an async load's request is promoted the next
   time the waiting pass reaches it.
 
+- the fences of ``request_finished``: a finished request's store still in
+  flight is flushed (reported done in this step) once a GPU block it reads from
+  is handed to a request again. That needs block identities: with GPU prefix
+  caching the pool's block labels are them (a cached block keeps its label
+  while free, and a hit or an eviction hands out that label); without it the
+  scheduler keeps vLLM's free queue of block ids (:attr:`Offload.gpu_free`,
+  freed blocks reused last-freed first).
+
 Not mirrored (docs/vllm.md): sync loads (``sync_load_budget_bytes``), the ARC
-policy, sliding-window and hybrid groups, ``offload_prompt_only: false``, and
-the flush of a finished request's in-flight store when the GPU blocks it
-reads from are reallocated (it needs vLLM's GPU block ids; with the default
-``kv_offload_store_steps: 1`` it only changes when a store that failed until
-its request finished completes).
+policy, sliding-window and hybrid groups, ``offload_prompt_only: false``.
 
 Timed replays: a job also needs its bytes (tokens x the timing model's
 ``kv_token_bytes``) over ``kv_offload_host_bandwidth_gb_s``; the step counts
@@ -80,7 +84,8 @@ DEFAULT_HOST_BANDWIDTH_GB_S = 64.0
 class OffloadRequest:
     """``RequestOffloadState`` of one request."""
 
-    __slots__ = ("q", "ctx", "block_keys", "nblocks", "next_stored", "jobs", "local", "signaled", "waited")
+    __slots__ = ("q", "ctx", "block_keys", "nblocks", "next_stored", "jobs", "local", "signaled", "waited",
+                 "finished", "final_blocks")
 
     def __init__(self, q: "RequestState", block_keys: list[Hashable], tokens_per_chunk: int, bpc: int) -> None:
         self.q = q
@@ -94,10 +99,12 @@ class OffloadRequest:
         self.local = 0  # num_locally_computed_tokens of the last lookup
         self.signaled = False  # finished_signaled
         self.waited = False  # has waited for a load (report)
+        self.finished = False
+        self.final_blocks: list[int] = []  # its GPU blocks when it finished (what its stores read)
 
 
 class Job:
-    __slots__ = ("id", "req", "keys", "store", "due", "due_ms")
+    __slots__ = ("id", "req", "keys", "store", "due", "due_ms", "blocks")
 
     def __init__(self, jid: int, req: OffloadRequest, keys: list[Hashable], store: bool, due: int,
                  due_ms: float) -> None:
@@ -107,13 +114,14 @@ class Job:
         self.store = store
         self.due = due
         self.due_ms = due_ms
+        self.blocks: list[int] = []  # the GPU blocks a store reads (its fence once the request finished)
 
 
 class Offload:
     """The connector's scheduler side and the fake worker, for one engine."""
 
     def __init__(self, cfg: Any, block_size: int, caching: bool, hash_lookahead: int, timing: Any,
-                 by_priority: bool) -> None:
+                 by_priority: bool, usable_blocks: int) -> None:
         extra = cfg.kv_offload_extra_config or {}
         self.bpc = int(extra.get("blocks_per_chunk", 1))
         self.bs = block_size
@@ -138,6 +146,13 @@ class Offload:
         self.inflight: set[RequestState] = set()  # S._inflight_prefills
         self.batch_loads: list[int] = []
         self.batch_flush: set[int] = set()
+        #: GPU blocks handed to requests in this step (_current_batch_allocated_block_ids)
+        self.batch_alloc: set[int] = set()
+        #: GPU block -> finished requests' store jobs reading it (_block_id_to_pending_jobs)
+        self.fences: dict[int, set[int]] = {}
+        #: without GPU prefix caching: vLLM's free queue of block ids, a stack (its top is
+        #: reused first: the blocks freed last; 1, 2, ... at first, block 0 is the null block)
+        self.gpu_free: list[int] | None = None if caching else list(range(usable_blocks, 0, -1))
         self.log: dict[str, list[Any]] = _empty_log()
         # totals (the report's kv_offload section)
         self.lookups = 0
@@ -223,6 +238,7 @@ class Offload:
     def after_alloc(self, q: "RequestState", ext: int, step: int, now_ms: float | None) -> None:
         """``update_state_after_alloc`` with ``ext`` > 0 tokens to load: the load job."""
         r = self.reqs[q]
+        self.batch_alloc.update(q.blocks)
         self.log["kv_admit"].append([q.id, ext])
         bs = self.bs
         cached = r.local + ext
@@ -242,7 +258,9 @@ class Offload:
         if not r.waited:
             r.waited = True
             self.waited_requests += 1
-        self.log["kv_load"].append([q.id, job.id, 0, gpu_blocks, ids])
+        # the GPU blocks loaded into: vLLM's ids when the scheduler keeps them, else their count
+        dst: Any = q.blocks[first:first + gpu_blocks] if self.gpu_free is not None else gpu_blocks
+        self.log["kv_load"].append([q.id, job.id, 0, dst, ids])
 
     def _job(self, r: OffloadRequest, keys: list[Hashable], store: bool, due: int, now_ms: float | None,
              chunks: int) -> Job:
@@ -274,15 +292,23 @@ class Offload:
         """Flushes, store jobs and finished requests of this step; ``sched`` maps each
         scheduled request to its entry (tokens first, computed before third)."""
         reqs = self.reqs
+        alloc = self.batch_alloc
         for q in sched:
             r = reqs.get(q)
             if r is not None:
+                alloc.update(q.blocks[r.nblocks:])  # the whole table for a new admission (nblocks 0)
                 r.nblocks = q.num_blocks
         loads = set(self.batch_loads)
         for q in preempted:
             r = reqs.get(q)
             if r is not None and r.jobs:
                 self.batch_flush.update(r.jobs - loads)
+        fences = self.fences
+        if fences and not alloc.isdisjoint(fences):
+            for b in alloc:
+                jobs = fences.get(b)
+                if jobs:
+                    self.batch_flush.update(jobs)
         finished = self._finished_order()
         for q, entry in sched.items():
             self._store(reqs.get(q), entry[2] + entry[0], False, step, now_ms)
@@ -306,6 +332,7 @@ class Offload:
         self.log["kv_flush"] = sorted(self.batch_flush)
         self.batch_flush = set()
         self.batch_loads = []
+        self.batch_alloc = set()
 
     def _finished_order(self) -> list["RequestState"]:
         """Last step's finished requests in the order vLLM walks ``finished_req_ids`` (a set)."""
@@ -341,9 +368,39 @@ class Offload:
         if not to_store:
             return
         job = self._job(r, to_store, True, step + self.store_steps, now_ms, len(to_store))
+        stored = set(to_store)
+        bpc = self.bpc
+        blocks = r.final_blocks if finished else q.blocks
+        job.blocks = [b for c, k in zip(range(start, num_chunks), keys) if k in stored
+                      for b in blocks[c * bpc:(c + 1) * bpc]]
+        if finished:  # fenced at once, and flushed if a block of it was handed out this step
+            self._fence(job)
+            if not self.batch_alloc.isdisjoint(job.blocks):
+                self.batch_flush.add(job.id)
         self.store_jobs += 1
         self.store_chunks += len(to_store)
-        self.log["kv_store"].append([q.id, job.id, len(to_store) * self.bpc, ids])
+        src: Any = job.blocks if self.gpu_free is not None else len(job.blocks)
+        self.log["kv_store"].append([q.id, job.id, src, ids])
+
+    def _fence(self, job: Job) -> None:
+        fences = self.fences
+        for b in job.blocks:
+            fences.setdefault(b, set()).add(job.id)
+
+    def request_finished(self, q: "RequestState") -> None:
+        """``_free_request`` -> ``request_finished``, before ``q``'s blocks are freed: its
+        stores in flight are fenced by their blocks; it is signalled at the next build."""
+        self.finished_now.append(q)
+        self.inflight.discard(q)
+        r = self.reqs.get(q)
+        if r is None:
+            return
+        r.finished = True
+        r.final_blocks = list(q.blocks)
+        for jid in r.jobs:
+            job = self.jobs[jid]
+            if job.store:
+                self._fence(job)
 
     # -- update_from_output ----------------------------------------------------
     def collect(self, step: int, end_ms: float | None) -> None:
@@ -363,6 +420,14 @@ class Offload:
                     self.being_loaded.difference_update(job.keys)
                 self.recv.add(r.q)
             r.jobs.discard(jid)
+            if r.finished and job.store:  # _remove_pending_job
+                fences = self.fences
+                for b in job.blocks:
+                    held = fences.get(b)
+                    if held is not None:
+                        held.discard(jid)
+                        if not held:
+                            del fences[b]
             if r.signaled and not r.jobs:
                 self.reqs.pop(r.q, None)
         self.log["kv_done"] = done

@@ -79,6 +79,8 @@ class OffloadStep:
                 hits = None  # a prompt transferred by a remote prefill (add_transferred)
             elif q.num_computed_tokens == 0:
                 hits = pool.lookup(q.prompt_keys, (q.num_tokens - 1) // bs, q.key) if caching else []
+                if hits and sp.eagle_block_drop:
+                    hits.pop()  # EAGLE recomputes the hit's last block (its drafter's hidden states)
                 found, load = off.lookup(q, len(hits) * bs)
                 if found is None:
                     _pop(queue, prio)

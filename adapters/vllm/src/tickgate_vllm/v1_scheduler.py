@@ -161,7 +161,9 @@ class VllmV1Scheduler(KvEventOps, DecodeGroup, Spans, FcfsStep, ReferenceStep, S
         self.hash_lookahead = self.spec.hash_lookahead if self.spec is not None else 0
         #: CPU KV offload (v1_offload), None when off; with it too every step is the extended step
         self.offload = (Offload(cfg, self.block_size, self.prefix_caching, self.hash_lookahead, ctx.timing,
-                                self.by_priority) if cfg.kv_offload_cpu_blocks else None)
+                                self.by_priority, self.pool.usable) if cfg.kv_offload_cpu_blocks else None)
+        #: vLLM's GPU block ids without prefix caching (offload's fences need them), else None
+        self.gpu_ids = self.offload.gpu_free if self.offload is not None else None
         #: what the extended step (v1_spec_step) reads drafts from: the drafts' state, or none
         self.step_spec = self.spec if self.spec is not None else no_spec(cfg)
         self.group_ok = (not self.by_priority and self.max_span != 1 and self.spec is None

@@ -91,8 +91,14 @@ class SpecDecoding:
         self.lookahead = k if self.method in ("eagle", "draft_model") else 0  # VC.num_lookahead_tokens
         self.draft_slots = 1 if self.method == "draft_model" else 0  # SC.max_num_new_slots_for_drafting
         self.can_skip = self.lookahead > 0  # S.can_skip_drafts (the V2 model runner)
-        # VC.num_hash_lookahead_tokens: EAGLE's block hashes cover the next token
-        self.hash_lookahead = 1 if self.method == "eagle" and cfg.enable_prefix_caching else 0
+        eagle_cache = self.method == "eagle" and cfg.enable_prefix_caching
+        offload = cfg.kv_offload_cpu_blocks > 0
+        # VC.num_hash_lookahead_tokens: EAGLE's block hashes cover the next token, except
+        # with a KV connector, which keeps the legacy hashes ...
+        self.hash_lookahead = 1 if eagle_cache and not offload else 0
+        # ... and then the prefix cache drops the last block of every hit instead
+        # (SC.use_eagle_block_drop; FullAttentionManager.find_longest_cache_hit)
+        self.eagle_block_drop = eagle_cache and offload
         cost = cfg.spec_drafter_cost
         self.drafter_cost = DRAFTER_COST[self.method] if cost is None else float(cost)
         #: Request.spec_token_ids: drafts a running request holds for its next schedule (count)

@@ -217,8 +217,7 @@ class SpecStep:
                 chunking.discard(q)
                 held_drafts.pop(q, None)
                 if off is not None:  # _free_request: the connector's request_finished
-                    off.finished_now.append(q)
-                    off.inflight.discard(q)
+                    off.request_finished(q)
                 self._release(q, finished=True)
                 self.outcomes.append(self._outcome(q, tick, end_ms))
         if total:

@@ -20,6 +20,7 @@ from tickgate.errors import ConfigError, InputError
 from tickgate_vllm.conformance import load_reference_workload, scheduler_options
 from tickgate_vllm.v1_options import V1Config
 from tickgate_vllm.v1_spec import SpecDecoding
+from vllm_helpers import mirror_run as _mirror
 
 REPO = Path(__file__).resolve().parents[3]
 REF = REPO / "fixtures" / "vllm-reference"
@@ -69,33 +70,6 @@ def test_acceptance_agrees_with_the_harness_spec_model() -> None:
         for n in range(4):
             assert ours.num_accepted(f"r{pos % 7}", pos, n) == theirs.num_accepted(f"r{pos % 7}", pos, [5] * n)
         assert theirs.num_accepted("r1", pos, [-1, -1, -1]) == 0  # pads: always rejected
-
-
-def _mirror(requests: list[Request], options: dict, timing=None):
-    """The vllm-v1 mirror after replaying ``requests`` (its summary, its observed lines)."""
-    from tickgate.interfaces import BuildContext, Clock
-    from tickgate.plugins import get_registry
-    from tickgate.replay.engine import run
-
-    clock = Clock()
-    ctx = BuildContext(clock=clock, timing=timing, make_kv_allocator=None, make_admission=None)
-    mirror = get_registry().get("scheduler", "vllm-v1").obj.build(options, ctx)
-    lines: list[dict] = []
-    mirror.observer = lines.append
-    records: list = []
-
-    class _Sink:
-        def arrival(self, request):
-            pass
-
-        def record(self, record):
-            records.append(record)
-
-        def outcome(self, outcome):
-            pass
-
-    run(requests, mirror, clock, [_Sink()], timed=timing is not None, label="vllm-v1")
-    return mirror.extra_summary(), lines, records
 
 
 @pytest.mark.parametrize("name", SPEC_CASES)

@@ -76,28 +76,34 @@ class CpuTier:
     def _push(self, key: Hashable) -> None:
         self.seq += 1
         heapq.heappush(self.heap, (self.ranks[key], self.seq, key))
-        if len(self.heap) > max(64, 4 * len(self.evictable)):
-            self._compact()
 
     def _compact(self) -> None:
-        """Drop stale heap entries (the order of the rebuild decides nothing: ranks are unique)."""
+        """Drop the stale heap entries once they dominate (after each operation that pushes;
+        the order of the rebuild decides nothing: ranks are unique)."""
+        heap = self.heap
+        if len(heap) <= 64 or len(heap) <= 4 * len(self.evictable):
+            return
         ranks = self.ranks
-        self.heap = [e for e in self.heap if e[2] in self.evictable and ranks.get(e[2]) == e[0]]
+        evictable = self.evictable
+        self.heap = [e for e in heap if e[2] in evictable and ranks.get(e[2]) == e[0]]
         heapq.heapify(self.heap)
 
     def _mark_evictable(self, key: Hashable) -> None:
         self.evictable.add(key)
-        self._push(key)
+        self._push(key)  # the caller compacts
 
     def _fresh_rank(self, keys: Iterable[Hashable]) -> None:
         """``_update_recency``: a new rank for each key, in the order given."""
         chunks = self.chunks
+        ranks = self.ranks
+        evictable = self.evictable
         for key in keys:
             if key in chunks:
                 self.next_rank += 1
-                self.ranks[key] = (self.next_rank, 0)
-                if key in self.evictable:
+                ranks[key] = (self.next_rank, 0)
+                if key in evictable:
                     self._push(key)
+        self._compact()
 
     def _access(self, keys: list[Hashable], ctx: TierRequest) -> None:
         """``on_request_access`` for the keys ``ctx`` sees for the first time."""
@@ -118,6 +124,7 @@ class CpuTier:
             self.ranks[key] = r
             if key in self.evictable:
                 self._push(key)
+        self._compact()
 
     def _evict(self, n: int, protected: set[Hashable]) -> list[int] | None:
         """The ``n`` evictable, unprotected chunks of lowest rank, removed; their ids."""
@@ -176,6 +183,7 @@ class CpuTier:
             if chunk[0] == 0:
                 self.num_evictable += 1
                 self._mark_evictable(key)
+        self._compact()
 
     def _count_offers(self, keys: list[Hashable]) -> None:
         """``_record_accesses``: count the offer without evicting tracked keys it offers."""
@@ -250,6 +258,7 @@ class CpuTier:
                 chunk[0] = 0
                 self.num_evictable += 1
                 self._mark_evictable(key)
+        self._compact()
 
     def request_finished(self, ctx: TierRequest) -> None:
         """``on_request_finished``: the request's keys, head to tail, get fresh ranks tail first."""

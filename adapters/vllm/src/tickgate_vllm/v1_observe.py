@@ -62,7 +62,7 @@ class ObservedSteps:
         a fast path never preempts)."""
         assert self.observer is not None
         self.observed_fast_steps += 1
-        self.observer({
+        line = {
             "step": tick,
             "sched": sched,
             "num_tokens": num_tokens,
@@ -73,7 +73,11 @@ class ObservedSteps:
             "free_blocks": free,
             "running": running,
             "waiting": waiting,
-        })
+        }
+        if self.offload is not None:  # a quiescent connector's fields (v1_offload.Offload.quiescent)
+            line.update(kv_lookup=[], kv_admit=[], kv_load=[], kv_store=[], kv_flush=[], kv_done=[],
+                        waiting_for_kv=[])
+        self.observer(line)
 
     def _observe_decode_span(self, n: int, running: Sequence[RequestState], computed: Sequence[int],
                              firsts: Sequence[int], free: int) -> None:

@@ -120,13 +120,12 @@ class Job:
 class Offload:
     """The connector's scheduler side and the fake worker, for one engine."""
 
-    def __init__(self, cfg: Any, block_size: int, caching: bool, hash_lookahead: int, timing: Any,
-                 by_priority: bool, usable_blocks: int) -> None:
+    def __init__(self, cfg: Any, block_size: int, caching: bool, timing: Any, by_priority: bool,
+                 usable_blocks: int) -> None:
         extra = cfg.kv_offload_extra_config or {}
         self.bpc = int(extra.get("blocks_per_chunk", 1))
         self.bs = block_size
         self.tpc = self.bpc * block_size
-        self.hl = hash_lookahead
         self.tier = CpuTier(cfg.kv_offload_cpu_blocks, int(extra.get("store_threshold", 0)))
         self.load_steps = cfg.kv_offload_load_steps
         self.store_steps = cfg.kv_offload_store_steps
@@ -144,6 +143,8 @@ class Offload:
         self.recv: set[RequestState] = set()  # finished_recving_kv_req_ids
         self.finished_now: list[RequestState] = []  # finished in this step's update (next step's finished_req_ids)
         self.inflight: set[RequestState] = set()  # S._inflight_prefills
+        #: requests whose last store found no room in the tier (they retry when next scheduled)
+        self.retry: set[RequestState] = set()
         self.batch_loads: list[int] = []
         self.batch_flush: set[int] = set()
         #: GPU blocks handed to requests in this step (_current_batch_allocated_block_ids)
@@ -179,9 +180,26 @@ class Offload:
         return [bk[(c + 1) * bpc - 1] for c in range(start, stop)]
 
     def keyed_chunks(self, r: OffloadRequest) -> int:
-        """Chunks of the prompt whose block hashes exist (``offload_keys``)."""
-        q = r.q
-        return min(len(r.block_keys), (q.num_tokens - self.hl) // self.bs) // self.bpc
+        """Chunks of the prompt whose block hashes exist (``offload_keys``; with a connector
+        vLLM keeps the legacy hashes, so every full prompt block has one from the start)."""
+        return len(r.block_keys) // self.bpc
+
+    def quiescent(self) -> bool:
+        """Nothing for the connector to do while the running requests only decode and nothing
+        waits: no job in flight, no finished request to signal, no store to retry, no request
+        waiting for its KV. Then a decode step's ``build_connector_meta`` finds nothing to store
+        (every prompt chunk is stored) and its update completes nothing, so the fast paths may
+        run the steps (:meth:`sync_blocks` afterwards)."""
+        return not self.jobs and not self.finished_now and not self.retry and not self.holding
+
+    def sync_blocks(self, running: list["RequestState"]) -> None:
+        """After a fast path: the connector's view of the running requests' block tables
+        (``_update_req_states`` in each step the path ran)."""
+        reqs = self.reqs
+        for q in running:
+            r = reqs.get(q)
+            if r is not None:
+                r.nblocks = q.num_blocks
 
     def busy(self) -> bool:
         """Whether the engine keeps stepping for the connector (``has_pending_push_work``,
@@ -319,6 +337,7 @@ class Offload:
             if r is None:
                 continue
             r.signaled = True
+            self.retry.discard(q)
             self.tier.request_finished(r.ctx)
             if not r.jobs:
                 del reqs[q]
@@ -362,7 +381,9 @@ class Offload:
         out = self.tier.prepare_store(keys, r.ctx)
         if out is None:
             self.store_failures += 1
+            self.retry.add(q)
             return  # retried the next time the request is scheduled (or finishes)
+        self.retry.discard(q)
         to_store, ids = out
         r.next_stored = num_chunks
         if not to_store:

@@ -22,6 +22,9 @@ module                 what it holds (and what it mirrors)
 :mod:`.v1_events`      KV-cache events where ``block_pool.py`` emits them, when asked for
 :mod:`.v1_records`     records, outcomes, per-step totals; :mod:`.v1_summary` the summary
 :mod:`.v1_observe`     the observer lines of the fast paths' steps (conformance)
+:mod:`.v1_spec_step`   the extended full step: speculative decoding (:mod:`.v1_spec`) and CPU
+                       KV offload (:mod:`.v1_offload`, :mod:`.v1_offload_step`,
+                       :mod:`.v1_cpu_tier`, :mod:`.v1_set_order`)
 =====================  ===================================================================
 
 One step, as in vLLM (see docs/vllm.md for the full list and what is not mirrored):
@@ -46,7 +49,9 @@ One step, as in vLLM (see docs/vllm.md for the full list and what is not mirrore
    reaches ``max_output_tokens`` (or ``max_model_len``) finishes and frees its
    blocks in reverse order.
 
-Which path a step takes (:meth:`VllmV1Scheduler.step`), fastest first:
+Which path a step takes (:meth:`VllmV1Scheduler.step`), fastest first (with
+speculative decoding or CPU KV offload on, always the extended full step,
+:meth:`~.v1_spec_step.SpecStep._spec_step`):
 
 - fcfs, every running request a plain decoder: the decode group's span or step
   (:meth:`~.v1_group.DecodeGroup._group_span`, :meth:`~.v1_group.DecodeGroup._group_step`);
@@ -160,8 +165,8 @@ class VllmV1Scheduler(KvEventOps, DecodeGroup, Spans, FcfsStep, ReferenceStep, S
         self.spec = SpecDecoding(cfg) if cfg.num_speculative_tokens else None
         self.hash_lookahead = self.spec.hash_lookahead if self.spec is not None else 0
         #: CPU KV offload (v1_offload), None when off; with it too every step is the extended step
-        self.offload = (Offload(cfg, self.block_size, self.prefix_caching, self.hash_lookahead, ctx.timing,
-                                self.by_priority, self.pool.usable) if cfg.kv_offload_cpu_blocks else None)
+        self.offload = (Offload(cfg, self.block_size, self.prefix_caching, ctx.timing, self.by_priority,
+                                self.pool.usable) if cfg.kv_offload_cpu_blocks else None)
         #: vLLM's GPU block ids without prefix caching (offload's fences need them), else None
         self.gpu_ids = self.offload.gpu_free if self.offload is not None else None
         #: what the extended step (v1_spec_step) reads drafts from: the drafts' state, or none
@@ -308,9 +313,10 @@ class VllmV1Scheduler(KvEventOps, DecodeGroup, Spans, FcfsStep, ReferenceStep, S
 
     # -- one step ---------------------------------------------------------------
     def step(self, horizon: Horizon) -> TickRecord:
-        if self.spec is not None or self.offload is not None:
-            # speculative decoding, CPU KV offload: always the extended full step (v1_spec_step)
+        if self.spec is not None:  # speculative decoding: always the extended full step (v1_spec_step)
             return self._spec_step()
+        if self.offload is not None:
+            return self._offload_step(horizon)
         finishing = self.finish_next  # set by the span just applied, if it ended where a request finishes
         self.finish_next = False
         if self.group_ok:
@@ -342,3 +348,29 @@ class VllmV1Scheduler(KvEventOps, DecodeGroup, Spans, FcfsStep, ReferenceStep, S
         if self.by_priority:
             return self._full_step()
         return self._full_step_fcfs()
+
+    def _offload_step(self, horizon: Horizon) -> TickRecord:
+        """A step with CPU KV offload: the extended full step, or under fcfs while the
+        connector is quiescent and nothing waits (:meth:`~.v1_offload.Offload.quiescent`)
+        the per-request fast paths (spans, the finishing step; not the decode group),
+        which decide what the full step would."""
+        off = self.offload
+        finishing = self.finish_next
+        self.finish_next = False
+        if (self.max_span == 1 or self.by_priority or self.waiting_fifo or self.rejected_now or not self.running
+                or not off.quiescent()):
+            return self._spec_step()
+        record: TickRecord | None = None
+        if self.steady:
+            if not finishing:
+                span = self._steady_span(horizon)
+                if span > 0:
+                    record = span_record(self, span)
+            if record is None:
+                record = self._finishing_decode_step()
+        else:
+            record = self._fresh_span(horizon)
+        if record is None:
+            return self._spec_step()
+        off.sync_blocks(self.running)
+        return record

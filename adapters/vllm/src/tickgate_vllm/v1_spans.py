@@ -65,6 +65,8 @@ class Spans:
                     pool.allocate(1, q.blocks)
                 else:
                     pool.take(1)
+                    if self.gpu_ids is not None:  # CPU KV offload: vLLM's block ids (v1_offload)
+                        q.blocks.append(self.gpu_ids.pop())
             if caching and T // bs > q.num_cached_logical:
                 self._cache(q, T // bs)
             q.num_computed_tokens = T
@@ -255,7 +257,9 @@ class Spans:
             if takers:
                 got: list[int] = []
                 pool.allocate(sum(grows), got)
-                if len(takers) == len(got):  # a block each
+                if self.offload is not None and len(takers) != len(got):
+                    _deal_by_step(takers, [k for q, k in zip(running, firsts) if n > k], n, bs, got)
+                elif len(takers) == len(got):  # a block each
                     for q, b in zip(takers, got):
                         q.blocks.append(b)
                 else:
@@ -263,6 +267,8 @@ class Spans:
                     for q, g in zip(takers, grows):
                         q.blocks += got[pos:pos + g]
                         pos += g
+        elif self.offload is not None:
+            missing = self._apply_span_by_step(n, firsts)
         else:
             caching = self.prefix_caching
             for q, k0 in zip(running, firsts):
@@ -285,6 +291,53 @@ class Spans:
         if used > self.kv_peak:
             self.kv_peak = used
         self.kv_blocks_sum += used * n - missing
+
+
+    def _apply_span_by_step(self, n: int, firsts: list[int]) -> int:
+        """:meth:`_apply_span`'s per-request path with the blocks handed out step by step
+        (each step's takers in running order), as vLLM allocates them: with CPU KV offload
+        block identities matter (the connector's fences, vLLM's block ids). Returns the
+        steps-before-allocation sum (``missing``)."""
+        bs = self.block_size
+        pool = self.pool
+        caching = self.prefix_caching
+        takers: list[RequestState] = []
+        starts: list[int] = []
+        total = missing = 0
+        for q, k0 in zip(self.running, firsts):
+            if n > k0:
+                g = (n - 1 - k0) // bs + 1
+                q.num_blocks += g
+                takers.append(q)
+                starts.append(k0)
+                total += g
+                missing += g * k0 + bs * g * (g - 1) // 2
+        got: list[int] = []
+        if caching:
+            pool.allocate(total, got)
+        else:
+            pool.take(total)
+            ids = self.gpu_ids
+            if ids is not None:
+                got = [ids.pop() for _ in range(total)]
+        if got:
+            _deal_by_step(takers, starts, n, bs, got)
+        for q in self.running:
+            q.num_computed_tokens += n
+            q.num_output_tokens += n
+            q.num_tokens += n
+            if caching:
+                self._cache(q, q.num_computed_tokens // bs)
+        return missing
+
+
+def _deal_by_step(takers: list[RequestState], starts: list[int], n: int, bs: int, got: list[int]) -> None:
+    """Hand ``got`` (blocks in allocation order) to ``takers``, each taking one at step
+    ``starts[i]`` and every ``bs`` steps after within ``n`` steps: step by step, each step's
+    takers in running order."""
+    order = sorted((k, i) for i, k0 in enumerate(starts) for k in range(k0, n, bs))
+    for b, (_, i) in zip(got, order):
+        takers[i].blocks.append(b)
 
 
 def span_record(s: VllmV1Scheduler, span: int) -> TickRecord:

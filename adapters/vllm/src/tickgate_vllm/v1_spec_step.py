@@ -1,7 +1,11 @@
 """The step with speculative decoding: vLLM 0.33's ``Scheduler.schedule()``,
 ``update_from_output()`` and ``update_draft_token_ids()``
 (``vllm/v1/core/sched/scheduler.py``) with drafts, for any policy. Every step
-with ``num_speculative_tokens > 0`` takes it (no fast path).
+with ``num_speculative_tokens > 0`` takes it (no fast path), and so does every
+step with CPU KV offload (``kv_offload_cpu_blocks > 0``, drafts or not): its
+waiting pass is then :mod:`.v1_offload_step`'s, and the connector
+(:mod:`.v1_offload`) builds its jobs at the end of the schedule and collects
+the finished ones after the update.
 
 The reference step (:mod:`.v1_reference`) with these changes, each where vLLM
 makes it:

@@ -15,7 +15,8 @@ import pytest
 
 from tickgate import Request
 from tickgate.errors import InputError
-from tickgate_vllm.conformance import compare, load_reference_workload, read_steps, run_mirror, scheduler_options
+from tickgate_vllm.conformance import (compare, load_reference_workload, read_steps, run_mirror, run_mirror_paths,
+                                      scheduler_options)
 from tickgate_vllm.v1_cpu_tier import HIT, MISS, PENDING, CpuTier, TierRequest
 from vllm_helpers import mirror_run, mirror_run_outcomes
 
@@ -56,6 +57,9 @@ def test_offload_cases_cover_tiers_spec_loads_and_pressure() -> None:
     assert any(c.get("kv_offload_load_steps", 0) > 0 for c in configs.values())
     assert any((c.get("kv_offload_extra_config") or {}).get("blocks_per_chunk", 1) > 1 for c in configs.values())
     assert sum(s["totals"]["kv_load_jobs"] for s in summaries.values()) >= 100
+    flushing = [n for n in OFFLOAD_CASES if any(json.loads(line)["kv_flush"] for line in
+                                                (REF / f"{n}.steps.jsonl").read_text().splitlines())]
+    assert len(flushing) >= 3  # preempted requests' jobs, finished requests' fenced stores
     assert max(s["totals"]["preemptions"] for s in summaries.values()) >= 20
     assert all(s["vllm_version"] == "0.33.0" and not s["deadlock"] for s in summaries.values())
 
@@ -82,6 +86,23 @@ def test_gpu_block_ids_are_vllms_without_prefix_caching() -> None:
         mirror = run_mirror(requests, config)
         assert [(x["kv_load"], x["kv_store"]) for x in mirror] == [(x["kv_load"], x["kv_store"]) for x in reference]
         assert sum(len(x["kv_load"]) for x in reference) >= 20
+
+
+def test_quiescent_offload_runs_the_fast_paths_and_matches() -> None:
+    """While the connector has nothing to do and nothing waits, offload replays take the
+    spans and the finishing step; the recordings with quiet decode phases check them, and
+    without prefix caching the blocks they hand out are vLLM's own ids."""
+    fast = 0
+    for name in ("offload-quiet-decode", "offload-quiet-nocache"):
+        requests, config = load_reference_workload(REF / f"{name}.workload.json", None)
+        reference = list(read_steps(REF / f"{name}.steps.jsonl"))
+        lines, paths = run_mirror_paths(requests, config, False)
+        assert compare(reference, lines)["first_divergence"] is None
+        fast += paths["mirror_fast_path_steps"]
+        if not config.get("enable_prefix_caching"):
+            assert [(x["kv_load"], x["kv_store"]) for x in lines] == [
+                (x["kv_load"], x["kv_store"]) for x in reference]
+    assert fast >= 1000
 
 
 # the README's probe_offload.py scenarios (block_size 4, a 32-chunk CPU tier)

@@ -16,15 +16,17 @@ the harness's ``cpu_chunks``.
 ``store_threshold >= 2`` stores a chunk only once it has been offered that many
 times (``counts``, an ordered tracker of at most ``max_tracker_size`` keys).
 
-Speed: one dict entry per cached chunk; eviction is a lazy heap of ``(rank,
-seq, key)`` (``seq`` orders equal ranks without comparing keys: ranks are
-unique, so it never decides anything).
+Speed: one dict entry per cached chunk; eviction merges two lazy queues of
+``(rank, seq, key)`` (``seq`` orders equal ranks without comparing keys: ranks
+are unique, so it never decides anything): a heap, and a FIFO for the fresh
+ranks a finish gives (each larger than every rank before it, so appending keeps
+the FIFO sorted and costs no heap operation).
 """
 
 from __future__ import annotations
 
 import heapq
-from collections import OrderedDict
+from collections import OrderedDict, deque
 from typing import Hashable, Iterable
 
 MISS, PENDING, HIT = 0, 1, 2
@@ -57,6 +59,7 @@ class CpuTier:
         self.evictable: set[Hashable] = set()
         self.num_evictable = 0
         self.heap: list[tuple[tuple[int, int], int, Hashable]] = []
+        self.fifo: deque[tuple[tuple[int, int], int, Hashable]] = deque()  # fresh ranks, increasing
         self.seq = 0
         self.next_rank = 0
         self.store_threshold = store_threshold
@@ -78,15 +81,18 @@ class CpuTier:
         heapq.heappush(self.heap, (self.ranks[key], self.seq, key))
 
     def _compact(self) -> None:
-        """Drop the stale heap entries once they dominate (after each operation that pushes;
-        the order of the rebuild decides nothing: ranks are unique)."""
-        heap = self.heap
-        if len(heap) <= 64 or len(heap) <= 4 * len(self.evictable):
+        """Drop the stale entries of a queue once they dominate it (after each operation
+        that adds some; the order of a rebuilt heap decides nothing: ranks are unique)."""
+        limit = max(64, 4 * len(self.evictable))
+        if len(self.heap) <= limit and len(self.fifo) <= limit:
             return
         ranks = self.ranks
         evictable = self.evictable
-        self.heap = [e for e in heap if e[2] in evictable and ranks.get(e[2]) == e[0]]
-        heapq.heapify(self.heap)
+        if len(self.heap) > limit:
+            self.heap = [e for e in self.heap if e[2] in evictable and ranks.get(e[2]) == e[0]]
+            heapq.heapify(self.heap)
+        if len(self.fifo) > limit:
+            self.fifo = deque(e for e in self.fifo if e[2] in evictable and ranks.get(e[2]) == e[0])
 
     def _mark_evictable(self, key: Hashable) -> None:
         self.evictable.add(key)
@@ -97,12 +103,14 @@ class CpuTier:
         chunks = self.chunks
         ranks = self.ranks
         evictable = self.evictable
+        fifo = self.fifo
         for key in keys:
             if key in chunks:
                 self.next_rank += 1
-                ranks[key] = (self.next_rank, 0)
+                rank = ranks[key] = (self.next_rank, 0)
                 if key in evictable:
-                    self._push(key)
+                    self.seq += 1
+                    fifo.append((rank, self.seq, key))  # the largest rank yet: the FIFO stays sorted
         self._compact()
 
     def _access(self, keys: list[Hashable], ctx: TierRequest) -> None:
@@ -129,28 +137,40 @@ class CpuTier:
     def _evict(self, n: int, protected: set[Hashable]) -> list[int] | None:
         """The ``n`` evictable, unprotected chunks of lowest rank, removed; their ids."""
         heap = self.heap
+        fifo = self.fifo
         ranks = self.ranks
-        chosen: list[tuple[tuple[int, int], int, Hashable]] = []
+        evictable = self.evictable
+        chosen: list[tuple[tuple[tuple[int, int], int, Hashable], bool]] = []  # (entry, from the FIFO)
         picked: set[Hashable] = set()
         deferred = []
-        while heap and len(chosen) < n:
-            entry = heapq.heappop(heap)
+        while len(chosen) < n:
+            while heap and (heap[0][2] not in evictable or ranks.get(heap[0][2]) != heap[0][0]):
+                heapq.heappop(heap)
+            while fifo and (fifo[0][2] not in evictable or ranks.get(fifo[0][2]) != fifo[0][0]):
+                fifo.popleft()
+            if fifo and (not heap or fifo[0][0] < heap[0][0]):
+                entry, from_fifo = fifo.popleft(), True
+            elif heap:
+                entry, from_fifo = heapq.heappop(heap), False
+            else:
+                break
             key = entry[2]
-            if key not in self.evictable or ranks.get(key) != entry[0] or key in picked:
+            if key in picked:  # a key re-pinned without a new rank can sit in a queue twice
                 continue
             if key in protected:
-                deferred.append(entry)
+                deferred.append((entry, from_fifo))
                 continue
-            chosen.append(entry)
+            chosen.append((entry, from_fifo))
             picked.add(key)
-        for entry in deferred:
-            heapq.heappush(heap, entry)
-        if len(chosen) < n:
-            for entry in chosen:
+        back = deferred if len(chosen) == n else deferred + chosen
+        for entry, from_fifo in back:
+            if not from_fifo:
                 heapq.heappush(heap, entry)
+        fifo.extendleft(sorted((e for e, from_fifo in back if from_fifo), reverse=True))
+        if len(chosen) < n:
             return None
         ids = []
-        for _, _, key in chosen:
+        for (_, _, key), _ in chosen:
             self.evictable.remove(key)
             ids.append(self.chunks.pop(key)[1])
             del ranks[key]

@@ -6,9 +6,6 @@ conformance is test_vllm_conformance.py (the offload-* cases of fixtures/vllm-re
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -18,7 +15,7 @@ from tickgate.errors import InputError
 from tickgate_vllm.conformance import (compare, load_reference_workload, read_steps, run_mirror, run_mirror_paths,
                                       scheduler_options)
 from tickgate_vllm.v1_cpu_tier import HIT, MISS, PENDING, CpuTier, TierRequest
-from vllm_helpers import mirror_run, mirror_run_outcomes
+from vllm_helpers import mirror_run, mirror_run_outcomes, replay_reports_across_hash_seeds
 
 REPO = Path(__file__).resolve().parents[3]
 REF = REPO / "fixtures" / "vllm-reference"
@@ -236,23 +233,7 @@ def test_no_offload_changes_nothing() -> None:
 def test_offload_replay_is_identical_across_hash_seeds(tmp_path: Path) -> None:
     name = "offload-small-tier"
     doc = json.loads((REF / f"{name}.workload.json").read_text())
-    workload = {"version": 1, "requests": [
-        {"id": r["id"], "prompt_tokens": len(r["prompt_token_ids"]), "prompt_token_ids": r["prompt_token_ids"],
-         "max_output_tokens": r["max_output_len"], "arrival_tick": r["arrival_step"]} for r in doc["requests"]]}
-    (tmp_path / "w.json").write_text(json.dumps(workload))
-    policy = {"version": 1, "scheduler": {"name": "vllm-v1", "options": doc["config"]},
-              "timing": {"name": "linear", "options": {"fixed_ms": 5, "per_prefill_token_ms": 0.02,
-                                                       "per_decode_seq_ms": 0.1}}}
-    (tmp_path / "p.yaml").write_text(json.dumps(policy))
-    outs = []
-    for seed in ("0", "4242"):
-        out = tmp_path / f"r{seed}.json"
-        res = subprocess.run([sys.executable, "-m", "tickgate", "replay", "--input", str(tmp_path / "w.json"),
-                              "--policy", str(tmp_path / "p.yaml"), "--output", str(out), "--quiet"],
-                             env={**os.environ, "PYTHONHASHSEED": seed}, capture_output=True, text=True,
-                             timeout=300)
-        assert res.returncode == 0, res.stderr
-        outs.append(out.read_bytes())
+    outs = replay_reports_across_hash_seeds(doc, tmp_path, ("0", "4242"))
     assert outs[0] == outs[1]
     report = json.loads(outs[0])
     assert report["scheduler"]["kv_offload"]["store_failures"] > 0

@@ -9,7 +9,6 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import subprocess
 import sys
 from pathlib import Path
 
@@ -21,6 +20,7 @@ from tickgate_vllm.conformance import load_reference_workload, scheduler_options
 from tickgate_vllm.v1_options import V1Config
 from tickgate_vllm.v1_spec import SpecDecoding
 from vllm_helpers import mirror_run as _mirror
+from vllm_helpers import replay_reports_across_hash_seeds
 
 REPO = Path(__file__).resolve().parents[3]
 REF = REPO / "fixtures" / "vllm-reference"
@@ -166,24 +166,7 @@ def test_draft_model_input_slot_never_starves_a_config_vllm_accepts() -> None:
 def test_spec_replay_is_identical_across_hash_seeds(tmp_path: Path) -> None:
     name = "spec-eagle-prefix-aligned"
     doc = json.loads((REF / f"{name}.workload.json").read_text())
-    workload = {"version": 1, "requests": [
-        {"id": r["id"], "prompt_tokens": len(r["prompt_token_ids"]), "prompt_token_ids": r["prompt_token_ids"],
-         "max_output_tokens": r["max_output_len"], "arrival_tick": r["arrival_step"]} for r in doc["requests"]]}
-    (tmp_path / "w.json").write_text(json.dumps(workload))
-    options = {k: v for k, v in doc["config"].items()}
-    policy = {"version": 1, "scheduler": {"name": "vllm-v1", "options": options},
-              "timing": {"name": "linear", "options": {"fixed_ms": 5, "per_prefill_token_ms": 0.02,
-                                                       "per_decode_seq_ms": 0.1}}}
-    (tmp_path / "p.yaml").write_text(json.dumps(policy))
-    outs = []
-    for seed in ("0", "123"):
-        out = tmp_path / f"r{seed}.json"
-        res = subprocess.run([sys.executable, "-m", "tickgate", "replay", "--input", str(tmp_path / "w.json"),
-                              "--policy", str(tmp_path / "p.yaml"), "--output", str(out), "--quiet"],
-                             env={**os.environ, "PYTHONHASHSEED": seed}, capture_output=True, text=True,
-                             timeout=300)
-        assert res.returncode == 0, res.stderr
-        outs.append(out.read_bytes())
+    outs = replay_reports_across_hash_seeds(doc, tmp_path, ("0", "123"))
     assert outs[0] == outs[1]
     report = json.loads(outs[0])
     assert report["scheduler"]["speculative"]["num_hash_lookahead_tokens"] == 1

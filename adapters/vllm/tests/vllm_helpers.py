@@ -2,6 +2,11 @@
 
 from __future__ import annotations
 
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
 from typing import Any
 
 from tickgate import Request
@@ -39,3 +44,26 @@ def mirror_run_outcomes(requests: list[Request], options: dict, timing: Any = No
 
     run(requests, mirror, clock, [_Sink()], timed=timing is not None, label="vllm-v1")
     return mirror.extra_summary(), lines, records, outcomes
+
+
+def replay_reports_across_hash_seeds(doc: dict, tmp_path: Path, seeds: tuple[str, ...]) -> list[bytes]:
+    """``tickgate replay`` of a recorded harness workload ``doc`` (token ids, its config as the
+    vllm-v1 options, linear timing), once per ``PYTHONHASHSEED`` in ``seeds``: the reports' bytes."""
+    workload = {"version": 1, "requests": [
+        {"id": r["id"], "prompt_tokens": len(r["prompt_token_ids"]), "prompt_token_ids": r["prompt_token_ids"],
+         "max_output_tokens": r["max_output_len"], "arrival_tick": r["arrival_step"]} for r in doc["requests"]]}
+    (tmp_path / "w.json").write_text(json.dumps(workload))
+    policy = {"version": 1, "scheduler": {"name": "vllm-v1", "options": dict(doc["config"])},
+              "timing": {"name": "linear", "options": {"fixed_ms": 5, "per_prefill_token_ms": 0.02,
+                                                       "per_decode_seq_ms": 0.1}}}
+    (tmp_path / "p.yaml").write_text(json.dumps(policy))
+    outs = []
+    for seed in seeds:
+        out = tmp_path / f"r{seed}.json"
+        res = subprocess.run([sys.executable, "-m", "tickgate", "replay", "--input", str(tmp_path / "w.json"),
+                              "--policy", str(tmp_path / "p.yaml"), "--output", str(out), "--quiet"],
+                             env={**os.environ, "PYTHONHASHSEED": seed}, capture_output=True, text=True,
+                             timeout=300)
+        assert res.returncode == 0, res.stderr
+        outs.append(out.read_bytes())
+    return outs

@@ -30,6 +30,18 @@ class BlockOps:
             if ids is not None:  # CPU KV offload: vLLM's block ids (v1_offload), the queue's front first
                 q.blocks.extend(ids.pop() for _ in range(n))
 
+    def _take_hits(self, q: RequestState, hits: list[int], new_blocks: int) -> None:
+        """``q``'s blocks at admission: its prefix-cache hits (taken from the free queue or
+        shared) then ``new_blocks`` fresh ones (``allocate_slots()``'s computed and new blocks)."""
+        h = len(hits)
+        if self.prefix_caching:
+            self.pool.touch(hits)
+            q.blocks = hits
+            q.num_cached_blocks = q.num_cached_logical = h
+        q.num_blocks = h
+        if new_blocks:
+            self._grow(q, new_blocks)
+
     def _cache(self, q: RequestState, upto: int) -> None:
         """Register q's full computed blocks [num_cached_logical, upto) in the prefix cache
         (``cache_blocks()``).

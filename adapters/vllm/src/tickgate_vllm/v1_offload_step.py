@@ -128,16 +128,10 @@ class OffloadStep:
     def _hold_for_load(self, q: RequestState, hits: list[int], new_blocks: int, ext: int) -> None:
         """Allocate ``q``'s blocks for its GPU hit and the ``ext`` tokens to load, without
         caching them (``allocate_slots(..., delay_cache_blocks=True)``); it waits for its KV."""
-        h = len(hits)
-        if self.prefix_caching:
-            self.pool.touch(hits)
-            q.blocks = hits
-            q.num_cached_blocks = q.num_cached_logical = h
-        q.num_blocks = h
-        if new_blocks:
-            self._grow(q, new_blocks)
+        local = len(hits) * self.block_size  # before _take_hits: hits becomes q's block list
+        self._take_hits(q, hits, new_blocks)
         q.status = WAITING_FOR_KV
-        q.num_computed_tokens = h * self.block_size + ext
+        q.num_computed_tokens = local + ext
 
     def _admit_loaded(self, q: RequestState, n: int, new_blocks: int, tick: int) -> int:
         """Admit ``q`` after its load, for ``n`` tokens: it holds its blocks already.

@@ -288,13 +288,7 @@ class ReferenceStep:
             self.transferred_requests += 1
             self.transferred_tokens += T - hit
             self.transferred_hit_tokens += hit
-        if self.prefix_caching:
-            self.pool.touch(hits)
-            q.blocks = hits
-            q.num_cached_blocks = q.num_cached_logical = h
-        q.num_blocks = h
-        if new_blocks:
-            self._grow(q, new_blocks)
+        self._take_hits(q, hits, new_blocks)
         if self.prefix_caching:
             # a transferred prompt's blocks are registered under their hashes, as
             # _update_waiting_for_remote_kv's cache_blocks() (then the scheduled

@@ -238,3 +238,15 @@ def test_offload_replay_is_identical_across_hash_seeds(tmp_path: Path) -> None:
     report = json.loads(outs[0])
     assert report["scheduler"]["kv_offload"]["store_failures"] > 0
     assert report["scheduler"]["kv_offload"]["cpu_evictions"] > 0
+
+
+def test_fast_paths_give_the_full_steps_report(tmp_path: Path) -> None:
+    """Offload's fast paths decide what the full step does: the same fingerprint, KV figures
+    and scheduler report as with every step in full (``max_span: 1``)."""
+    doc = json.loads((REF / "offload-quiet-decode.workload.json").read_text())
+    fast, = replay_reports_across_hash_seeds(doc, tmp_path, ("0",))
+    slow, = replay_reports_across_hash_seeds(doc, tmp_path, ("0",), {"max_span": 1})
+    a, b = json.loads(fast), json.loads(slow)
+    for key in ("summary", "pressure", "utilization", "scheduler"):
+        assert a[key] == b[key], key
+    assert a["scheduler"]["kv_offload"]["loaded_tokens"] > 0

@@ -46,20 +46,22 @@ def mirror_run_outcomes(requests: list[Request], options: dict, timing: Any = No
     return mirror.extra_summary(), lines, records, outcomes
 
 
-def replay_reports_across_hash_seeds(doc: dict, tmp_path: Path, seeds: tuple[str, ...]) -> list[bytes]:
+def replay_reports_across_hash_seeds(doc: dict, tmp_path: Path, seeds: tuple[str, ...],
+                                     options: dict | None = None) -> list[bytes]:
     """``tickgate replay`` of a recorded harness workload ``doc`` (token ids, its config as the
-    vllm-v1 options, linear timing), once per ``PYTHONHASHSEED`` in ``seeds``: the reports' bytes."""
+    vllm-v1 options, with ``options`` on top; linear timing), once per ``PYTHONHASHSEED`` in
+    ``seeds``: the reports' bytes."""
     workload = {"version": 1, "requests": [
         {"id": r["id"], "prompt_tokens": len(r["prompt_token_ids"]), "prompt_token_ids": r["prompt_token_ids"],
          "max_output_tokens": r["max_output_len"], "arrival_tick": r["arrival_step"]} for r in doc["requests"]]}
     (tmp_path / "w.json").write_text(json.dumps(workload))
-    policy = {"version": 1, "scheduler": {"name": "vllm-v1", "options": dict(doc["config"])},
+    policy = {"version": 1, "scheduler": {"name": "vllm-v1", "options": {**doc["config"], **(options or {})}},
               "timing": {"name": "linear", "options": {"fixed_ms": 5, "per_prefill_token_ms": 0.02,
                                                        "per_decode_seq_ms": 0.1}}}
     (tmp_path / "p.yaml").write_text(json.dumps(policy))
     outs = []
     for seed in seeds:
-        out = tmp_path / f"r{seed}.json"
+        out = tmp_path / f"r{seed}-{len(options or {})}.json"
         res = subprocess.run([sys.executable, "-m", "tickgate", "replay", "--input", str(tmp_path / "w.json"),
                               "--policy", str(tmp_path / "p.yaml"), "--output", str(out), "--quiet"],
                              env={**os.environ, "PYTHONHASHSEED": seed}, capture_output=True, text=True,

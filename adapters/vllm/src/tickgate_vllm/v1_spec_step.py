@@ -261,7 +261,9 @@ class SpecStep:
             self.observer(line)
         body = (tuple(admitted), prefill_tokens, tuple(decoded), decode_tokens, self._n_waiting(),
                 len(running) + len(finished), admitted_blocks, tuple(completed),
-                tuple(q.request.id for q in preempted), rejected, sched_json, spec_json)
+                tuple(q.request.id for q in preempted), rejected, sched_json)
+        if self.spec is not None:
+            body += (spec_json,)  # (without drafts: the other paths' body, whose KV sample it carries on)
         if body != self.last_body:
             self.kv_sample = (kv_after_sched, free_after_sched)
             self.last_body = body

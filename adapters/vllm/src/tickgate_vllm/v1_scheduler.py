@@ -296,8 +296,12 @@ class VllmV1Scheduler(KvEventOps, DecodeGroup, Spans, FcfsStep, ReferenceStep, S
         """Prompt tokens the prefix cache spared the prefill at requests' first admissions (a
         fleet's ``prefix_cache_hit_rate`` divides them by the prompt tokens). On the decode side
         of a disaggregated fleet the prompt was prefilled elsewhere: its local hits spare no
-        compute (they are the ``transferred`` block's ``local_hit_tokens``) and are left out."""
-        return self.total_first_hit_tokens - self.transferred_hit_tokens
+        compute (they are the ``transferred`` block's ``local_hit_tokens``) and are left out.
+        With CPU KV offload the tokens loaded from the CPU tier count too (both tiers spare it)."""
+        hits = self.total_first_hit_tokens - self.transferred_hit_tokens
+        if self.offload is not None:
+            hits += self.offload.first_cpu_hit_tokens
+        return hits
 
     def kv_used_pages(self) -> int:
         return self.pool.used

@@ -250,3 +250,36 @@ def test_fast_paths_give_the_full_steps_report(tmp_path: Path) -> None:
     for key in ("summary", "pressure", "utilization", "scheduler"):
         assert a[key] == b[key], key
     assert a["scheduler"]["kv_offload"]["loaded_tokens"] > 0
+
+
+def test_sweep_tool_draws_seeded_cases_and_compares_a_directory(tmp_path: Path) -> None:
+    import shutil
+    import subprocess
+    import sys
+
+    tool = REPO / "adapters" / "vllm" / "tools" / "sweep_reference.py"
+
+    def cases(seed: int) -> bytes:
+        out = tmp_path / f"c{seed}.json"
+        subprocess.run([sys.executable, str(tool), "cases", "--kind", "offload", "--seed", str(seed), "-n", "4",
+                        "--out", str(out)], check=True, capture_output=True)
+        return out.read_bytes()
+
+    assert cases(5) == cases(5) != cases(6)
+    drawn = json.loads(cases(5))
+    assert [c["name"] for c in drawn] == [f"offload-{5 + i}" for i in range(4)]
+    assert all(c["config"]["kv_offload_cpu_blocks"] > 0 for c in drawn)
+    rec = tmp_path / "rec"
+    rec.mkdir()
+    for suffix in (".workload.json", ".steps.jsonl"):
+        shutil.copy(REF / f"offload-quiet-nocache{suffix}", rec / f"offload-quiet-nocache{suffix}")
+    done = subprocess.run([sys.executable, str(tool), "compare", str(rec)], capture_output=True, text=True)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "offload-quiet-nocache fast: 926/926 identical" in done.stdout
+    steps = (rec / "offload-quiet-nocache.steps.jsonl").read_text().splitlines()
+    line = json.loads(steps[100])
+    line["free_blocks"] += 1
+    steps[100] = json.dumps(line)
+    (rec / "offload-quiet-nocache.steps.jsonl").write_text("\n".join(steps) + "\n")
+    done = subprocess.run([sys.executable, str(tool), "compare", str(rec)], capture_output=True, text=True)
+    assert done.returncode == 1 and "free_blocks differs" in done.stdout

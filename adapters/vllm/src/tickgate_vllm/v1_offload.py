@@ -48,7 +48,7 @@ from __future__ import annotations
 from collections import deque
 from typing import TYPE_CHECKING, Any, Hashable, Mapping
 
-from .v1_cpu_tier import HIT, MISS, PENDING, CpuTier, TierRequest
+from .v1_cpu_tier import MISS, PENDING, CpuTier, TierRequest
 from .v1_set_order import set_order
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -500,4 +500,4 @@ def _empty_log() -> dict[str, list[Any]]:
     return {"kv_lookup": [], "kv_admit": [], "kv_load": [], "kv_store": [], "kv_flush": [], "kv_done": []}
 
 
-__all__ = ["HIT", "OFFLOAD_OPTIONS", "Offload", "OffloadRequest"]
+__all__ = ["OFFLOAD_OPTIONS", "Offload", "OffloadRequest"]

@@ -235,7 +235,9 @@ class Spans:
         # Steps before each block's allocation, summed: the span's steps hold
         # that many fewer blocks than its last one (for the KV mean).
         missing = 0
-        if self.prefix_caching and all([q.num_preemptions == 0 and q.num_cached_blocks >= q.num_prompt_keys
+        if self.offload is not None:
+            missing = self._apply_span_by_step(n, firsts)
+        elif self.prefix_caching and all([q.num_preemptions == 0 and q.num_cached_blocks >= q.num_prompt_keys
                                         for q in running]):
             # Only blocks keyed to their own request get registered in the span
             # (deferred to release, see _cache), so the allocations can be one
@@ -257,9 +259,7 @@ class Spans:
             if takers:
                 got: list[int] = []
                 pool.allocate(sum(grows), got)
-                if self.offload is not None and len(takers) != len(got):
-                    _deal_by_step(takers, [k for q, k in zip(running, firsts) if n > k], n, bs, got)
-                elif len(takers) == len(got):  # a block each
+                if len(takers) == len(got):  # a block each
                     for q, b in zip(takers, got):
                         q.blocks.append(b)
                 else:
@@ -267,8 +267,6 @@ class Spans:
                     for q, g in zip(takers, grows):
                         q.blocks += got[pos:pos + g]
                         pos += g
-        elif self.offload is not None:
-            missing = self._apply_span_by_step(n, firsts)
         else:
             caching = self.prefix_caching
             for q, k0 in zip(running, firsts):
@@ -292,12 +290,11 @@ class Spans:
             self.kv_peak = used
         self.kv_blocks_sum += used * n - missing
 
-
     def _apply_span_by_step(self, n: int, firsts: list[int]) -> int:
-        """:meth:`_apply_span`'s per-request path with the blocks handed out step by step
-        (each step's takers in running order), as vLLM allocates them: with CPU KV offload
-        block identities matter (the connector's fences, vLLM's block ids). Returns the
-        steps-before-allocation sum (``missing``)."""
+        """:meth:`_apply_span` with CPU KV offload: the blocks handed out step by step (each
+        step's takers in running order), as vLLM allocates them, since block identities
+        matter there (the connector's fences, vLLM's block ids); the other paths deal a
+        request's blocks together. Returns the steps-before-allocation sum (``missing``)."""
         bs = self.block_size
         pool = self.pool
         caching = self.prefix_caching

@@ -28,6 +28,8 @@ from __future__ import annotations
 from hashlib import sha256
 from typing import TYPE_CHECKING, Any, Hashable, Mapping
 
+import attrs
+
 from tickgate import ConfigError, Request
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -230,7 +232,5 @@ def drafts_unused(q: "RequestState", before: int, n: int) -> bool:
 def no_spec(cfg: Any) -> SpecDecoding:
     """The drafts' state of an engine without speculative decoding (K = 0: no draft,
     no lookahead, no draft slot), for the extended step when only offload needs it."""
-    import attrs
-
     return SpecDecoding(attrs.evolve(cfg, num_speculative_tokens=0, spec_method="ngram", acceptance_rates=0.7,
                                      spec_drafter_cost=None))

@@ -84,7 +84,7 @@ def breakdown(workdir: Path, pairs: int) -> dict[str, float]:
     from tickgate.gate.report import build_report
     from tickgate.gate.decision import Outcome
     from tickgate.gate.segments import segment_summaries
-    from tickgate.policy import load_policy
+    from tickgate.host.policy import load_policy
 
     clock = time.perf_counter
     out: dict[str, float] = {}

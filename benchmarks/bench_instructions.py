@@ -79,8 +79,8 @@ def _schedule_only(workload: str, policy_path: str, phase: str) -> None:
     "schedule"``) run the engine loop with the policy's scheduler and no sinks."""
     from tickgate.replay.engine import build_scheduler, run
     from tickgate.interfaces import Clock
-    from tickgate.policy import load_policy
-    from tickgate.replay.sources import open_requests
+    from tickgate.host.policy import load_policy
+    from tickgate.workload.sources import open_requests
 
     policy = load_policy(Path(policy_path))
     stream, inputs = open_requests(Path(workload), "workload", block_size=None, limit=None)

@@ -41,9 +41,9 @@ PROGRAM = r"""
 import json, sys, tempfile, time
 from pathlib import Path
 import tickgate_vllm
-from tickgate.policy import load_policy
-from tickgate.replay import replay
-from tickgate.replay.sources import open_requests
+from tickgate.host.policy import load_policy
+from tickgate.simulate import replay
+from tickgate.workload.sources import open_requests
 trace, policy, limit, events = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4] == "on"
 requests, inputs = open_requests(Path(trace), "mooncake", block_size=None, limit=limit)
 requests = list(requests)

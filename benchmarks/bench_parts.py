@@ -92,7 +92,7 @@ def _replay_command(workload: Path, policy: Path, output: Path, scheduler: Any) 
     """Wall seconds of ``tickgate replay`` run in this process; ``scheduler``, if
     given, stands in for the policy's (``tickgate.replay.run.build_scheduler``)."""
     import tickgate.replay.run
-    from tickgate.cli import main as cli
+    from tickgate.commands.cli import main as cli
 
     build = tickgate.replay.run.build_scheduler
     if scheduler is not None:
@@ -119,10 +119,10 @@ def main() -> int:
 
     from tickgate.replay.engine import build_scheduler, run
     from tickgate.interfaces import Clock
-    from tickgate.policy import load_policy
-    from tickgate.replay import replay
+    from tickgate.host.policy import load_policy
+    from tickgate.simulate import replay
     from tickgate.replay.report import FingerprintSink, SummarySink
-    from tickgate.replay.sources import open_requests
+    from tickgate.workload.sources import open_requests
 
     policy = load_policy(args.policy)
     perf = time.perf_counter  # wall time of each part

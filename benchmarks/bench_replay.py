@@ -44,7 +44,7 @@ AZURE = REPO / "fixtures" / "realdata" / "traces" / "AzureLLMInferenceTrace_code
 def _phase(argv: list[str]) -> int:
     """Child process: run one tickgate command in-process; print wall time and peak RSS."""
     profile = os.environ.get("TICKGATE_BENCH_PROFILE") == "1"
-    from tickgate.cli import main
+    from tickgate.commands.cli import main
 
     start = time.perf_counter()
     if profile:

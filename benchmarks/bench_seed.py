@@ -26,8 +26,8 @@ REPO = Path(__file__).resolve().parents[1]
 
 
 def generate(path: Path, n: int, seed: int, rate: float = 0.18) -> None:
-    from tickgate.model import Request
-    from tickgate.replay.workload import WorkloadHeader, write_workload
+    from tickgate.interfaces.model import Request
+    from tickgate.workload.format import WorkloadHeader, write_workload
 
     rng = random.Random(seed)
 

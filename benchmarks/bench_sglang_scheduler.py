@@ -23,7 +23,7 @@ import time
 from pathlib import Path
 from typing import Iterator
 
-from tickgate.model import Request
+from tickgate.interfaces.model import Request
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -46,8 +46,8 @@ def synthetic(n: int, seed: int, rate: float, block_size: int = 16) -> Iterator[
 
 
 def run(n: int, seed: int, rate: float, policy_path: Path) -> dict:
-    from tickgate.policy import load_policy
-    from tickgate.replay import replay
+    from tickgate.host.policy import load_policy
+    from tickgate.simulate import replay
 
     policy = load_policy(policy_path)
     t0, c0 = time.perf_counter(), time.process_time()

@@ -25,7 +25,7 @@ import time
 from pathlib import Path
 from typing import Iterator
 
-from tickgate.model import Request
+from tickgate.interfaces.model import Request
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -44,12 +44,12 @@ def synthetic(n: int, seed: int, rate: float, block_size: int = 16) -> Iterator[
 
 
 def run(n: int, seed: int, rate: float, policy_path: Path, max_span: int | None) -> dict:
-    from tickgate.policy import load_policy
-    from tickgate.replay import replay
+    from tickgate.host.policy import load_policy
+    from tickgate.simulate import replay
 
     path = policy_path
     if max_span is not None:
-        from tickgate.locations import load_yaml
+        from tickgate.util.locations import load_yaml
 
         doc, _ = load_yaml(policy_path)
         doc["scheduler"]["options"]["max_span"] = max_span

@@ -56,7 +56,7 @@ PEER_TIMING = f"{{type: fixed, prefill_ms: {PREFILL_MS}, decode_ms: {DECODE_MS}}
 
 def vllm_options(policy: Path) -> dict[str, Any]:
     """The vllm-v1 scheduler options of ``policy``; refused where aisimulate has no equivalent."""
-    from tickgate.policy import load_policy
+    from tickgate.host.policy import load_policy
 
     sched = load_policy(policy).data["scheduler"]
     options = dict(sched.get("options", {}))

@@ -6,9 +6,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from tickgate.policy import load_policy
-from tickgate.replay import replay
-from tickgate.replay.sources import open_requests
+from tickgate.host.policy import load_policy
+from tickgate.simulate import replay
+from tickgate.workload.sources import open_requests
 
 REPO = Path(__file__).resolve().parents[1]
 ADM = REPO / "fixtures" / "admission"

@@ -78,7 +78,7 @@ def cli():
 @pytest.fixture(autouse=True)
 def _fresh_registry():
     """Each test sees a registry loaded from the installed entry points only."""
-    from tickgate.plugins import reset_registry
+    from tickgate.host.registry import reset_registry
 
     reset_registry()
     yield
@@ -87,10 +87,10 @@ def _fresh_registry():
 
 @pytest.fixture
 def json_windows(monkeypatch):
-    """Set how :class:`tickgate.jsonstream.JsonStream` cuts arrays for one
+    """Set how :class:`tickgate.util.jsonstream.JsonStream` cuts arrays for one
     test: ``json_windows(n)`` about n bytes of elements per decoding call,
     ``json_windows(None)`` one element at a time (the exact path)."""
-    from tickgate import jsonstream
+    from tickgate.util import jsonstream
 
     def cut(size: int | None) -> None:
         if size is None:

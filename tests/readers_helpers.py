@@ -8,13 +8,13 @@ import importlib
 from pathlib import Path
 from typing import Any
 
-from tickgate.plugins import Registry
+from tickgate.host.registry import Registry
 
 REPO = Path(__file__).resolve().parents[1]
 REAL = REPO / "fixtures" / "realdata"
 INVALID = REPO / "fixtures" / "invalid"
 
-_MODULES = (("tickgate.readers.plugin", "tickgate", "readers"), ("tickgate_vllm.plugin", "tickgate-vllm", "vllm"),
+_MODULES = (("tickgate.readers.builtin_mirrors", "tickgate", "readers"), ("tickgate_vllm.plugin", "tickgate-vllm", "vllm"),
             ("tickgate_sglang.plugin", "tickgate-sglang", "sglang"), ("tickgate_trtllm.plugin", "tickgate-trtllm", "trtllm"))
 
 
@@ -26,6 +26,6 @@ def registry() -> Registry:
 
 
 def read(path: Path | str, fmt: str = "auto") -> dict[str, Any]:
-    from tickgate.readers.detect import read_observations
+    from tickgate.gate.detect import read_observations
 
     return read_observations(path, fmt, registry())

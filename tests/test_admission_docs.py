@@ -1,7 +1,7 @@
 """What docs/admission.md and docs/trtllm.md claim, measured by running their own commands.
 
 The commands are taken from the documents' "Try it" blocks (so a document whose commands stop
-producing its figures fails here) and run in-process through ``tickgate.cli.main``.
+producing its figures fails here) and run in-process through ``tickgate.commands.cli.main``.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from tickgate.cli import main
+from tickgate.commands.cli import main
 
 REPO = Path(__file__).resolve().parents[1]
 ADMISSION = REPO / "docs" / "admission.md"

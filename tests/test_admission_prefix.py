@@ -7,7 +7,7 @@ from pathlib import Path
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tickgate.admission.prefix_cache import PrefixCacheAllocator
+from tickgate.kv.prefix_cache import PrefixCacheAllocator
 
 from admission_helpers import POLICIES, policy_text, run
 

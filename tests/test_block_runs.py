@@ -17,10 +17,10 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from conftest import POLICIES, run_cli
-from tickgate.replay.blockruns import block_runs, expand_runs, run_starts
-from tickgate.model import Request
-from tickgate.replay.workload import read_workload, write_workload, WorkloadHeader
-from tickgate_vllm.v1_scheduler import prompt_block_keys
+from tickgate.workload.block_runs import block_runs, expand_runs, run_starts
+from tickgate.interfaces.model import Request
+from tickgate.workload.format import read_workload, write_workload, WorkloadHeader
+from tickgate_vllm.v1.scheduler import prompt_block_keys
 
 # ids drawn from a small range so that runs, repeats and shared prefixes are common
 ids_lists = st.lists(st.integers(min_value=0, max_value=12), min_size=1, max_size=40)

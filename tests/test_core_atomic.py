@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tickgate.atomic import atomic_writer, dumps_rows, write_json
+from tickgate.util.atomic import atomic_writer, dumps_rows, write_json
 
 values = st.recursive(
     st.one_of(st.none(), st.booleans(), st.integers(), st.floats(allow_nan=False, allow_infinity=False),
@@ -50,7 +50,7 @@ def test_a_new_file_gets_the_umask_mode_and_a_replaced_file_keeps_its_mode(tmp_p
 
     old = os.umask(0o027)
     try:
-        import tickgate.atomic as atomic
+        import tickgate.util.atomic as atomic
 
         atomic._UMASK = None  # read it again under this test's umask
         out = tmp_path / "new.json"

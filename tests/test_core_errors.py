@@ -154,13 +154,13 @@ def test_tick_limit_stops_a_replay(tmp_path: Path) -> None:
 def test_a_replay_without_progress_stops_with_an_error() -> None:
     import types
 
-    from tickgate.errors import ReplayError
-    from tickgate.hookspecs import hookimpl
+    from tickgate.util.errors import ReplayError
+    from tickgate.host.hookspecs import hookimpl
     from tickgate.interfaces import AdmissionPolicy
-    from tickgate.model import Request
-    from tickgate.plugins import get_registry
-    from tickgate.policy import load_policy
-    from tickgate.replay import replay
+    from tickgate.interfaces.model import Request
+    from tickgate.host.registry import get_registry
+    from tickgate.host.policy import load_policy
+    from tickgate.simulate import replay
 
     class Never(AdmissionPolicy):
         """Queues everything, offers nothing: a policy bug the engine must survive."""

@@ -12,9 +12,9 @@ from pathlib import Path
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from tickgate.errors import TickgateError
-from tickgate.policy import load_policy
-from tickgate.replay.workload import read_workload
+from tickgate.util.errors import TickgateError
+from tickgate.host.policy import load_policy
+from tickgate.workload.format import read_workload
 
 json_scalars = st.one_of(st.none(), st.booleans(), st.integers(-(10**30), 10**30),
                          st.floats(allow_nan=False, allow_infinity=False), st.text(max_size=8))

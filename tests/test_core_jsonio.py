@@ -11,7 +11,7 @@ import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from tickgate.jsonio import dumps_line, loads, location, plain_float, split_error, stdlib_line
+from tickgate.util.jsonio import dumps_line, loads, location, plain_float, split_error, stdlib_line
 
 floats = st.floats(allow_nan=True, allow_infinity=True)
 plain = floats.filter(plain_float)

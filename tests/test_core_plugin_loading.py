@@ -12,10 +12,11 @@ from typing import Any
 import pytest
 from conftest import POLICIES, run_cli
 
-from tickgate import hookimpl, hookspecs
-from tickgate.cli import main
-from tickgate.errors import PluginError
-from tickgate.plugins import Registry
+from tickgate import hookimpl
+from tickgate.host import hookspecs
+from tickgate.commands.cli import main
+from tickgate.util.errors import PluginError
+from tickgate.host.registry import Registry
 
 MISSPELT = """
     from tickgate import hookimpl

@@ -58,7 +58,7 @@ def test_broken_plugin_names_distribution_and_version(tmp_path: Path) -> None:
 def test_duplicate_names_are_refused_naming_both(tmp_path: Path) -> None:
     source = """
         from tickgate import hookimpl
-        from tickgate.builtin.seed import SeedScheduler
+        from tickgate.seed.scheduler import SeedScheduler
 
         class Copy(SeedScheduler):
             pass
@@ -114,8 +114,8 @@ def test_plugin_failing_while_running_is_named(tmp_path: Path) -> None:
 def test_in_process_registration() -> None:
     import types
 
-    from tickgate.hookspecs import hookimpl
-    from tickgate.plugins import Registry
+    from tickgate.host.hookspecs import hookimpl
+    from tickgate.host.registry import Registry
 
     module = types.ModuleType("inproc")
 
@@ -135,7 +135,7 @@ def test_in_process_registration() -> None:
 
 
 def test_messages_name_a_plugin_one_way() -> None:
-    from tickgate.plugins import PluginInfo
+    from tickgate.host.registry import PluginInfo
 
     info = PluginInfo("gate_signal", "p95", object(), "toy-adapter", "1.2.3", "toy")
     assert info.label() == 'gate_signal "p95" from toy-adapter 1.2.3'

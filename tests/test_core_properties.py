@@ -12,9 +12,9 @@ from hypothesis import strategies as st
 
 from tickgate.replay.engine import build_scheduler, run
 from tickgate.interfaces import Clock
-from tickgate.model import Request, RequestOutcome, TickRecord, tick_record
-from tickgate.plugins import get_registry
-from tickgate.policy import Policy, Selection
+from tickgate.interfaces.model import Request, RequestOutcome, TickRecord, tick_record
+from tickgate.host.registry import get_registry
+from tickgate.host.policy import Policy, Selection
 from tickgate.replay.report import FingerprintSink
 
 

@@ -192,9 +192,9 @@ def test_arrivals_in_ms_need_a_timing_model(tmp_path: Path) -> None:
 
 
 def test_python_api_and_cli_agree(tmp_path: Path) -> None:
-    from tickgate.policy import load_policy
-    from tickgate.replay import replay
-    from tickgate.replay.workload import read_workload
+    from tickgate.host.policy import load_policy
+    from tickgate.simulate import replay
+    from tickgate.workload.format import read_workload
 
     api = replay(read_workload(FIXTURES / "workload.json").requests, load_policy(POLICIES / "default.yaml"))
     cli_report = _replay(tmp_path, FIXTURES / "workload.json")
@@ -204,13 +204,13 @@ def test_python_api_and_cli_agree(tmp_path: Path) -> None:
 
 
 def test_a_copy_of_a_bundled_policy_is_named_by_its_path(tmp_path: Path) -> None:
-    from tickgate.policy import load_policy
+    from tickgate.host.policy import load_policy
 
     copy = tmp_path / "default.yaml"
     copy.write_text((POLICIES / "default.yaml").read_text())
     assert load_policy(copy).source == str(copy)
     assert load_policy(None).source == "bundled:default.yaml"
-    from tickgate.schemas import data_file
+    from tickgate.util.schemas import data_file
 
     assert load_policy(data_file("policies", "default.yaml")).source == "bundled:default.yaml"
 
@@ -242,7 +242,7 @@ def test_a_timed_workload_under_an_untimed_preset_says_what_to_add(tmp_path: Pat
     res = run_cli("replay", "--input", str(workload), "--output", str(out))
     assert res.returncode == 2 and not out.exists()
     [line] = res.stderr.splitlines()
-    from tickgate.schemas import data_file
+    from tickgate.util.schemas import data_file
 
     # the bundled policy's path: the repository's policies/ in an editable install, site-packages otherwise
     assert line == (f"error: {data_file('policies', 'default.yaml')}: $.timing: the workload gives arrivals in ms "

@@ -13,7 +13,7 @@ from conftest import POLICIES
 
 from tickgate import Request
 from tickgate.interfaces import Clock, Horizon, optional_attribute
-from tickgate.policy import load_policy
+from tickgate.host.policy import load_policy
 from tickgate.replay.engine import build_scheduler
 from tickgate.replay.report import canonical_body
 

@@ -15,7 +15,7 @@ import click
 import pytest
 from conftest import REPO
 
-from tickgate.cli import cli
+from tickgate.commands.cli import cli
 
 DOCS = sorted([REPO / "README.md", *(REPO / "docs").glob("*.md")])
 FIX = "python tools/cli_reference.py"

@@ -6,7 +6,7 @@ hook must register something).
 
 A block not meant to run says so on the line before its fence with a reason:
 
-    <!-- docs-test: signature: ... -->   a hook spec's signature, compared with tickgate.hookspecs
+    <!-- docs-test: signature: ... -->   a hook spec's signature, compared with tickgate.host.hookspecs
     <!-- docs-test: exec-only: ... -->   executed, not registered (its hook imports the author's package)
 """
 
@@ -20,8 +20,8 @@ from typing import Any
 import pytest
 from conftest import REPO
 
-from tickgate import hookspecs
-from tickgate.plugins import Registry
+from tickgate.host import hookspecs
+from tickgate.host.registry import Registry
 
 DOCS = REPO / "docs" / "plugins.md"
 MARKER = re.compile(r"<!-- docs-test: (signature|exec-only): (.+?) -->")

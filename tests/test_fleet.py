@@ -9,11 +9,11 @@ from typing import Any
 import pytest
 from conftest import FIXTURES, POLICIES
 
-from tickgate.errors import InputError
-from tickgate.locations import load_yaml
-from tickgate.policy import load_policy
-from tickgate.replay import replay
-from tickgate.replay.sources import open_requests
+from tickgate.util.errors import InputError
+from tickgate.util.locations import load_yaml
+from tickgate.host.policy import load_policy
+from tickgate.simulate import replay
+from tickgate.workload.sources import open_requests
 from tickgate.testing.support import canonical, other_hash_seed
 
 MOONCAKE = FIXTURES / "realdata" / "traces" / "mooncake_conversation_trace.jsonl"

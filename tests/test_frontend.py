@@ -9,9 +9,9 @@ from typing import Any
 
 import pytest
 
-from tickgate.model import Request
-from tickgate.policy import load_policy
-from tickgate.replay.run import replay
+from tickgate.interfaces.model import Request
+from tickgate.host.policy import load_policy
+from tickgate.simulate import replay
 
 SEED = ("version: 1\nscheduler:\n  name: seed\n  options: {page_size: 16, kv_pages: 4000, prefill_budget: 4096, "
         "decode_batch_width: 64}\n")

@@ -36,7 +36,7 @@ def gate_docs(base: dict[str, Any], cand: dict[str, Any], policy: str = "gate-de
     from tickgate.gate.pipeline import run_gate
     from tickgate.gate.config import load_gate_config
     from tickgate.gate.observations import side_from_document
-    from tickgate.policy import load_policy
+    from tickgate.host.policy import load_policy
 
     config = load_gate_config(load_policy(POLICIES / policy))
     return run_gate(side_from_document(base, "baseline", "b.json"),
@@ -152,7 +152,7 @@ def _gate_policy(base, cand, policy_path):
     from tickgate.gate.pipeline import run_gate
     from tickgate.gate.config import load_gate_config
     from tickgate.gate.observations import side_from_document
-    from tickgate.policy import load_policy
+    from tickgate.host.policy import load_policy
 
     return run_gate(side_from_document(doc(base), "baseline", "b"), side_from_document(doc(cand), "candidate", "c"),
                     load_gate_config(load_policy(policy_path)))

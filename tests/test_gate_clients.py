@@ -200,7 +200,7 @@ def test_exit_codes_from_the_command_line(name, tmp_path):
 
 
 def test_a_detailed_vllm_result_is_detected_though_its_summary_starts_past_64_kib():
-    from tickgate.readers.detect import detect_format
+    from tickgate.gate.detect import detect_format
 
     path = CASES["vllm-bench"]["baseline"]
     assert path.read_text().index('"mean_ttft_ms"') > 65536
@@ -216,7 +216,7 @@ def test_two_aiperf_runs_join_on_the_dataset_entry_not_the_fresh_request_id(tmp_
 
 
 def test_an_aiperf_conversation_sent_twice_is_numbered_in_issue_order(tmp_path):
-    from tickgate.readers.detect import read_observations
+    from tickgate.gate.detect import read_observations
 
     lines = CASES["aiperf"]["baseline"].read_text().splitlines()
     first, again = json.loads(lines[0]), json.loads(lines[0])
@@ -275,7 +275,7 @@ def test_genai_perf_prompts_are_hashed_so_another_dataset_order_is_caught(tmp_pa
 def test_genai_perf_times_agree_with_genai_perf_own_summary():
     """tickgate's reading of profile_export.json against the summary genai-perf computed from
     the same file (profile_export_genai_perf.json, ms)."""
-    from tickgate.readers.detect import read_observations
+    from tickgate.gate.detect import read_observations
 
     mine = read_observations(CASES["genai-perf"]["baseline"])["run"]["aggregates"]
     theirs = json.loads((GENAI / "profile_export_genai_perf.json").read_text())
@@ -299,7 +299,7 @@ def test_a_required_signal_without_evidence_holds(tmp_path):
 
 def test_evidence_on_one_side_only_still_holds(tmp_path):
     """Fail closed: memory_pressure recorded by the baseline alone is missing evidence."""
-    from tickgate.readers.detect import read_observations
+    from tickgate.gate.detect import read_observations
 
     doc = read_observations(CASES["vllm-bench"]["baseline"])
     with_pressure = copy.deepcopy(doc)
@@ -330,7 +330,7 @@ def test_a_gate_where_nothing_could_be_evaluated_holds(tmp_path):
     (GENAI / "profile_export_genai_perf.csv", "genai-perf"),
 ])
 def test_the_clients_summary_files_are_aggregate_only_evidence(path, fmt):
-    from tickgate.readers.detect import read_observations
+    from tickgate.gate.detect import read_observations
 
     doc = read_observations(path)
     assert doc["run"]["provenance"]["format"] == fmt and "requests" not in doc

@@ -14,14 +14,14 @@ import pytest
 
 from conftest import FIXTURES, POLICIES
 
-from tickgate.errors import InputError, PluginError
+from tickgate.util.errors import InputError, PluginError
 from tickgate.gate.pipeline import run_gate
 from tickgate.gate.config import load_gate_config
 from tickgate.gate.observations import side_from_document
-from tickgate.gate.protocol import GateSignal, SignalResult
-from tickgate.hookspecs import hookimpl
-from tickgate.plugins import Registry
-from tickgate.policy import load_policy
+from tickgate.interfaces.gate import GateSignal, SignalResult
+from tickgate.host.hookspecs import hookimpl
+from tickgate.host.registry import Registry
+from tickgate.host.policy import load_policy
 
 SAFE = json.loads((FIXTURES / "release_gate_safe.json").read_text())
 STREAMING = json.loads((FIXTURES / "gate/streaming_tokens.json").read_text())
@@ -31,7 +31,7 @@ Bundle = dict[str, Any]
 
 
 def builtin_registry(*extra: Any) -> Registry:
-    from tickgate.gate import plugin
+    from tickgate.gate.signals import builtin_signals as plugin
 
     reg = Registry()
     reg.register_module(plugin, distribution="tickgate", version="0")

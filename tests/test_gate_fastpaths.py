@@ -16,15 +16,15 @@ import pytest
 
 from conftest import POLICIES
 
-from tickgate.errors import InputError
+from tickgate.util.errors import InputError
 from tickgate.gate import tail_quantiles as tails
 from tickgate.gate.batch_columns import add_batch
 from tickgate.gate.inputs import read_side
 from tickgate.gate.comparison import Comparison, join
 from tickgate.gate.observations import Side, side_from_document
 from tickgate.gate.stats import select_quantile
-from tickgate.plugins import Registry
-from tickgate.quantile import quantile
+from tickgate.host.registry import Registry
+from tickgate.util.quantile import quantile
 
 BASE = {"request_id": "r", "model": "m", "accelerator": "h100", "route": "/v1/chat/completions",
         "output_fingerprint": "ff", "latency_ms": 12.5, "ttft_ms": 3, "itl_p95_ms": 1.0, "tokens_in": 10,
@@ -307,7 +307,7 @@ def test_fast_paths_give_the_same_report_as_the_plain_paths(tmp_path, monkeypatc
     from tickgate.gate import comparison as join_module
     from tickgate.gate.pipeline import run_gate
     from tickgate.gate.config import load_gate_config
-    from tickgate.policy import load_policy
+    from tickgate.host.policy import load_policy
 
     rng = random.Random(8)
     base, cand = [], []

@@ -12,12 +12,12 @@ import pytest
 
 from conftest import FIXTURES, POLICIES
 
-from tickgate.errors import InputError, PluginError
+from tickgate.util.errors import InputError, PluginError
 from tickgate.gate.batch_columns import add_batch
 from tickgate.gate.inputs import load_observations, read_bundle, read_side
 from tickgate.gate.observations import Side, side_from_document
-from tickgate.hookspecs import hookimpl
-from tickgate.plugins import Registry
+from tickgate.host.hookspecs import hookimpl
+from tickgate.host.registry import Registry
 
 VALID = {"request_id": "a", "backend": "vllm", "model": "m", "accelerator": "h100", "route": "/v1/completions",
          "scheduler": "vllm-v1", "output_fingerprint": "ff", "error": None, "latency_ms": 12.5, "ttft_ms": 3,
@@ -46,7 +46,7 @@ INVALID: list[tuple[str, dict[str, Any]]] = [
 def _schema_errors(request: dict[str, Any]) -> list[str]:
     import jsonschema
 
-    from tickgate.schemas import load_schema
+    from tickgate.util.schemas import load_schema
 
     schema = load_schema("observations.schema.json")
     doc = {"version": 1, "kind": "tickgate.observations", "run": {}, "requests": [request]}
@@ -191,8 +191,8 @@ def registry_with(*mirrors: Any) -> Registry:
 
     reg = Registry()
     reg.register_module(Module, distribution="toy-dist", version="1.2")
-    from tickgate.gate import plugin
-    from tickgate.readers import plugin as readers
+    from tickgate.gate.signals import builtin_signals as plugin
+    from tickgate.readers import builtin_mirrors as readers
 
     reg.register_module(plugin, distribution="tickgate", version="0")
     reg.register_module(readers, distribution="tickgate", version="0")
@@ -266,7 +266,7 @@ def _split_bundle(tmp_path: Path, name: str) -> tuple[Path, Path]:
 
 
 def test_parallel_read_gives_the_same_sides_as_reading_in_turn(tmp_path, monkeypatch):
-    from tickgate.parallel.gate_sides import read_pair
+    from tickgate.gate.sides import read_pair
 
     monkeypatch.setenv("TICKGATE_PLUGINS", "tickgate")
     base, cand = _split_bundle(tmp_path, "release_gate_bad.json")
@@ -279,7 +279,7 @@ def test_parallel_read_gives_the_same_sides_as_reading_in_turn(tmp_path, monkeyp
 
 
 def test_parallel_read_reraises_the_childs_located_error(tmp_path, monkeypatch):
-    from tickgate.parallel.gate_sides import read_pair
+    from tickgate.gate.sides import read_pair
 
     monkeypatch.setenv("TICKGATE_PLUGINS", "tickgate")
     base, cand = _split_bundle(tmp_path, "release_gate_safe.json")

@@ -9,7 +9,7 @@ import pytest
 
 from tickgate.gate.stats import (_RankQuantile, derive_seed, min_pairs_for_quantile, min_pairs_for_rate,
                                  paired_quantile_delta, resample_indices, select_quantile)
-from tickgate.quantile import quantile
+from tickgate.util.quantile import quantile
 
 
 @pytest.mark.parametrize("shape", ["lognormal", "ties", "descending"])

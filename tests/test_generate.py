@@ -13,8 +13,8 @@ import numpy as np
 import pytest
 from conftest import POLICIES, run_cli
 
-from tickgate.replay.generate import LengthRange, generate, sample_lengths, send_times_s
-from tickgate.replay.workload import read_workload
+from tickgate.workload.generate import LengthRange, generate, sample_lengths, send_times_s
+from tickgate.workload.format import read_workload
 
 
 def gen(tmp_path: Path, *args: str, name: str = "w.json", env: dict[str, str] | None = None) -> Path:
@@ -268,7 +268,7 @@ def test_numpy_is_imported_only_to_generate() -> None:
     import subprocess
     import sys
 
-    code = ("import sys, tickgate.cli, tickgate.commands.generate, tickgate.replay.generate, tickgate.replay; "
+    code = ("import sys, tickgate.commands.cli, tickgate.commands.generate, tickgate.workload.generate, tickgate.replay; "
             "print('numpy' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "False"

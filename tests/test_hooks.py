@@ -1,4 +1,4 @@
-"""One test per hook (tickgate.hookspecs.HOOK_KINDS): register a tiny
+"""One test per hook (tickgate.host.hookspecs.HOOK_KINDS): register a tiny
 in-process plugin through the hook and exercise it through the code path
 users hit (replay, open_requests, load_observations, the gate, the CLI).
 tests/test_hooks_meta.py fails when a hook has no test here."""
@@ -15,16 +15,16 @@ import pytest
 from conftest import FIXTURES, POLICIES
 
 from tickgate import hookimpl
-from tickgate.builtin.paged import PagedAllocator
-from tickgate.builtin.seed import SeedScheduler
-from tickgate.cli import main
-from tickgate.gate.protocol import GateSignal, SignalResult
+from tickgate.kv.paged import PagedAllocator
+from tickgate.seed.scheduler import SeedScheduler
+from tickgate.commands.cli import main
+from tickgate.interfaces.gate import GateSignal, SignalResult
 from tickgate.interfaces import AdmissionPolicy, BackendMirror, EvidenceParser, TimingModel, WorkloadReader
-from tickgate.model import Request
-from tickgate.plugins import get_registry
-from tickgate.policy import load_policy
-from tickgate.replay import replay
-from tickgate.replay.sources import open_requests
+from tickgate.interfaces.model import Request
+from tickgate.host.registry import get_registry
+from tickgate.host.policy import load_policy
+from tickgate.simulate import replay
+from tickgate.workload.sources import open_requests
 
 
 def install(**hooks: Any) -> None:

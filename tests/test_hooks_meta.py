@@ -1,6 +1,6 @@
 """Every hook is documented and tested (datasette's meta-tests): docs/plugins.md
 has a ``## <hook>`` section with a code example and tests/test_hooks.py has
-``test_<hook>`` for each name in tickgate.hookspecs.HOOK_KINDS. Adding a hook
+``test_<hook>`` for each name in tickgate.host.hookspecs.HOOK_KINDS. Adding a hook
 without both fails here, and so does removing a hook's documentation."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from pathlib import Path
 
 from conftest import REPO
 
-from tickgate.hookspecs import HOOK_KINDS
+from tickgate.host.hookspecs import HOOK_KINDS
 
 DOCS = REPO / "docs" / "plugins.md"
 HOOK_TESTS = REPO / "tests" / "test_hooks.py"

@@ -179,7 +179,7 @@ def test_a_sweep_without_the_extra_still_finishes(tmp_path: Path) -> None:
                      f"workloads: [{{path: {AZURE}, format: azure, limit: 20}}]\n"
                      "grid: {scheduler.options.max_num_seqs: [16]}\n")
     out = tmp_path / "out"
-    code = ("import sys; sys.modules['vl_convert'] = None; from tickgate.cli import main; "
+    code = ("import sys; sys.modules['vl_convert'] = None; from tickgate.commands.cli import main; "
             f"sys.exit(main(['sweep', {str(sweep)!r}, '--output', {str(out)!r}]))")
     import subprocess
 
@@ -307,7 +307,7 @@ def test_the_page_may_not_replace_its_input(inputs: dict[str, Path], tmp_path: P
 def test_without_the_extra_one_line_names_it(inputs: dict[str, Path], tmp_path: Path) -> None:
     """vl_convert made unimportable (a None entry in sys.modules) in a fresh interpreter."""
     page = tmp_path / "p.html"
-    code = ("import sys; sys.modules['vl_convert'] = None; from tickgate.cli import main; "
+    code = ("import sys; sys.modules['vl_convert'] = None; from tickgate.commands.cli import main; "
             f"sys.exit(main(['report', {str(inputs['replay'])!r}, '--html', {str(page)!r}]))")
     import subprocess
 

@@ -1,4 +1,4 @@
-"""Importing a large trace in two processes (tickgate.parallel.import_parts) writes exactly
+"""Importing a large trace in two processes (tickgate.importers.import_parts) writes exactly
 what one process writes, and fails exactly where one process fails."""
 
 from __future__ import annotations
@@ -12,8 +12,8 @@ from typing import Any, Iterator
 import pytest
 from conftest import FIXTURES
 
-from tickgate.parallel import import_parts
-from tickgate.cli import main
+from tickgate.importers import import_parts
+from tickgate.commands.cli import main
 from tickgate.importers.mooncake import MooncakeReader
 
 pytestmark = pytest.mark.skipif(not hasattr(os, "fork"), reason="reading in parts needs fork")

@@ -10,10 +10,10 @@ from typing import Any
 import pytest
 from conftest import FIXTURES, REPO, run_cli
 
-from tickgate.cli import main
-from tickgate.errors import InputError, TickgateError
-from tickgate.plugins import get_registry
-from tickgate.replay.workload import read_workload
+from tickgate.commands.cli import main
+from tickgate.util.errors import InputError, TickgateError
+from tickgate.host.registry import get_registry
+from tickgate.workload.format import read_workload
 
 TRACES = FIXTURES / "realdata" / "traces"
 MOONCAKE = TRACES / "mooncake_conversation_trace.jsonl"

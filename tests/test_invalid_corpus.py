@@ -9,7 +9,7 @@ One corpus, one test, every reader. Layout (see fixtures/invalid/README.md):
   engineer's layout (also used by tests/test_importers.py), read with
   ``import <fmt>``.
 
-Cases run in-process through ``tickgate.cli.main`` (a subprocess per case
+Cases run in-process through ``tickgate.commands.cli.main`` (a subprocess per case
 would cost a minute on a small CI machine); one test re-runs a few in a real
 process to check what a user sees there. Each case is run with an output file
 that already exists: on failure it must be left byte-for-byte untouched and no
@@ -24,7 +24,7 @@ from pathlib import Path
 import pytest
 
 from conftest import FIXTURES, run_cli
-from tickgate.cli import main
+from tickgate.commands.cli import main
 
 CORPUS = FIXTURES / "invalid"
 #: every reader needs at least this many malformed cases
@@ -122,7 +122,7 @@ def test_every_reader_has_enough_cases() -> None:
     """The corpus covers every installed reader: each backend mirror, each
     workload reader (importer), the gate's bundle and observation files, the
     workload and the policy."""
-    from tickgate.plugins import get_registry
+    from tickgate.host.registry import get_registry
 
     registry = get_registry()
     readers = {*registry.names("backend_mirror"), *(f"import-{n}" for n in registry.names("workload_reader")),

@@ -11,9 +11,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tickgate import jsonstream
-from tickgate.errors import InputError
-from tickgate.jsonstream import JsonStream
+from tickgate.util import jsonstream
+from tickgate.util.errors import InputError
+from tickgate.util.jsonstream import JsonStream
 
 
 def _stream(text: str | bytes) -> JsonStream:

@@ -13,11 +13,11 @@ import pytest
 
 from conftest import FIXTURES, POLICIES, run_cli
 from tickgate import AllBlocksCleared, BlockRemoved, BlockStored, Clock, KvEventWriter, run_scheduler
-from tickgate.policy import load_policy
+from tickgate.host.policy import load_policy
 from tickgate.readers.kv_events import decode_all, summarize
 from tickgate.replay.engine import build_scheduler
 from tickgate.replay.kv_events_out import KvEventSink, _Batch, _Cleared, _Removed, _Stored
-from tickgate.replay.sources import open_requests
+from tickgate.workload.sources import open_requests
 
 MOONCAKE = FIXTURES / "realdata/traces/mooncake_conversation_trace.jsonl"
 REAL_KV = FIXTURES / "realdata/kv_events"

@@ -17,15 +17,15 @@ from conftest import FIXTURES, POLICIES, run_cli
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tickgate.builtin.seed import SeedScheduler
-from tickgate.errors import PluginError
+from tickgate.seed.scheduler import SeedScheduler
+from tickgate.util.errors import PluginError
 from tickgate.interfaces import Clock, Horizon
-from tickgate.model import Request, TickRecord
-from tickgate.policy import load_policy
-from tickgate.replay import replay
+from tickgate.interfaces.model import Request, TickRecord
+from tickgate.host.policy import load_policy
+from tickgate.simulate import replay
 from tickgate.replay.engine import run
-from tickgate.replay.sources import open_requests
-from tickgate.replay.workload import WorkloadHeader, read_workload, write_workload
+from tickgate.workload.sources import open_requests
+from tickgate.workload.format import WorkloadHeader, read_workload, write_workload
 
 TIMING = ("timing: {name: linear, options: {fixed_ms: 1.7, per_prefill_token_ms: 0.013, "
           "per_decode_seq_ms: 0.21, per_context_token_ms: 0.0011}}\n")

@@ -24,7 +24,7 @@ SSE = FIXTURES / "realdata" / "sse" / "sglang_0.5_chat_stream_with_usage_chunk.s
 
 @pytest.fixture
 def full_disk(monkeypatch: pytest.MonkeyPatch) -> None:
-    import tickgate.atomic as atomic
+    import tickgate.util.atomic as atomic
 
     real = atomic._temp_beside
 
@@ -38,7 +38,7 @@ def full_disk(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def _main(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
-    from tickgate.cli import main
+    from tickgate.commands.cli import main
 
     code = main(list(args))
     out, err = capsys.readouterr()
@@ -77,7 +77,7 @@ def test_a_full_disk_names_the_output_and_leaves_nothing_behind(
 def test_a_failed_rename_names_the_output(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     import errno
 
-    from tickgate.atomic import OutputError, write_json
+    from tickgate.util.atomic import OutputError, write_json
 
     def refuse(src: str, dst: str) -> None:
         raise OSError(errno.EROFS, os.strerror(errno.EROFS))

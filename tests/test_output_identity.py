@@ -23,7 +23,7 @@ from pathlib import Path
 
 import pytest
 
-from tickgate.cli import main
+from tickgate.commands.cli import main
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -42,7 +42,7 @@ CASES = {
                     "policies/vllm-v1-bench.yaml", "--output", "{other}", "--trace", "{out}", "--quiet"],
                    "dde3f46c4f9436d191a26942489d1ed1d5cfaaff1c42f64bbd0cb09a8a05adee"),
     # trace-sglang: re-pinned when the sglang mirror was rebuilt on SGLang 0.5.23's scheduler
-    # (tests/test_sglang_conformance.py: step-identical to recordings of the real one)
+    # (adapters/sglang/tests/test_sglang_conformance.py: step-identical to recordings of the real one)
     "trace-sglang": (["replay", "--input", "fixtures/scenarios/kv-pressure.json", "--policy",
                       "policies/sglang-default.yaml", "--output", "{other}", "--trace", "{out}", "--quiet"],
                      "610701a6a2ea7be2ad8dfddd6bba3d9fb9c1db98add2cc6c7404a6236d8be964"),
@@ -119,7 +119,7 @@ def _sha(path: Path, skip_first_line: bool = False) -> str:
 def _bundled(arg: str) -> str:
     """A shipped policy by its installed path: reports name a bundled policy ``bundled:<file>``,
     and outside an editable install ``policies/<file>`` of the checkout is not the bundled copy."""
-    from tickgate.schemas import data_file
+    from tickgate.util.schemas import data_file
 
     if arg.startswith("policies/") and arg.count("/") == 1:
         return str(data_file("policies", arg.split("/", 1)[1]))

@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from conftest import FIXTURES, POLICIES, REPO, children
-from tickgate.errors import InputError, PluginError, TickgateError
+from tickgate.util.errors import InputError, PluginError, TickgateError
 from tickgate.parallel import helper as helper_module
 from tickgate.parallel.helper import Channel, Helper
 
@@ -46,7 +46,7 @@ def _commands(tmp_path: Path) -> list[list[str]]:
 def test_every_helper_forks_through_the_one_helper_and_the_switch_turns_all_off(
         setting: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
         capsys: pytest.CaptureFixture[str]) -> None:
-    from tickgate.cli import main
+    from tickgate.commands.cli import main
 
     forks: list[int] = []
     roles: list[str] = []
@@ -81,7 +81,7 @@ def test_every_helper_forks_through_the_one_helper_and_the_switch_turns_all_off(
 def test_the_gate_follows_the_switch_and_its_own_threshold(tmp_path: Path,
                                                            monkeypatch: pytest.MonkeyPatch) -> None:
     from tickgate.parallel import switch
-    from tickgate.parallel.gate_sides import worth_it
+    from tickgate.gate.sides import worth_it
 
     small, big = tmp_path / "small.json", tmp_path / "big.json"
     small.write_bytes(b"x" * 10)
@@ -182,8 +182,8 @@ def test_leaving_early_stops_a_child_blocked_on_a_full_pipe() -> None:
 def test_ctrl_c_leaves_no_helper_behind(tmp_path: Path) -> None:
     """A terminal's Ctrl-C signals the whole process group: the helpers die, the
     replay says "aborted", exit 130, and no process of the group is left."""
-    from tickgate.model import Request
-    from tickgate.replay.workload import WorkloadHeader, write_workload
+    from tickgate.interfaces.model import Request
+    from tickgate.workload.format import WorkloadHeader, write_workload
 
     workload = tmp_path / "w.json"
     with workload.open("w") as fh:

@@ -172,10 +172,10 @@ def test_goodput_counts_every_request_beyond_the_detail_limit(tmp_path: Path) ->
 def test_goodput_sees_outcomes_the_report_leaves_out() -> None:
     """The sink is handed to the replay: a detail limit of 0 keeps no outcome in the report,
     and the count is still over every request."""
-    from tickgate.plan.goodput import GoodputSink
-    from tickgate.policy import load_policy
-    from tickgate.replay import replay
-    from tickgate.replay.sources import open_requests
+    from tickgate.sweep.goodput import GoodputSink
+    from tickgate.host.policy import load_policy
+    from tickgate.simulate import replay
+    from tickgate.workload.sources import open_requests
 
     sink = GoodputSink({"ttft": 1000.0})
     requests, inputs = open_requests(TRACE, "azure", limit=300)
@@ -252,7 +252,7 @@ def test_an_untimed_policy_a_missing_workload_and_missing_ray_are_refused(tmp_pa
 
 def test_progress_counts_runs_on_a_terminal_only(tmp_path: Path, capsys: pytest.CaptureFixture[str],
                                                 monkeypatch: pytest.MonkeyPatch) -> None:
-    from tickgate.cli import main
+    from tickgate.commands.cli import main
 
     args = ["plan", "--workload", str(FIXTURES / "workload.json"), "--policy", str(tmp_path / "p.yaml"),
             "--slo", "ttft_p99_ms=100000", "--vary", f"{SEQS}=1..4"]

@@ -13,9 +13,9 @@ import pytest
 from conftest import REPO
 
 from tickgate import hookimpl, interfaces
-from tickgate.errors import InputError
+from tickgate.util.errors import InputError
 from tickgate.interfaces import optional_attribute
-from tickgate.plugins import get_registry
+from tickgate.host.registry import get_registry
 
 #: attribute -> (its base, its default)
 DECLARED = {
@@ -64,7 +64,7 @@ class DuckMirror:
 
 
 def test_a_duck_typed_mirror_reads_and_refuses_a_line_selector(tmp_path: Path) -> None:
-    from tickgate.readers.detect import read_observations
+    from tickgate.gate.detect import read_observations
 
     module = types.ModuleType("duck_plugin")
     module.register_backend_mirrors = hookimpl(lambda register: register(DuckMirror))  # type: ignore[attr-defined]

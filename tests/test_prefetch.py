@@ -1,4 +1,4 @@
-"""Reading a workload ahead in a forked child (tickgate.parallel.prefetch) changes nothing:
+"""Reading a workload ahead in a forked child (tickgate.workload.prefetch) changes nothing:
 the same requests, the same errors at the same request, the same reports."""
 
 from __future__ import annotations
@@ -10,11 +10,11 @@ from pathlib import Path
 import pytest
 
 from conftest import POLICIES, children, run_cli
-from tickgate.errors import InputError, TickgateError
-from tickgate.model import Request
-from tickgate.parallel.prefetch import BATCH, prefetched
+from tickgate.util.errors import InputError, TickgateError
+from tickgate.interfaces.model import Request
+from tickgate.workload.prefetch import BATCH, prefetched
 from tickgate.parallel.switch import helpers_wanted
-from tickgate.replay.workload import WorkloadHeader, read_workload, write_workload
+from tickgate.workload.format import WorkloadHeader, read_workload, write_workload
 
 pytestmark = pytest.mark.skipif(not hasattr(os, "fork"), reason="prefetch needs fork")
 

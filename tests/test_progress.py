@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from conftest import FIXTURES, REPO, run_cli
-from tickgate import progress as progress_module
+from tickgate.util import progress as progress_module
 
 MOONCAKE = FIXTURES / "realdata" / "traces" / "mooncake_conversation_trace.jsonl"
 
@@ -37,7 +37,7 @@ def workload(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 def _on_a_terminal(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch,
                    args: list[str]) -> tuple[int, str, str]:
-    from tickgate.cli import main
+    from tickgate.commands.cli import main
 
     monkeypatch.setattr(sys.stderr, "isatty", lambda: True)
     code = main(args)

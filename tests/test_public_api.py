@@ -39,9 +39,9 @@ def test_an_unknown_name_is_an_attribute_error() -> None:
 
 
 def test_public_names_are_the_objects_tickgate_itself_uses() -> None:
-    from tickgate.errors import InputError
-    from tickgate.gate import protocol
-    from tickgate.hookspecs import Register, hookimpl
+    from tickgate.util.errors import InputError
+    from tickgate.interfaces import gate as protocol
+    from tickgate.host.hookspecs import Register, hookimpl
     from tickgate.interfaces import GateSignal
 
     assert tickgate.hookimpl is hookimpl and tickgate.Register is Register
@@ -63,7 +63,7 @@ def test_import_tickgate_imports_no_submodule() -> None:
 
 def test_a_name_imports_only_its_own_module() -> None:
     loaded = _modules_after("from tickgate import hookimpl, Register")
-    assert [m for m in loaded if m.startswith("tickgate")] == ["tickgate", "tickgate.hookspecs"]
+    assert [m for m in loaded if m.startswith("tickgate")] == ["tickgate", "tickgate.host", "tickgate.host.hookspecs"]
     assert not any(m.split(".")[0] in ("jsonschema", "click", "ruamel", "msgspec") for m in loaded), loaded
 
 
@@ -84,7 +84,7 @@ def _tickgate_imports(path: Path) -> list[tuple[int, str]]:
 
 def test_the_walker_sees_every_way_of_importing_a_submodule(tmp_path: Path) -> None:
     probe = tmp_path / "probe.py"
-    probe.write_text("import tickgate.model\nfrom tickgate.readers.common import Fields\n"
+    probe.write_text("import tickgate.interfaces.model\nfrom tickgate.readers.common import Fields\n"
                      "from tickgate import readers, hookimpl\nimport tickgate\n", encoding="utf-8")
     assert [line for line, _ in _tickgate_imports(probe)] == [1, 2, 3]
 
@@ -103,3 +103,31 @@ def test_docs_list_the_public_api() -> None:
     listed = re.findall(r"^\| `(\w+)` \|", section, flags=re.MULTILINE)
     assert sorted(listed) == sorted(PUBLIC), "docs/plugins.md, Public API: one row per name in tickgate.__all__"
     assert len(listed) == len(set(listed))
+
+
+def test_the_type_checking_block_is_the_export_table() -> None:
+    """Type checkers and editors read the generated ``if TYPE_CHECKING:`` imports; the lazy resolver
+    reads ``_EXPORTS``: the two name the same objects (``python tools/public_api.py`` regenerates)."""
+    init = REPO / "core" / "src" / "tickgate" / "__init__.py"
+    tree = ast.parse(init.read_text(encoding="utf-8"))
+    block = next(node for node in tree.body if isinstance(node, ast.If) and ast.unparse(node.test) == "TYPE_CHECKING")
+    imported = {alias.asname or alias.name: f"{node.module}:{alias.name}"
+                for node in block.body if isinstance(node, ast.ImportFrom) for alias in node.names}
+    table = {name: target if ":" in target else f"{target}:{name}" for name, target in tickgate._EXPORTS.items()}
+    assert imported == table, "run python tools/public_api.py"
+    assert all(isinstance(node, ast.ImportFrom) and node.level == 1 for node in block.body)
+
+
+def test_the_public_names_fall_into_the_documented_groups() -> None:
+    """The contract, the building blocks, running tickgate and the readers' kit: each name in one group,
+    and docs/plugins.md lists each group's names under its own heading."""
+    groups = {"_CONTRACT": "The plugin contract", "_BUILDING_BLOCKS": "Building blocks",
+              "_RUNNING": "Running tickgate", "_READERS_KIT": "The readers' kit"}
+    names = [name for group in groups for name in getattr(tickgate, group)]
+    assert sorted(names) == sorted(tickgate._EXPORTS) and len(names) == len(set(names))
+    text = (REPO / "docs" / "plugins.md").read_text(encoding="utf-8")
+    section = text.split("\n## Public API\n", 1)[1].split("\n## ", 1)[0]
+    for group, heading in groups.items():
+        part = section.split(f"\n### {heading}\n", 1)[1].split("\n### ", 1)[0]
+        listed = re.findall(r"^\| `(\w+)` \|", part, flags=re.MULTILINE)
+        assert sorted(listed) == sorted(getattr(tickgate, group)), heading

@@ -1,4 +1,4 @@
-"""The one quantile function (``tickgate.quantile``): its convention, that
+"""The one quantile function (``tickgate.util.quantile``): its convention, that
 the three copies it replaced give the same bits through it, and that its
 weighted form is the expanded multiset's quantile, bit for bit (hypothesis)."""
 
@@ -12,7 +12,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tickgate.quantile import (cumulative_weights, interpolate, quantile, weighted_interpolate,
+from tickgate.util.quantile import (cumulative_weights, interpolate, quantile, weighted_interpolate,
                                weighted_quantile)
 from tickgate.replay.report import distribution
 from tickgate.replay.token_gaps import weighted_distribution

@@ -12,7 +12,7 @@ import sys
 import pytest
 
 from readers_helpers import REAL, REPO, read, registry
-from tickgate.errors import InputError
+from tickgate.util.errors import InputError
 from tickgate.readers.kv_events import decode_all
 from tickgate.readers.prometheus import parse_text
 from tickgate.readers.stats import histogram_quantile, summarize
@@ -100,7 +100,7 @@ def test_several_batches_concatenated(tmp_path):
 
 
 def test_several_formats_claiming_a_file_is_an_error(tmp_path):
-    from tickgate.readers.detect import detect_format
+    from tickgate.gate.detect import detect_format
 
     reg = registry()
     path = tmp_path / "both.prom"

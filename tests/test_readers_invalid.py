@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from readers_helpers import INVALID, read, registry
-from tickgate.errors import InputError
+from tickgate.util.errors import InputError
 
 CASES = [
     ("vllm-bench/truncated.json", {"line": 1, "column": 395}, "invalid JSON"),

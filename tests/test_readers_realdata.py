@@ -175,7 +175,7 @@ def test_trtllm_bench_report_json_from_schema(tmp_path):
 
 def test_trtllm_serve_docs_example_is_elided_json():
     """The docs example contains a literal '...': a located error, not a crash."""
-    from tickgate.errors import InputError
+    from tickgate.util.errors import InputError
 
     with pytest.raises(InputError) as exc:
         read(REAL / "trtllm/trtllm_serve_metrics_docs_example.json.txt", "trtllm-iteration-stats")

@@ -6,9 +6,9 @@ from __future__ import annotations
 import pytest
 
 from conftest import POLICIES
-from tickgate.model import Request
-from tickgate.policy import load_policy
-from tickgate.replay import replay
+from tickgate.interfaces.model import Request
+from tickgate.host.policy import load_policy
+from tickgate.simulate import replay
 
 
 @pytest.mark.parametrize(("policy", "key", "figure"), [

@@ -23,8 +23,8 @@ from hypothesis import strategies as st
 from conftest import POLICIES
 from tickgate.replay.engine import build_scheduler, run
 from tickgate.interfaces import Clock
-from tickgate.model import Request, RequestOutcome, TickRecord
-from tickgate.policy import load_policy
+from tickgate.interfaces.model import Request, RequestOutcome, TickRecord
+from tickgate.host.policy import load_policy
 from tickgate.replay.report import FingerprintSink
 
 SETTINGS = settings(max_examples=15, deadline=None, derandomize=True,
@@ -165,7 +165,7 @@ def test_seed_invariants_under_each_admission_policy(admission: str, tmp_path: P
 
 
 def test_every_scheduler_and_admission_policy_is_covered() -> None:
-    from tickgate.plugins import get_registry
+    from tickgate.host.registry import get_registry
 
     registry = get_registry()
     assert set(registry.names("scheduler")) == {"seed", *ENGINE_POLICIES}

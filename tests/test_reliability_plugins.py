@@ -9,14 +9,14 @@ from typing import Any
 import pytest
 
 from tickgate import LinearTiming
-from tickgate.errors import PluginError, ReplayError
-from tickgate.hookspecs import hookimpl
+from tickgate.util.errors import PluginError, ReplayError
+from tickgate.host.hookspecs import hookimpl
 from tickgate.interfaces import AdmissionPolicy, Horizon, WorkloadReader
-from tickgate.model import Request, TickRecord
-from tickgate.plugins import get_registry
-from tickgate.policy import load_policy
-from tickgate.replay import replay
-from tickgate.replay.sources import open_requests
+from tickgate.interfaces.model import Request, TickRecord
+from tickgate.host.registry import get_registry
+from tickgate.host.policy import load_policy
+from tickgate.simulate import replay
+from tickgate.workload.sources import open_requests
 
 from conftest import POLICIES
 

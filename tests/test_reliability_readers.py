@@ -24,8 +24,8 @@ from hypothesis import strategies as st
 
 from conftest import FIXTURES
 from readers_helpers import registry as reader_registry
-from tickgate.errors import TickgateError
-from tickgate.model import Request
+from tickgate.util.errors import TickgateError
+from tickgate.interfaces.model import Request
 
 REAL = FIXTURES / "realdata"
 FUZZ = settings(max_examples=25, deadline=None, derandomize=True,
@@ -166,7 +166,7 @@ def survives(fn: Callable[[Path], Any], data: bytes, suffix: str) -> Any:
 
 @pytest.mark.parametrize("fmt", sorted(MIRROR_SAMPLES))
 def test_backend_mirror_survives_mutations(fmt: str) -> None:
-    from tickgate.readers.detect import read_observations
+    from tickgate.gate.detect import read_observations
 
     reg = reader_registry()
     sample_path = MIRROR_SAMPLES[fmt]
@@ -192,7 +192,7 @@ def test_every_backend_mirror_is_fuzzed() -> None:
 @given(mutated(neutral_sample()))
 def test_neutral_observations_survive_mutations_on_both_paths(data: bytes) -> None:
     from tickgate.gate.inputs import read_side
-    from tickgate.readers.detect import read_observations
+    from tickgate.gate.detect import read_observations
 
     reg = reader_registry()
     survives(lambda p: read_observations(p, "neutral", reg), data, ".json")
@@ -229,7 +229,7 @@ def test_gate_bundle_survives_mutations(data: bytes) -> None:
 
 @pytest.mark.parametrize("fmt", sorted(TRACE_SAMPLES))
 def test_workload_reader_survives_mutations(fmt: str) -> None:
-    from tickgate.plugins import get_registry
+    from tickgate.host.registry import get_registry
 
     reader_cls = get_registry().get("workload_reader", fmt).obj
     sample_path, lines = TRACE_SAMPLES[fmt]
@@ -251,6 +251,6 @@ def test_workload_reader_survives_mutations(fmt: str) -> None:
 
 
 def test_every_workload_reader_is_fuzzed() -> None:
-    from tickgate.plugins import get_registry
+    from tickgate.host.registry import get_registry
 
     assert sorted(TRACE_SAMPLES) == get_registry().names("workload_reader")

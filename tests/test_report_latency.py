@@ -21,11 +21,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from conftest import POLICIES
-from tickgate.builtin.seed import SeedScheduler
-from tickgate.model import Request
-from tickgate.policy import load_policy
+from tickgate.seed.scheduler import SeedScheduler
+from tickgate.interfaces.model import Request
+from tickgate.host.policy import load_policy
 from tickgate.replay.report import distribution
-from tickgate.replay.run import replay
+from tickgate.simulate import replay
 
 TIMING = {"fixed_ms": 5.0, "per_prefill_token_ms": 0.03, "per_decode_seq_ms": 0.25,
           "per_context_token_ms": 0.001}

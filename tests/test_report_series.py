@@ -16,10 +16,10 @@ import pytest
 
 from conftest import FIXTURES, POLICIES
 from tickgate.interfaces import Clock
-from tickgate.model import Request, TickRecord
-from tickgate.policy import load_policy
+from tickgate.interfaces.model import Request, TickRecord
+from tickgate.host.policy import load_policy
 from tickgate.replay.engine import build_scheduler, run
-from tickgate.replay.run import replay
+from tickgate.simulate import replay
 from tickgate.replay.series import MAX_POINTS, Series
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -168,7 +168,7 @@ def test_a_report_carries_the_whole_run_past_its_detail_limit() -> None:
 
 
 def _workload() -> list[Request]:
-    from tickgate.replay.sources import open_requests
+    from tickgate.workload.sources import open_requests
 
     requests, _ = open_requests(FIXTURES / "realdata" / "traces" / "AzureLLMInferenceTrace_code.csv", "azure",
                                 block_size=None, limit=300)

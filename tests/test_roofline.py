@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from tickgate.errors import ConfigError
+from tickgate.util.errors import ConfigError
 from tickgate.testing import run_cli
 from tickgate.timing.catalogue import catalogue, lookup_gpu, lookup_model
 from tickgate.timing.roofline import ENGINE_DEFAULTS, RooflineTiming

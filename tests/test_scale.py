@@ -22,12 +22,12 @@ from conftest import FIXTURES, POLICIES, REPO, run_cli
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tickgate.builtin.seed import SeedScheduler
-from tickgate.model import Request, TickRecord
-from tickgate.policy import load_policy
-from tickgate.replay import replay
+from tickgate.seed.scheduler import SeedScheduler
+from tickgate.interfaces.model import Request, TickRecord
+from tickgate.host.policy import load_policy
+from tickgate.simulate import replay
 from tickgate.replay.report import canonical_body
-from tickgate.replay.sources import open_requests
+from tickgate.workload.sources import open_requests
 
 TRACES = FIXTURES / "realdata" / "traces"
 SEED_BENCH = REPO / "benchmarks" / "policies" / "seed-bench.yaml"

@@ -10,8 +10,8 @@ import jsonschema
 import pytest
 from conftest import LIFO, POLICIES, run_cli
 
-from tickgate.cli import main
-from tickgate.locations import load_yaml
+from tickgate.commands.cli import main
+from tickgate.util.locations import load_yaml
 from tickgate.testing import make_dist
 
 

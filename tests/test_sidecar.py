@@ -1,4 +1,4 @@
-"""Fingerprint and summary in a forked child (tickgate.parallel.sidecar): the same report,
+"""Fingerprint and summary in a forked child (tickgate.replay.sidecar): the same report,
 byte for byte, for every scheduler; children always cleaned up; failures clear."""
 
 from __future__ import annotations
@@ -11,13 +11,13 @@ from pathlib import Path
 import pytest
 
 from conftest import FIXTURES, POLICIES, children, run_cli
-from tickgate.errors import InputError, TickgateError
-from tickgate.model import Request, RequestOutcome, TickRecord
-from tickgate.policy import load_policy
-from tickgate.replay import replay
+from tickgate.util.errors import InputError, TickgateError
+from tickgate.interfaces.model import Request, RequestOutcome, TickRecord
+from tickgate.host.policy import load_policy
+from tickgate.simulate import replay
 from tickgate.replay.report import FingerprintSink, SummarySink
-from tickgate.parallel.sidecar import BATCH, Sidecar
-from tickgate.replay.sources import open_requests
+from tickgate.replay.sidecar import BATCH, Sidecar
+from tickgate.workload.sources import open_requests
 
 pytestmark = pytest.mark.skipif(not hasattr(os, "fork"), reason="the sidecar needs fork")
 

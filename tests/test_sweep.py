@@ -212,7 +212,7 @@ def test_the_example_sweep_file_expands_to_its_nine_points() -> None:
 
 def test_progress_counts_points_on_a_terminal_only(tmp_path: Path, capsys: pytest.CaptureFixture[str],
                                                   monkeypatch: pytest.MonkeyPatch) -> None:
-    from tickgate.cli import main
+    from tickgate.commands.cli import main
 
     sweep = write_sweep(tmp_path / "in", f"  {SEQS}: [32, 64]\n")
     monkeypatch.setattr(sys.stderr, "isatty", lambda: True)

@@ -12,8 +12,8 @@ from typing import Any
 import pytest
 from conftest import FIXTURES, POLICIES
 
-from tickgate.cli import main
-from tickgate.policy import load_policy
+from tickgate.commands.cli import main
+from tickgate.host.policy import load_policy
 
 COEFFICIENTS = {"fixed_ms": 4.0, "per_prefill_token_ms": 0.02, "per_decode_seq_ms": 0.15,
                 "per_context_token_ms": 0.0002}
@@ -74,7 +74,7 @@ def models(tickgate_dist: Any) -> None:
 
 def policy(tmp_path: Path, base: str, timing: Any, name: str = "p.yaml") -> Path:
     """``policies/<base>`` with its timing section replaced (JSON is YAML: lines stay known)."""
-    from tickgate.locations import load_yaml
+    from tickgate.util.locations import load_yaml
 
     doc, _ = load_yaml(POLICIES / base)
     doc = dict(doc)
@@ -145,7 +145,7 @@ def test_the_schema_takes_both_spellings_and_refuses_bad_coefficients(
         capsys: pytest.CaptureFixture[str]) -> None:
     import jsonschema
 
-    from tickgate.locations import load_yaml
+    from tickgate.util.locations import load_yaml
 
     assert main(["schema"]) == 0
     validator = jsonschema.Draft202012Validator(json.loads(capsys.readouterr().out))

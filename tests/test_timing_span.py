@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tickgate.interfaces import TimingModel
-from tickgate.replay.timing import SPAN_CHUNK, LinearTiming
+from tickgate.timing.linear import SPAN_CHUNK, LinearTiming
 
 
 def step_by_step(model: TimingModel, start: float, seqs: int, context: int, steps: int,

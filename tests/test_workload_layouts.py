@@ -10,9 +10,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-import tickgate.jsonstream as jsonstream
-from tickgate.errors import InputError
-from tickgate.replay.workload import read_workload, request_from_dict
+import tickgate.util.jsonstream as jsonstream
+from tickgate.util.errors import InputError
+from tickgate.workload.format import read_workload, request_from_dict
 
 REQUESTS = [
     {"id": "a", "prompt_tokens": 16, "max_output_tokens": 2, "arrival_tick": 0, "prefix_blocks": [1, 2]},

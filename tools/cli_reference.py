@@ -45,8 +45,8 @@ def render() -> str:
     os.environ["TICKGATE_PLUGINS"] = ",".join(IN_TREE)  # never a third party's commands
     import click
 
-    from tickgate.cli import LAZY_COMMANDS, cli
-    from tickgate.plugins import get_registry, reset_registry
+    from tickgate.commands.cli import LAZY_COMMANDS, cli
+    from tickgate.host.registry import get_registry, reset_registry
 
     reset_registry()
     root = click.Context(cli, info_name="tickgate", terminal_width=WIDTH, max_content_width=WIDTH,

@@ -17,11 +17,11 @@ import pytest
 
 from tickgate import InputError
 from tickgate import Request
-from tickgate.plugins import get_registry
-from tickgate.policy import load_policy
-from tickgate.replay import replay
-from tickgate.replay.sources import open_requests
-from tickgate.replay.workload import read_workload
+from tickgate.host.registry import get_registry
+from tickgate.host.policy import load_policy
+from tickgate.simulate import replay
+from tickgate.workload.sources import open_requests
+from tickgate.workload.format import read_workload
 
 REPO = Path(__file__).resolve().parents[3]
 AZURE = REPO / "fixtures" / "realdata" / "traces" / "AzureLLMInferenceTrace_code.csv"

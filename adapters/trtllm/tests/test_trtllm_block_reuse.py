@@ -16,9 +16,9 @@ from pathlib import Path
 from typing import Any
 
 from tickgate import Request
-from tickgate.policy import load_policy
-from tickgate.replay import replay
-from tickgate.replay.sources import open_requests
+from tickgate.host.policy import load_policy
+from tickgate.simulate import replay
+from tickgate.workload.sources import open_requests
 
 from trtllm_helpers import outcome, run
 

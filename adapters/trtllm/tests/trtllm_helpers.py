@@ -7,8 +7,8 @@ from pathlib import Path
 from typing import Any
 
 from tickgate import Request
-from tickgate.policy import load_policy
-from tickgate.replay import replay
+from tickgate.host.policy import load_policy
+from tickgate.simulate import replay
 
 
 def run(tmp_path: Path, options: dict[str, Any], requests: list[Request],

@@ -1,4 +1,4 @@
-"""tickgate_vllm.v1_set_order against the real interpreter.
+"""tickgate_vllm.v1.set_order against the real interpreter.
 
 The module re-implements CPython 3.11's str hash (PYTHONHASHSEED=0) and set
 table so that vLLM's ``finished_req_ids`` iteration order can be reproduced in
@@ -20,10 +20,10 @@ from pathlib import Path
 
 import pytest
 
-from tickgate_vllm import v1_set_order
-from tickgate_vllm.v1_set_order import set_order, siphash13, str_hash
+from tickgate_vllm.v1 import set_order as v1_set_order
+from tickgate_vllm.v1.set_order import set_order, siphash13, str_hash
 
-_SRC = str(Path(v1_set_order.__file__).resolve().parents[1])
+_SRC = str(Path(v1_set_order.__file__).resolve().parents[2])
 
 needs_cpython311 = pytest.mark.skipif(
     not (platform.python_implementation() == "CPython" and sys.version_info >= (3, 11)
@@ -53,7 +53,7 @@ for case in json.load(sys.stdin):
 print(json.dumps(res))
 """
 _MODULE_CODE = """import json, sys
-from tickgate_vllm.v1_set_order import set_order
+from tickgate_vllm.v1.set_order import set_order
 print(json.dumps([set_order(c) for c in json.load(sys.stdin)]))
 """
 

@@ -53,7 +53,7 @@ def test_every_fast_path_is_compared_with_the_recordings(monkeypatch: pytest.Mon
     """The recordings check each fast path on many steps: the lines each one hands
     the observer (expanded spans included), summed over the cases, and most of
     the recorded steps come from them."""
-    from tickgate_vllm.v1_scheduler import VllmV1Scheduler
+    from tickgate_vllm.v1.scheduler import VllmV1Scheduler
 
     paths = ("_group_span", "_group_step", "_fresh_span", "_steady_span", "_finishing_decode_step")
     lines = {name: 0 for name in paths}
@@ -92,7 +92,7 @@ def test_every_step_matches_vllm_with_free_block_positions_from_the_first_hit(na
     """The pool answers "is this hit block free?" by scanning its queue until hits
     are frequent, then from an index of positions; the small recorded cases only
     reach the first mode unless the index is forced from the start."""
-    from tickgate_vllm.v1_pool import BlockPool
+    from tickgate_vllm.v1.pool import BlockPool
 
     init = BlockPool.__init__
 
@@ -122,7 +122,7 @@ def test_a_changed_decision_is_found_and_described(tmp_path: Path) -> None:
 
 
 def test_a_missing_request_field_is_named_as_missing(tmp_path: Path) -> None:
-    from tickgate.errors import InputError
+    from tickgate.util.errors import InputError
 
     path = tmp_path / "w.json"
     path.write_text(json.dumps({"requests": [{"id": "a", "max_output_len": 3}]}))

@@ -12,9 +12,9 @@ from typing import Any
 import pytest
 
 from tickgate import InputError, Request
-from tickgate.policy import load_policy
-from tickgate.replay import replay
-from tickgate.replay.workload import read_workload
+from tickgate.host.policy import load_policy
+from tickgate.simulate import replay
+from tickgate.workload.format import read_workload
 
 REPO = Path(__file__).resolve().parents[3]
 ROOFLINE = {"name": "roofline", "options": {"model": "llama-3.1-8b", "gpu": "H100-SXM-80GB"}}

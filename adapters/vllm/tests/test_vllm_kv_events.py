@@ -13,11 +13,11 @@ from hypothesis import strategies as st
 
 from tickgate import (BlockRemoved, BlockStored, Clock, PluginError, Request, external_block_hash,
                       run_scheduler)
-from tickgate.policy import load_policy
-from tickgate.replay import replay
+from tickgate.host.policy import load_policy
+from tickgate.simulate import replay
 from tickgate.replay.engine import build_scheduler
 from tickgate_vllm.conformance import load_reference_workload, scheduler_options
-from tickgate_vllm.v1_pool import BlockPool
+from tickgate_vllm.v1.pool import BlockPool
 
 REPO = Path(__file__).resolve().parents[3]
 REF = REPO / "fixtures" / "vllm-reference"

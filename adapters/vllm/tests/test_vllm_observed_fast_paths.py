@@ -1,4 +1,4 @@
-"""The observer lines of the fast paths (v1_observe) are exactly the full step's.
+"""The observer lines of the fast paths (v1.observe) are exactly the full step's.
 
 With an observer attached, the spans and the decode group hand it one line per
 engine step they cover, expanded from the state before them; ``max_span: 1``
@@ -19,7 +19,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tickgate import InputError, Request, observe_mirror
-from tickgate.replay.generate import LengthRange, generate
+from tickgate.workload.generate import LengthRange, generate
 
 #: the harness's defaults (conformance.HARNESS_DEFAULTS), a small pool
 BASE = {"block_size": 16, "num_gpu_blocks": 160, "max_num_seqs": 24, "max_num_batched_tokens": 512,

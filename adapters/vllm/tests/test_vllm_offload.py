@@ -1,4 +1,4 @@
-"""CPU KV offload in the vllm-v1 mirror (v1_offload, v1_cpu_tier, v1_offload_step): the report
+"""CPU KV offload in the vllm-v1 mirror (v1.offload, v1.cpu_tier, v1.offload_step): the report
 against the harness's own counters for every recorded offload case, the README's probe scenarios,
 the CPU tier's LRU, timing by host bandwidth, option errors and determinism. Step-by-step
 conformance is test_vllm_conformance.py (the offload-* cases of fixtures/vllm-reference/cases.json)."""
@@ -11,10 +11,10 @@ from pathlib import Path
 import pytest
 
 from tickgate import Request
-from tickgate.errors import InputError
+from tickgate.util.errors import InputError
 from tickgate_vllm.conformance import (compare, load_reference_workload, read_steps, run_mirror, run_mirror_paths,
                                       scheduler_options)
-from tickgate_vllm.v1_cpu_tier import HIT, MISS, PENDING, CpuTier, TierRequest
+from tickgate_vllm.v1.cpu_tier import HIT, MISS, PENDING, CpuTier, TierRequest
 from vllm_helpers import mirror_run, mirror_run_outcomes, replay_reports_across_hash_seeds
 
 REPO = Path(__file__).resolve().parents[3]
@@ -64,7 +64,7 @@ def test_offload_cases_cover_tiers_spec_loads_and_pressure() -> None:
 def test_finished_requests_follow_vllms_set_order(monkeypatch: pytest.MonkeyPatch) -> None:
     """vLLM walks finished_req_ids, a set, to store and rank finished requests' chunks: in
     insertion order the recordings diverge; the mirror reproduces CPython's set order."""
-    from tickgate_vllm import v1_offload
+    from tickgate_vllm.v1 import offload as v1_offload
 
     name = "offload-small-tier"
     requests, config = load_reference_workload(REF / f"{name}.workload.json", None)
@@ -209,7 +209,7 @@ def test_timed_loads_take_bytes_over_the_host_link() -> None:
 
 def test_option_errors_are_named() -> None:
     from tickgate import validate
-    from tickgate_vllm.v1_options import OPTIONS_SCHEMA
+    from tickgate_vllm.v1.options import OPTIONS_SCHEMA
 
     base = {"block_size": 16, "num_gpu_blocks": 100, "max_num_seqs": 8, "max_num_batched_tokens": 256}
     with pytest.raises(InputError, match="sync_load_budget_bytes"):

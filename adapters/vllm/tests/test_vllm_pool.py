@@ -16,7 +16,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tickgate_vllm.v1_pool import BlockPool
+from tickgate_vllm.v1.pool import BlockPool
 
 
 class NaivePool:
@@ -215,8 +215,8 @@ def test_a_repeated_key_inside_a_run_is_kept_as_insert_would():
 def test_prompt_keys_are_equal_exactly_when_the_prefixes_are(a, b, sizes, extra_tokens):
     """Whatever the workload's block size, block i of two prompts gets the same
     key exactly when the two prompts agree on every token up to that block."""
-    from tickgate.model import Request
-    from tickgate_vllm.v1_scheduler import prompt_block_keys
+    from tickgate.interfaces.model import Request
+    from tickgate_vllm.v1.scheduler import prompt_block_keys
 
     bs, wbs = sizes
 

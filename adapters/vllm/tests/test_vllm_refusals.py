@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from tickgate import ConfigError
-from tickgate_vllm.v1_options import V1Config
+from tickgate_vllm.v1.options import V1Config
 
 BASE = {"block_size": 16, "num_gpu_blocks": 64, "max_num_seqs": 8, "max_num_batched_tokens": 256}
 

@@ -13,8 +13,8 @@ from hypothesis import strategies as st
 from tickgate.testing import run_cli
 from tickgate import InputError
 from tickgate import Request
-from tickgate.policy import load_policy
-from tickgate.replay import replay
+from tickgate.host.policy import load_policy
+from tickgate.simulate import replay
 from tickgate_vllm.conformance import load_reference_workload, scheduler_options
 
 REPO = Path(__file__).resolve().parents[3]
@@ -179,7 +179,7 @@ def _workload_files() -> list[Path]:
 
 @pytest.mark.parametrize("preset", ["vllm-v1-bench", "vllm-v1-priority"])
 def test_presets_replay_the_fixture_workloads(tmp_path: Path, preset: str) -> None:
-    from tickgate.replay.workload import read_workload
+    from tickgate.workload.format import read_workload
 
     files = _workload_files()
     assert files
@@ -201,8 +201,8 @@ def test_presets_replay_the_fixture_workloads(tmp_path: Path, preset: str) -> No
 
 def test_byte_identical_across_hash_seeds(tmp_path: Path) -> None:
     requests, config = load_reference_workload(REF / "prefix-fcfs.workload.json", None)
-    from tickgate.atomic import write_json
-    from tickgate.replay.workload import WorkloadHeader, write_workload
+    from tickgate.util.atomic import write_json
+    from tickgate.workload.format import WorkloadHeader, write_workload
 
     wl = tmp_path / "w.json"
     with wl.open("w") as fh:
@@ -225,7 +225,7 @@ def test_outcome_fields_land_where_they_belong() -> None:
     """The outcome is built positionally (speed): every field by name, distinct values."""
     import attrs
 
-    from tickgate_vllm.v1_scheduler import RequestState, VllmV1Scheduler
+    from tickgate_vllm.v1.scheduler import RequestState, VllmV1Scheduler
 
     r = Request(id="R", prompt_tokens=100, max_output_tokens=60, arrival_ms=5.5, priority=3, tenant="t",
                 lane="l", deadline_ms=8.0)
@@ -285,7 +285,7 @@ def test_the_decode_group_takes_every_step_of_steady_fcfs_traffic(
     """With prompts that fit one step, no preemption and nothing resumed, every
     step after the first is the group's: arrivals, completions and spans alike
     (the per-request paths would give the same report, only slower)."""
-    from tickgate_vllm.v1_scheduler import VllmV1Scheduler
+    from tickgate_vllm.v1.scheduler import VllmV1Scheduler
 
     per_request = ("_full_step_fcfs", "_fresh_span", "_finishing_decode_step", "_steady_span")
     calls = {name: 0 for name in per_request + ("_group_step", "_group_span")}

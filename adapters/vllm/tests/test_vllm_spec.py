@@ -1,4 +1,4 @@
-"""Speculative decoding in the vllm-v1 mirror (v1_spec, v1_spec_step): the
+"""Speculative decoding in the vllm-v1 mirror (v1.spec, v1.spec_step): the
 acceptance rule of the vLLM reference harness, the report's figures against the
 harness's own counters for every recorded spec case, timing, option errors and
 determinism. Step-by-step conformance is test_vllm_conformance.py (the spec-*
@@ -15,10 +15,10 @@ from pathlib import Path
 import pytest
 
 from tickgate import Request
-from tickgate.errors import ConfigError, InputError
+from tickgate.util.errors import ConfigError, InputError
 from tickgate_vllm.conformance import load_reference_workload, scheduler_options
-from tickgate_vllm.v1_options import V1Config
-from tickgate_vllm.v1_spec import SpecDecoding
+from tickgate_vllm.v1.options import V1Config
+from tickgate_vllm.v1.spec import SpecDecoding
 from vllm_helpers import mirror_run as _mirror
 from vllm_helpers import replay_reports_across_hash_seeds
 
@@ -119,7 +119,7 @@ def test_acceptance_length_and_tokens_per_step() -> None:
 
 
 def test_timing_prices_the_drafts_and_the_drafter() -> None:
-    from tickgate.replay.timing import LinearTiming
+    from tickgate.timing.linear import LinearTiming
 
     base = {"block_size": 16, "num_gpu_blocks": 100, "max_num_seqs": 8, "max_num_batched_tokens": 256,
             "num_speculative_tokens": 2, "acceptance_rates": 1.0}
@@ -138,7 +138,7 @@ def test_timing_prices_the_drafts_and_the_drafter() -> None:
 
 def test_option_errors_are_named() -> None:
     from tickgate import validate
-    from tickgate_vllm.v1_options import OPTIONS_SCHEMA
+    from tickgate_vllm.v1.options import OPTIONS_SCHEMA
 
     base = {"block_size": 16, "num_gpu_blocks": 100, "max_num_seqs": 8, "max_num_batched_tokens": 256}
     with pytest.raises(ConfigError, match=r"expected one value or 3 .* found 2") as exc:

@@ -23,8 +23,8 @@ from typing import Any
 import pytest
 
 from tickgate import Request
-from tickgate.policy import load_policy
-from tickgate.replay import replay
+from tickgate.host.policy import load_policy
+from tickgate.simulate import replay
 from tickgate_vllm.conformance import load_reference_workload, scheduler_options
 
 REPO = Path(__file__).resolve().parents[3]

@@ -21,7 +21,7 @@ from hypothesis import strategies as st
 
 from tickgate import Request
 from tickgate.interfaces import Clock, Horizon, optional_attribute
-from tickgate.policy import load_policy
+from tickgate.host.policy import load_policy
 from tickgate.replay.engine import build_scheduler
 from tickgate.replay.report import canonical_body
 
@@ -137,7 +137,7 @@ def sched_entries(run: Run, rid: str) -> list[tuple[int, list[Any]]]:
 def test_the_capabilities_are_declared() -> None:
     from tickgate_sglang.scheduler import SglangScheduler
     from tickgate_trtllm.scheduler import TrtllmScheduler
-    from tickgate_vllm.v1_scheduler import VllmV1Scheduler
+    from tickgate_vllm.v1.scheduler import VllmV1Scheduler
 
     assert optional_attribute(VllmV1Scheduler, "accepts_transferred_kv") is True
     for cls in (VllmV1Scheduler, SglangScheduler, TrtllmScheduler):
@@ -304,7 +304,7 @@ def test_steady_traffic_with_transferred_requests_stays_on_the_fast_paths(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Transferred requests join the decode group after their admission step: a
     replay of mostly transferred traffic runs in spans, identical to one step at a time."""
-    from tickgate_vllm.v1_scheduler import VllmV1Scheduler
+    from tickgate_vllm.v1.scheduler import VllmV1Scheduler
 
     per_request = ("_full_step_fcfs", "_fresh_span", "_finishing_decode_step", "_steady_span")
     calls = {name: 0 for name in per_request + ("_group_step", "_group_span")}
@@ -340,7 +340,7 @@ def test_transferred_prompt_blocks_are_stored_kv_events(tmp_path: Path) -> None:
     """With KV events on, the blocks a transferred prompt brings are BlockStored events of
     its admission step, with the hashes a router would compute for the prompt (vLLM emits
     them from the cache_blocks() of _update_waiting_for_remote_kv)."""
-    from tickgate.kv_events import BlockStored
+    from tickgate.interfaces.kv_events import BlockStored
 
     clock = Clock()
     sched, _ = build_scheduler(policy(tmp_path, base(enable_prefix_caching=True)), clock)

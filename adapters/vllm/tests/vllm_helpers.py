@@ -21,7 +21,7 @@ def mirror_run_outcomes(requests: list[Request], options: dict, timing: Any = No
                         ) -> tuple[dict, list[dict], list, list]:
     """:func:`mirror_run`, and the request outcomes."""
     from tickgate.interfaces import BuildContext, Clock
-    from tickgate.plugins import get_registry
+    from tickgate.host.registry import get_registry
     from tickgate.replay.engine import run
 
     clock = Clock()

@@ -1,3 +1,5 @@
-"""tickgate adapter for sglang."""
+"""The SGLang adapter: the sglang scheduler mirror (scheduler, options, schedule_policy, prefill_adder,
+radix_cache, request_state, step_result), readers of what SGLang and `sglang.bench_serving` write,
+the `conformance sglang` check."""
 
 __version__ = "0.1.0"

@@ -5,7 +5,7 @@ whose README documents the formats).
 The workload and config use the harness's keys (SGLang's own knob names); they
 become ``sglang`` scheduler options (:func:`scheduler_options`), the workload is
 replayed through the registered plugin with one observed line per step, and the
-lines are compared field by field (:mod:`tickgate.conformance` does the rest,
+lines are compared field by field (:mod:`tickgate.conformance.check` does the rest,
 shared with ``tickgate conformance vllm``).
 """
 

@@ -2,7 +2,7 @@
 (their names and defaults, with the SGLang flag each stands for), the
 defaults SGLang keeps in ``global_config``, and how the prefix block size is
 chosen. Kept apart from the scheduler so its loop reads on its own, as
-vllm-v1's ``v1_options`` is.
+vllm-v1's ``v1.options`` is.
 """
 
 from __future__ import annotations

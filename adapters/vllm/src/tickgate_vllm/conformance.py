@@ -70,7 +70,7 @@ def _check_config(raw: dict[str, Any], path: Path, prefix: tuple[str, ...]) -> N
     """One source of the config, checked against the scheduler's option schema where it is written."""
     from tickgate import validate
 
-    from .v1_options import OPTIONS_SCHEMA
+    from .v1.options import OPTIONS_SCHEMA
 
     validate(raw, {**OPTIONS_SCHEMA, "required": []}, file=path, prefix=prefix)
 

@@ -9,7 +9,7 @@ from tickgate import Register, hookimpl
 
 @hookimpl
 def register_schedulers(register: Register) -> None:
-    from .v1_scheduler import VllmV1Scheduler
+    from .v1.scheduler import VllmV1Scheduler
 
     register(VllmV1Scheduler)
 

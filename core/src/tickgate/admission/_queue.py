@@ -12,7 +12,7 @@ from __future__ import annotations
 from bisect import bisect_left, insort
 from typing import Any, Iterator
 
-from ..model import Request
+from ..interfaces.model import Request
 
 
 def arrival_key(r: Request) -> float:

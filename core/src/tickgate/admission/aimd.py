@@ -22,9 +22,9 @@ from __future__ import annotations
 
 from typing import Any, Iterator, Mapping
 
-from ..errors import ConfigError
+from ..util.errors import ConfigError
 from ..interfaces import AdmissionContext, AdmissionPolicy
-from ..model import Request
+from ..interfaces.model import Request
 from ._queue import OrderedQueue, fcfs_key
 
 OPTIONS_SCHEMA: Mapping[str, Any] = {

@@ -31,9 +31,9 @@ from bisect import bisect_left
 import math
 from typing import Any, Iterator, Mapping
 
-from ..errors import ConfigError
+from ..util.errors import ConfigError
 from ..interfaces import AdmissionContext, AdmissionPolicy, KvAllocator
-from ..model import Request
+from ..interfaces.model import Request
 from ._queue import OrderedQueue, fcfs_key
 
 OPTIONS_SCHEMA: Mapping[str, Any] = {

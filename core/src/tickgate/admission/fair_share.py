@@ -25,7 +25,7 @@ import heapq
 from typing import Any, Iterator, Mapping
 
 from ..interfaces import AdmissionContext, AdmissionPolicy
-from ..model import Request
+from ..interfaces.model import Request
 from ._queue import OrderedQueue, fcfs_key
 
 OPTIONS_SCHEMA: Mapping[str, Any] = {

@@ -24,9 +24,9 @@ from __future__ import annotations
 import heapq
 from typing import Any, Iterator, Mapping
 
-from ..errors import ConfigError
+from ..util.errors import ConfigError
 from ..interfaces import AdmissionContext, AdmissionPolicy, Clock
-from ..model import Request
+from ..interfaces.model import Request
 from ._queue import OrderedQueue, fcfs_key
 
 _LANE = {

@@ -1,13 +1,13 @@
 """``tickgate conformance ENGINE``: the group whose subcommands are the engine
 adapters' conformance checks (kind ``conformance``, registered with
 ``register_conformance_checks``). Several adapters add one each, so the group
-itself is tickgate's; the shared comparison is :mod:`tickgate.conformance`."""
+itself is tickgate's; the shared comparison is :mod:`tickgate.conformance.check`."""
 
 from __future__ import annotations
 
 import click
 
-from ..errors import TickgateError
+from ..util.errors import TickgateError
 
 
 class _ChecksGroup(click.Group):
@@ -15,7 +15,7 @@ class _ChecksGroup(click.Group):
     broken plugin) and run fail-closed, as the top-level plugin commands are."""
 
     def list_commands(self, ctx: click.Context) -> list[str]:
-        from ..plugins import get_registry
+        from ..host.registry import get_registry
 
         try:
             return get_registry(allow_broken=True).names("conformance")
@@ -23,7 +23,7 @@ class _ChecksGroup(click.Group):
             return []
 
     def get_command(self, ctx: click.Context, name: str) -> click.Command | None:
-        from ..plugins import get_registry
+        from ..host.registry import get_registry
 
         if name not in self.list_commands(ctx):
             return None
@@ -31,7 +31,7 @@ class _ChecksGroup(click.Group):
 
     def resolve_command(self, ctx: click.Context,
                         args: list[str]) -> tuple[str | None, click.Command | None, list[str]]:
-        from ..plugins import get_registry
+        from ..host.registry import get_registry
 
         resolved = super().resolve_command(ctx, args)
         get_registry()

@@ -6,8 +6,8 @@ from pathlib import Path
 
 import click
 
-from ..atomic import check_distinct_outputs, write_json
-from ..errors import InputError
+from ..util.atomic import check_distinct_outputs, write_json
+from ..util.errors import InputError
 
 
 @click.command("gate")
@@ -27,10 +27,10 @@ from ..errors import InputError
 def gate_command(bundle: Path | None, baseline: Path | None, candidate: Path | None, format_: str,
                  output_path: Path, policy_path: Path | None, quiet: bool) -> None:
     """Gate a release. Exit 0 promote, 10 hold, 20 rollback, 2 invalid input."""
-    from ..cli import exit_with
-    from ..schemas import data_file
+    from .cli import exit_with
+    from ..util.schemas import data_file
     from ..gate.pipeline import gate_files
-    from ..progress import progress
+    from ..util.progress import progress
 
     if bundle is not None and (baseline is not None or candidate is not None):
         raise InputError(bundle, "give either --input or --baseline and --candidate, not both")

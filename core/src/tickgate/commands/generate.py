@@ -1,6 +1,6 @@
 """``tickgate generate``: a synthetic workload, as ``vllm bench serve``'s random dataset draws it.
 
-Lengths and arrival times come from :mod:`tickgate.replay.generate` (what matches vLLM and what
+Lengths and arrival times come from :mod:`tickgate.workload.generate` (what matches vLLM and what
 does not: docs/workload.md, "Generating a workload"). The file is the streamable workload layout
 ``tickgate replay`` reads, written atomically; the same arguments give the same bytes.
 """
@@ -20,7 +20,7 @@ class _Lengths(click.ParamType):
     name = "A[:B]"
 
     def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
-        from ..replay.generate import LengthRange
+        from ..workload.generate import LengthRange
 
         if not isinstance(value, str):
             return value
@@ -77,9 +77,9 @@ def generate_command(n: int, input_len: Any, output_len: Any, rate: float | None
                      max_concurrency: int | None, seed: int, prefix_len: int, block_size: int,
                      description: str | None, output_path: Path, quiet: bool) -> None:
     """Generate a synthetic workload: random lengths and Poisson/gamma arrivals as vllm bench draws them."""
-    from ..atomic import atomic_writer, check_writable
-    from ..replay.generate import MAX_ARRIVAL_MS, generate
-    from ..replay.workload import MAX_TOKENS, write_workload
+    from ..util.atomic import atomic_writer, check_writable
+    from ..workload.generate import MAX_ARRIVAL_MS, generate
+    from ..workload.format import MAX_TOKENS, write_workload
 
     if burstiness is not None and rate is None:
         raise click.UsageError("--burstiness shapes the arrivals of --rate: give --rate too")

@@ -46,13 +46,13 @@ def import_command(fmt: str, input_path: Path, output_path: Path, limit: int | N
     import contextlib
     import itertools
 
-    from ..parallel import import_parts
-    from ..atomic import atomic_writer, check_writable, spool_file
-    from ..errors import InputError, PluginError
+    from ..importers import import_parts
+    from ..util.atomic import atomic_writer, check_writable, spool_file
+    from ..util.errors import InputError, PluginError
     from ..interfaces import optional_attribute
-    from ..plugins import get_registry
-    from ..progress import progress
-    from ..replay.workload import WORKLOAD_TAIL, WorkloadHeader, workload_head, write_requests
+    from ..host.registry import get_registry
+    from ..util.progress import progress
+    from ..workload.format import WORKLOAD_TAIL, WorkloadHeader, workload_head, write_requests
 
     try:
         info = get_registry().get("workload_reader", fmt)

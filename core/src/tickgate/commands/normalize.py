@@ -18,7 +18,7 @@ from typing import Any
 
 import click
 
-from ..errors import InputError
+from ..util.errors import InputError
 
 
 def merge(docs: list[tuple[str, dict[str, Any]]]) -> dict[str, Any]:
@@ -90,8 +90,8 @@ def normalize_command(files: tuple[str, ...], fmt: str, output: Path | None, cap
                       evidence_format: str) -> None:
     """Turn engine outputs (bench results, /metrics, SSE captures, KV events)
     into neutral observations. FILE#LINE picks one run of an appended JSONL."""
-    from ..atomic import atomic_writer
-    from ..readers.detect import read_observations
+    from ..util.atomic import atomic_writer
+    from ..gate.detect import read_observations
 
     docs = [(name, read_observations(name, fmt)) for name in files]
     result = docs[0][1] if len(docs) == 1 else merge(docs)

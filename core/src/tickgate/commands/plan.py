@@ -7,7 +7,7 @@ from typing import Any
 
 import click
 
-from ..errors import TickgateError
+from ..util.errors import TickgateError
 from ..sweep.executor import EXECUTORS
 
 
@@ -47,11 +47,11 @@ def plan_command(workload_path: Path, input_format: str, limit: int | None, bloc
     (PLAN.json still written, its recommendation null), 2 for bad options."""
     import tempfile
 
-    from ..atomic import check_distinct_outputs
+    from ..util.atomic import check_distinct_outputs
     from ..plan.output import document, summary, table, write_plan
     from ..plan.search import Question, search
     from ..plan.spec import check_goodput, check_varies, parse_slos, parse_vary
-    from ..progress import progress
+    from ..util.progress import progress
     from ..sweep.executor import make_executor
     from ..sweep.spec import file_sha256
 
@@ -90,8 +90,8 @@ class NothingMeets(TickgateError):
 
 
 def _base_policy(path: Path) -> dict[str, Any]:
-    from ..locations import load_yaml
-    from ..policy import load_policy
+    from ..util.locations import load_yaml
+    from ..host.policy import load_policy
 
     policy = load_policy(path)  # its own errors, located in it
     if policy.timing is None:
@@ -102,8 +102,8 @@ def _base_policy(path: Path) -> dict[str, Any]:
 
 
 def _workload(path: Path, input_format: str, block_size: int | None, limit: int | None) -> Any:
-    from ..errors import InputError
-    from ..plugins import get_registry
+    from ..util.errors import InputError
+    from ..host.registry import get_registry
     from ..sweep.spec import Workload
 
     if not path.is_file():
@@ -126,9 +126,9 @@ def _check_values(varies: Any, base: dict[str, Any], policy_path: Path) -> None:
     import json
     import tempfile
 
-    from ..errors import InputError
+    from ..util.errors import InputError
     from ..plan.spec import PlanError
-    from ..policy import load_policy
+    from ..host.policy import load_policy
     from ..sweep.spec import set_path
 
     with tempfile.TemporaryDirectory(prefix="tickgate-plan-check-") as folder:

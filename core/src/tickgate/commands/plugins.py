@@ -15,7 +15,7 @@ def plugins_command(as_json: bool) -> None:
     A plugin that failed to load is a row of kind ``broken`` with the reason
     (exit status 0: this is where to look); every other command refuses to run
     until it is fixed or disabled (TICKGATE_DISABLE_PLUGINS)."""
-    from ..plugins import get_registry
+    from ..host.registry import get_registry
 
     registry = get_registry(allow_broken=True)
     rows = [p.to_json() for p in registry] + [b.to_json() for b in registry.broken]

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import click
 
-from ..atomic import check_distinct_outputs, write_json
+from ..util.atomic import check_distinct_outputs, write_json
 
 
 @click.command("replay")
@@ -34,12 +34,12 @@ def replay_command(input_path: Path, output_path: Path, policy_path: Path | None
                    block_size: int | None,
                    limit: int | None, detail_limit: int, quiet: bool) -> None:
     """Replay a workload through the policy's scheduler and write a report."""
-    from ..errors import InputError
+    from ..util.errors import InputError
     from ..parallel.switch import helpers_wanted
-    from ..policy import load_policy
-    from ..progress import progress
-    from ..replay import replay
-    from ..replay.sources import open_requests
+    from ..host.policy import load_policy
+    from ..util.progress import progress
+    from ..simulate import replay
+    from ..workload.sources import open_requests
 
     if block_size is not None and input_format == "workload":
         raise InputError(input_path, "--block-size applies to trace formats (--input-format); a workload "

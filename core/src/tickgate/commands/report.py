@@ -17,7 +17,7 @@ def report_command(input_path: Path, html_path: Path, quiet: bool) -> None:
     output directory or results.jsonl) as one HTML page that opens offline:
     charts as inline SVG, no script, nothing fetched (docs/html.md). Needs
     the 'html' extra: pip install 'tickgate[html]'."""
-    from ..atomic import atomic_writer, check_distinct_outputs
+    from ..util.atomic import atomic_writer, check_distinct_outputs
     from ..html import build
 
     check_distinct_outputs({"--html": html_path}, {"INPUT": input_path})

@@ -34,9 +34,9 @@ def _choice(info: Any, extra: Mapping[str, Any], required: list[str]) -> dict[st
 
 def policy_schema(registry: Any = None) -> dict[str, Any]:
     """The policy schema with every installed plugin's options in place."""
-    from ..plugins import get_registry
-    from ..policy import DEFAULT_TIMING, SECTIONS, TIMING_KIND
-    from ..schemas import load_schema
+    from ..host.registry import get_registry
+    from ..host.policy import DEFAULT_TIMING, SECTIONS, TIMING_KIND
+    from ..util.schemas import load_schema
 
     registry = registry or get_registry()
     schema = copy.deepcopy(load_schema("policy.schema.json"))
@@ -72,7 +72,7 @@ def schema_command(output_path: Path | None) -> None:
     if output_path is None:
         click.echo(text, nl=False)
         return
-    from ..atomic import atomic_writer
+    from ..util.atomic import atomic_writer
 
     with atomic_writer(output_path) as fh:
         fh.write(text)

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import click
 
-from ..errors import TickgateError
+from ..util.errors import TickgateError
 from ..sweep.executor import EXECUTORS
 
 
@@ -26,7 +26,7 @@ def sweep_command(sweep_path: Path, output_dir: Path, jobs: int | None, executor
     one line per point to DIR/results.jsonl. Exit status 1 when a point failed
     (its line says why; the others still ran), 2 for a bad sweep file. With the
     'html' extra, also DIR/index.html: the Pareto front and the table."""
-    from ..progress import progress
+    from ..util.progress import progress
     from ..sweep.executor import make_executor
     from ..sweep.run import RESULTS, run_sweep
     from ..sweep.spec import load_sweep
@@ -60,7 +60,7 @@ def write_index(output_dir: Path) -> Path | None:
     """DIR/index.html, the page ``tickgate report DIR --html`` draws (docs/html.md), from the
     results.jsonl just written; None (nothing written) without the optional 'html' extra: a
     sweep's results do not depend on a picture of them."""
-    from ..atomic import atomic_writer
+    from ..util.atomic import atomic_writer
     from ..html import build
     from ..html.charts import available
 

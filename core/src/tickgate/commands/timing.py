@@ -54,7 +54,7 @@ def _round(value: float) -> float:
 def check_command(points: Path, timing_file: Path | None, output: Path) -> None:
     """Replay every point of POINTS (realdata/measured/points.jsonl's format) and
     compare what it predicts with what was measured."""
-    from ..atomic import atomic_writer
+    from ..util.atomic import atomic_writer
     from ..timing.check import check_points
     from ..timing.fit import load_timing_file
     from ..timing.points import read_points
@@ -85,7 +85,7 @@ def fit_command(measurements: tuple[Path, ...], base: Path, output: Path, rounds
     points (realdata/measured/points.jsonl's format), benchmark client runs (any file
     `tickgate normalize` reads; replayed with the base policy's scheduler) and
     TensorRT-LLM iteration statistics. Prints the error before and after."""
-    from ..progress import wanted
+    from ..util.progress import wanted
     from ..timing.check import check_points
     from ..timing.fit import fit_family, load_timing_file, write_timing_file
     from ..timing.measurements import read_measurements

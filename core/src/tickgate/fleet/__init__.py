@@ -11,10 +11,10 @@ import contextlib
 from pathlib import Path
 from typing import Any, Iterable
 
-from ..atomic import atomic_writer
-from ..jsonio import stdlib_line
-from ..model import Request, RequestOutcome, TickRecord
-from ..policy import Policy
+from ..util.atomic import atomic_writer
+from ..util.jsonio import stdlib_line
+from ..interfaces.model import Request, RequestOutcome, TickRecord
+from ..host.policy import Policy
 from ..replay.report import DETAIL_LIMIT, SummarySink
 from .driver import Fleet
 from .report import fleet_report, replica_report
@@ -46,7 +46,7 @@ def replay_fleet(requests: Iterable[Request], policy: Policy, spec: FleetSpec, *
                  sidecar: bool = False, kv_events_path: Path | str | None = None,
                  client_sinks: list[Any] | None = None) -> dict[str, Any]:
     """Replay ``requests`` through the fleet; the fleet's report. ``sidecar``: each
-    engine's fingerprint and summary in a forked child (:mod:`tickgate.parallel.sidecar`;
+    engine's fingerprint and summary in a forked child (:mod:`tickgate.replay.sidecar`;
     the same report). ``keep``: a list the built :class:`Fleet` and the engines' own
     reports are appended to (tests). ``kv_events_path``: every engine's KV-cache events,
     in vLLM's msgpack batches named by replica and rank, written atomically.

@@ -28,13 +28,13 @@ from typing import Any, Iterable, Iterator
 
 import attrs
 
-from ..errors import InputError
+from ..util.errors import InputError
 from ..interfaces import Clock, optional_attribute
-from ..model import Request, RequestOutcome
-from ..policy import Policy
+from ..interfaces.model import Request, RequestOutcome
+from ..host.policy import Policy
 from ..replay.engine import DEFAULT_MAX_TICKS, build_scheduler
-from ..routing import Router, RouterContext
-from ..kv_events import records_kv_events
+from ..interfaces.routing import Router, RouterContext
+from ..interfaces.kv_events import records_kv_events
 from .handoff import Handoff
 from .prefix_index import EventPrefixes, RoutedPrefixes
 from .replica import Engine, Target

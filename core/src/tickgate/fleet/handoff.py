@@ -25,7 +25,7 @@ from typing import Any
 
 import attrs
 
-from ..model import Request, RequestOutcome
+from ..interfaces.model import Request, RequestOutcome
 from ..replay.report import distribution
 from .spec import TransferSpec
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections import OrderedDict
 from typing import Any
 
-from ..model import Request
+from ..interfaces.model import Request
 
 __all__ = ["EventPrefixes", "RoutedPrefixes"]
 
@@ -101,7 +101,7 @@ class EventPrefixes:
         return self.resident[engine] is not None
 
     def apply(self, engine: int, events: list[Any]) -> None:
-        from ..kv_events import AllBlocksCleared, BlockRemoved, BlockStored
+        from ..interfaces.kv_events import AllBlocksCleared, BlockRemoved, BlockStored
 
         resident = self.resident[engine]
         assert resident is not None

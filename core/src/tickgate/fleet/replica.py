@@ -17,9 +17,9 @@ from collections import deque
 from typing import Any, Callable
 
 from ..interfaces import Clock, Horizon, optional_attribute
-from ..model import Request, RequestOutcome, TickRecord
-from ..replay.engine import _Frontend, advance, take_step
-from ..parallel.sidecar import Sidecar
+from ..interfaces.model import Request, RequestOutcome, TickRecord
+from ..replay.engine import Frontend, advance, take_step
+from ..replay.sidecar import Sidecar
 from ..replay.report import FingerprintSink, SummarySink
 
 __all__ = ["Engine", "Target"]
@@ -65,7 +65,7 @@ class Engine:
         self.prefilled_tokens = 0
         self.busy = False  # in the fleet's step heap
         self.hit_tokens = getattr(scheduler, "prefix_hit_tokens", None)
-        self.frontend: _Frontend | None = None  # its replica's: outcomes get the client's arrival back
+        self.frontend: Frontend | None = None  # its replica's: outcomes get the client's arrival back
         #: a disaggregated fleet's decode side: every request arrives with its prompt's KV computed
         self.transferred = False
 
@@ -133,7 +133,7 @@ class Engine:
 
 class Target:
     """What a router picks: one replica, whose ranks are engines (one, or its
-    data-parallel ranks). Implements :class:`tickgate.routing.ReplicaView`."""
+    data-parallel ranks). Implements :class:`tickgate.interfaces.routing.ReplicaView`."""
 
     __slots__ = ("position", "name", "pool", "engines", "frontend", "dp_start", "prefix", "lockstep")
 
@@ -145,7 +145,7 @@ class Target:
         self.engines = engines
         self.lockstep = lockstep
         # the replica's API server: one serial front end ahead of all its ranks
-        self.frontend = _Frontend(timing) if timing is not None and timing.serial_frontend else None
+        self.frontend = Frontend(timing) if timing is not None and timing.serial_frontend else None
         self.dp_start = 0
         self.prefix = prefix  # (engine index, request) -> cached prefix tokens there
 

@@ -13,8 +13,8 @@ import hashlib
 import random
 from typing import Any, Mapping, Sequence
 
-from ..model import Request, RequestOutcome
-from ..routing import ReplicaView, Router, RouterContext
+from ..interfaces.model import Request, RequestOutcome
+from ..interfaces.routing import ReplicaView, Router, RouterContext
 
 __all__ = ["LeastLoaded", "PowerOfTwo", "PrefixAware", "RoundRobin", "SessionAffinity"]
 

@@ -15,10 +15,10 @@ from typing import Any, Mapping
 
 import attrs
 
-from ..errors import InputError
+from ..util.errors import InputError
 from ..interfaces import optional_attribute
-from ..plugins import Registry, get_registry
-from ..policy import Policy, Selection, _select
+from ..host.registry import Registry, get_registry
+from ..host.policy import Policy, Selection, _select
 
 __all__ = ["DEFAULT_ROUTER", "FleetSpec", "PoolSpec", "TransferSpec", "fleet_spec"]
 

@@ -9,10 +9,10 @@ from typing import Any
 
 import attrs
 
-from ..errors import InputError, PluginError, TickgateError
-from ..plugins import PluginInfo, Registry, get_registry
-from ..policy import Policy
-from ..schemas import load_schema, validate
+from ..util.errors import InputError, PluginError, TickgateError
+from ..host.registry import PluginInfo, Registry, get_registry
+from ..host.policy import Policy
+from ..util.schemas import load_schema, validate
 
 
 @attrs.frozen

@@ -16,11 +16,11 @@ from typing import Any
 
 import attrs
 
-from ..errors import PluginError
-from ..progress import OFF, Progress
+from ..util.errors import PluginError
+from ..util.progress import OFF, Progress
 from .config import ConfiguredSignal, GateConfig
 from .comparison import Comparison
-from .protocol import RANK, SignalResult
+from ..interfaces.gate import RANK, SignalResult
 
 DECISIONS = {"pass": "promote", "hold": "hold", "rollback": "rollback"}
 

@@ -12,11 +12,11 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from ..errors import InputError
-from ..plugins import Registry
-from ..schemas import load_schema, validate
-from ..jsonstream import JsonStream, json_key
-from ..locations import open_binary
+from ..util.errors import InputError
+from ..host.registry import Registry
+from ..util.schemas import load_schema, validate
+from ..util.jsonstream import JsonStream, json_key
+from ..util.locations import open_binary
 from ..readers.common import read_head
 from .batch_columns import add_batch
 from .observations import Side, check_envelope, side_from_document
@@ -39,7 +39,7 @@ def load_observations(path: Path | str, format: str = "auto", *,
     mirrors: the one named by ``format``, or the one whose ``sniff`` claims the
     file (the core's ``neutral`` mirror reads neutral documents). ``FILE#LINE``
     picks one run of an appended JSONL results file."""
-    from ..readers.detect import read_observations
+    from .detect import read_observations
 
     return read_observations(path, format, registry)
 
@@ -96,7 +96,7 @@ def read_side(path: Path | str, label: str, format: str = "auto", *,
     """One side of a gate. A neutral document is streamed straight into
     columns (observation files can hold a million requests); any other file
     goes through :func:`load_observations`."""
-    from ..readers.detect import split_selector
+    from .detect import split_selector
 
     base, line = split_selector(path)
     if line is None and format in ("auto", NEUTRAL) and looks_neutral(read_head(base)):

@@ -17,9 +17,9 @@ from array import array
 from itertools import islice
 from typing import Any, Callable
 
-from ..errors import InputError
-from ..schemas import load_schema, validate
-from ..quantile import quantile
+from ..util.errors import InputError
+from ..util.schemas import load_schema, validate
+from ..util.quantile import quantile
 
 NAN = math.nan
 #: categorical request fields that default to the run-level value

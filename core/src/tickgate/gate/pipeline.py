@@ -5,9 +5,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from ..plugins import Registry, get_registry
-from ..policy import load_policy
-from ..progress import OFF, Progress
+from ..host.registry import Registry, get_registry
+from ..host.policy import load_policy
+from ..util.progress import OFF, Progress
 from .config import GateConfig, load_gate_config
 from .inputs import read_bundle, read_side
 from .comparison import join
@@ -36,7 +36,7 @@ def gate_files(policy_path: Path | str, *, bundle: Path | str | None = None,
         base, cand = read_bundle(bundle)
     else:
         assert baseline is not None and candidate is not None
-        from ..parallel.gate_sides import read_pair, worth_it
+        from .sides import read_pair, worth_it
 
         if registry is None and worth_it(Path(baseline), Path(candidate)):
             get_registry()  # loaded once here, inherited by the child

@@ -29,7 +29,7 @@ from typing import Any, Sequence
 
 import attrs
 
-from ..quantile import quantile
+from ..util.quantile import quantile
 
 
 def select_quantile(values: Sequence[float], q: float) -> float:

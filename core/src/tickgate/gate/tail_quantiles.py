@@ -20,7 +20,7 @@ import operator
 from itertools import compress, repeat
 from typing import Sequence
 
-from ..quantile import quantile
+from ..util.quantile import quantile
 
 #: columns shorter than this are not worth a tail (selection is as fast)
 MIN_VALUES = 20000

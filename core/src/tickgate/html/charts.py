@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from typing import Any, Iterable
 
-from ..errors import TickgateError
+from ..util.errors import TickgateError
 
 #: the Vega-Lite version the specs are written for (one vl-convert bundles)
 VEGA_LITE = "6.4"

@@ -10,15 +10,15 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from ..errors import InputError
-from ..locations import parse_json, read_text
+from ..util.errors import InputError
+from ..util.locations import parse_json, read_text
 
 #: reports are tickgate's own output: as large as a replay with a large --detail-limit makes them
 MAX_REPORT_BYTES = 1 << 30
 GATE_KIND = "tickgate.gate-report"
 RESULTS = "results.jsonl"  # tickgate.sweep.run.RESULTS (not imported: it pulls in the sweep runner)
 
-#: the headline metrics of results.jsonl a sweep page shows (tickgate.sweep.run.metrics)
+#: the headline metrics of results.jsonl a sweep page shows (tickgate.sweep.headline.metrics)
 SWEEP_METRICS = ("completed", "rejected", "ttft_ms_p50", "ttft_ms_p99", "itl_ms_p99", "e2e_ms_p99",
                  "output_tokens_per_s")
 

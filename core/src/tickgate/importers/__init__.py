@@ -1,1 +1,3 @@
-"""tickgate.importers"""
+"""Workload readers: public traces (Mooncake, Azure, BurstGPT, splitwise) into requests, one module
+each, registered by :mod:`.builtin_readers`; :mod:`.import_parts` reads a large trace in two processes
+(docs/importers.md)."""

@@ -23,11 +23,11 @@ import csv
 from pathlib import Path
 from typing import Any, Iterator, Mapping
 
-from ..errors import InputError, TickgateError
+from ..util.errors import InputError, TickgateError
 from ..interfaces import WorkloadReader
-from ..locations import MAX_INT, open_text
-from ..model import Request
-from ..replay.workload import MAX_TOKENS
+from ..util.locations import MAX_INT, open_text
+from ..interfaces.model import Request
+from ..workload.format import MAX_TOKENS
 
 #: how many skipped line numbers the provenance record keeps
 SKIPPED_LINES_KEPT = 20
@@ -99,7 +99,7 @@ class TraceReader(WorkloadReader):
     def request_id(self, line: int) -> str:
         return f"{self.id_prefix}-{line:08d}"
 
-    # -- reading a file in two parts (tickgate.parallel.import_parts) ----------
+    # -- reading a file in two parts (tickgate.importers.import_parts) ----------
     # A reader that sets ``reads_parts`` keeps its ArrivalOrder in ``order`` while
     # it reads a part; the rest is common to every format.
     order: ArrivalOrder | None = None

@@ -14,8 +14,8 @@ import functools
 import re
 from pathlib import Path
 
-from ..errors import InputError
-from ..model import Request
+from ..util.errors import InputError
+from ..interfaces.model import Request
 from ._common import ArrivalOrder, CsvRow, CsvTraceReader
 
 _TS = re.compile(r"(\d{4})-(\d{2})-(\d{2})[ T](\d{2}):(\d{2}):(\d{2})(?:\.(\d{1,9}))?")

@@ -18,7 +18,7 @@ keeps them in the workload header's ``source.skipped``.
 
 from __future__ import annotations
 
-from ..model import Request
+from ..interfaces.model import Request
 from ._common import ArrivalOrder, CsvRow, CsvTraceReader
 
 COLUMNS = ("Timestamp", "Model", "Request tokens", "Response tokens", "Total tokens", "Log Type")

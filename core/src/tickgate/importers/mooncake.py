@@ -21,13 +21,13 @@ import json
 from pathlib import Path
 from typing import Any, Iterator, Mapping
 
-from ..replay.blockruns import run_starts
-from ..errors import InputError, json_problem
+from ..workload.block_runs import run_starts
+from ..util.errors import InputError, json_problem
 from ..interfaces import FilePart
-from ..jsonio import loads
-from ..locations import MAX_INT, open_text
-from ..model import Request
-from ..replay.workload import MAX_TOKENS
+from ..util.jsonio import loads
+from ..util.locations import MAX_INT, open_text
+from ..interfaces.model import Request
+from ..workload.format import MAX_TOKENS
 from ._common import ArrivalOrder, TraceReader
 
 _DECODER = json.JSONDecoder()

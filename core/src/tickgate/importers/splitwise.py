@@ -15,7 +15,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Mapping
 
-from ..model import Request
+from ..interfaces.model import Request
 from ._common import ArrivalOrder, CsvRow, CsvTraceReader
 
 COLUMNS = ("request_id", "request_type", "application_id", "arrival_timestamp", "batch_size", "prompt_size",

@@ -4,8 +4,8 @@
 sends with ``channel.send`` arrive in the parent, in order, as frames
 (:mod:`tickgate.parallel.frames`); what the body returns comes last. An error
 the body raises comes back as data and is raised in the parent as it was: an
-:class:`~tickgate.errors.InputError` with its location, a
-:class:`~tickgate.errors.PluginError` or any other user-facing error with its
+:class:`~tickgate.util.errors.InputError` with its location, a
+:class:`~tickgate.util.errors.PluginError` or any other user-facing error with its
 message (so the same exit code and one-line message as in one process); any
 other exception is a bug and becomes an internal error naming what the helper
 was doing. A child that dies without a word is a clear error naming it and
@@ -23,7 +23,7 @@ import os
 import signal
 from typing import IO, Any, Callable, Iterator
 
-from ..errors import TickgateError, error_as_data, error_from_data
+from ..util.errors import TickgateError, error_as_data, error_from_data
 from . import frames
 from .switch import ENV
 
@@ -34,7 +34,7 @@ _held: set[int] = set()
 
 _SIGNALS = {signal.SIGINT, signal.SIGTERM}
 
-#: the kinds of frame besides the error kinds of :func:`tickgate.errors.error_as_data`
+#: the kinds of frame besides the error kinds of :func:`tickgate.util.errors.error_as_data`
 _VALUE, _END = "ok", "end"
 
 

@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
-from ..atomic import atomic_writer
+from ..util.atomic import atomic_writer
 from .search import Question
 
 

@@ -29,7 +29,7 @@ from typing import Any, Callable, Mapping, Sequence
 
 import attrs
 
-from ..sweep.executor import Executor
+from ..sweep.task import Executor
 from ..sweep.run import write_task
 from ..sweep.spec import Point, Workload, set_path
 from .spec import Slo, Vary, gpus

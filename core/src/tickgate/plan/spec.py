@@ -12,7 +12,7 @@ from typing import Any, Mapping, Sequence
 
 import attrs
 
-from ..errors import TickgateError
+from ..util.errors import TickgateError
 
 #: the report's ``latency`` blocks an SLO may name, and their statistics (docs/report.md)
 METRICS = ("ttft", "tpot", "itl", "e2e")

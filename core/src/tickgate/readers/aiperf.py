@@ -14,7 +14,7 @@ import re
 from pathlib import Path
 from typing import Any, ClassVar
 
-from ..errors import InputError
+from ..util.errors import InputError
 from ..interfaces import BackendMirror
 from .aggregate import from_requests
 from .common import (Fields, clean_aggregates, document, head_text, iter_json_lines, load_engine_json, provenance,

@@ -14,8 +14,8 @@ import re
 from pathlib import Path
 from typing import Any, Mapping
 
-from ..errors import InputError
-from ..quantile import quantile
+from ..util.errors import InputError
+from ..util.quantile import quantile
 from .common import (Fields, is_number, iter_json_lines, parse_engine_json, pick_line, read_text,
                      require_any_key)
 from .streams import fingerprint

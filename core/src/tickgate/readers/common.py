@@ -3,7 +3,7 @@ always strict JSON), typed field access with located errors, and building the
 neutral observation document.
 
 Engine files are foreign data: a field of the wrong type is an
-:class:`~tickgate.errors.InputError` naming the file, the line (for JSONL) and
+:class:`~tickgate.util.errors.InputError` naming the file, the line (for JSONL) and
 the JSON path, never a ``KeyError`` traceback. Non-finite numbers (Python's
 ``json.dumps`` writes bare ``Infinity``/``NaN``) are accepted on input but never
 reach an output file: readers drop them with a note.
@@ -16,9 +16,9 @@ import math
 from pathlib import Path
 from typing import Any, Callable, Iterable, Iterator, Mapping
 
-from ..errors import InputError, json_problem
-from ..jsonio import loads
-from ..locations import MAX_DOCUMENT_BYTES, reading
+from ..util.errors import InputError, json_problem
+from ..util.jsonio import loads
+from ..util.locations import MAX_DOCUMENT_BYTES, reading
 
 HEAD_BYTES = 64 * 1024
 #: engine outputs with per-request arrays get big; still bounded

@@ -14,8 +14,8 @@ from typing import Any, Callable
 
 import click
 
-from ..errors import InputError, PluginError, TickgateError
-from ..plugins import PluginInfo, Registry, get_registry
+from ..util.errors import InputError, PluginError, TickgateError
+from ..host.registry import PluginInfo, Registry, get_registry
 from .common import read_head
 
 KIND = "evidence_parser"

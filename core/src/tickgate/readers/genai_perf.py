@@ -13,7 +13,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, ClassVar
 
-from ..errors import InputError
+from ..util.errors import InputError
 from ..interfaces import BackendMirror
 from .aiperf import looks_like_genai_perf
 from .common import Fields, clean_aggregates, document, head_text, load_engine_json, provenance, read_text

@@ -33,8 +33,8 @@ import json
 from pathlib import Path
 from typing import Any
 
-from ..errors import InputError
-from ..quantile import quantile
+from ..util.errors import InputError
+from ..util.quantile import quantile
 from .aggregate import from_requests
 from .common import Fields, clean_aggregates, document, is_number, load_engine_json, provenance
 from .streams import fingerprint

@@ -29,7 +29,7 @@ from typing import Any, Iterator
 import attrs
 import msgspec
 
-from ..errors import InputError
+from ..util.errors import InputError
 
 EVENT_TYPES = ("BlockStored", "BlockRemoved", "AllBlocksCleared")
 #: positions of fields in the array-like encoding (index 0 is the tag)

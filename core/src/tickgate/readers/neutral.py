@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from ..interfaces import BackendMirror
-from ..locations import load_json
+from ..util.locations import load_json
 from .common import head_text
 
 
@@ -21,7 +21,7 @@ class NeutralMirror(BackendMirror):
         return text.startswith("{") and '"tickgate.observations"' in text
 
     def read(self, path: Path) -> dict[str, Any]:
-        from ..schemas import load_schema, validate
+        from ..util.schemas import load_schema, validate
 
         doc = load_json(path, limit=64 * 1024 * 1024)
         validate(doc, load_schema("observations.schema.json"), file=path)

@@ -14,7 +14,7 @@ import io
 from pathlib import Path
 from typing import Any
 
-from ..errors import InputError
+from ..util.errors import InputError
 from .common import Fields, is_number, require_any_key
 
 #: metric -> aggregate holding its distribution

@@ -17,7 +17,7 @@ from typing import Iterable
 
 import attrs
 
-from ..errors import InputError
+from ..util.errors import InputError
 from .stats import SCHEMA_QUANTILES, histogram_quantile
 
 _NAME = re.compile(r"[a-zA-Z_:][a-zA-Z0-9_:]*")

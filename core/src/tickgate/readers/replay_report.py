@@ -32,9 +32,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, ClassVar
 
-from ..errors import InputError
+from ..util.errors import InputError
 from ..interfaces import BackendMirror
-from ..locations import load_json
+from ..util.locations import load_json
 from .common import Fields, clean_aggregates, document, head_text, provenance
 
 #: a replay report opens with its summary, whose first field is the request count

@@ -14,7 +14,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, ClassVar, Mapping
 
-from ..errors import InputError
+from ..util.errors import InputError
 from ..interfaces import BackendMirror
 from .common import read_text
 from .prometheus import Scrape, histogram_ms, metric_names_in, parse_text, require_families

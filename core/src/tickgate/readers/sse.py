@@ -23,7 +23,7 @@ from typing import Any
 
 import attrs
 
-from ..errors import InputError
+from ..util.errors import InputError
 
 DONE = "[DONE]"
 _RECV = re.compile(r"^:\s*recv_ms\s*=\s*([0-9.eE+-]+)\s*$")

@@ -3,7 +3,7 @@
 Readers turn per-request arrays (bench ``--save-detailed`` arrays, aiperf
 records, SSE gaps) and Prometheus histograms into the ``percentiles`` objects
 of the observation schema. One implementation keeps every format's numbers
-comparable: exact-sample percentiles are :func:`tickgate.quantile.quantile`
+comparable: exact-sample percentiles are :func:`tickgate.util.quantile.quantile`
 (numpy's "linear", which is also what vLLM's and SGLang's bench clients use),
 histogram quantiles use Prometheus' ``histogram_quantile`` rule.
 """
@@ -13,7 +13,7 @@ from __future__ import annotations
 import math
 from typing import Iterable, Sequence
 
-from ..quantile import quantile
+from ..util.quantile import quantile
 
 #: percentile keys the observation schema knows, with their quantile
 SCHEMA_QUANTILES: dict[str, float] = {"p50": 0.50, "p90": 0.90, "p95": 0.95, "p99": 0.99, "p999": 0.999}

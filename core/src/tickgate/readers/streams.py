@@ -21,9 +21,9 @@ from typing import Any
 
 import attrs
 
-from ..errors import InputError
-from ..locations import json_path
-from ..quantile import quantile
+from ..util.errors import InputError
+from ..util.locations import json_path
+from ..util.quantile import quantile
 from .common import not_this_format
 from .sse import DONE, Event, Framed
 

@@ -13,11 +13,11 @@ from typing import Any, Iterable, Protocol
 
 import attrs
 
-from ..errors import InputError, PluginError, ReplayError, TickLimitExceeded
+from ..util.errors import InputError, PluginError, ReplayError, TickLimitExceeded
 from ..interfaces import AdmissionContext, BuildContext, Clock, Horizon, Scheduler, optional_attribute
-from ..model import Request, RequestOutcome, TickRecord
-from ..plugins import Registry, get_registry
-from ..policy import Policy, require_section
+from ..interfaces.model import Request, RequestOutcome, TickRecord
+from ..host.registry import Registry, get_registry
+from ..host.policy import Policy, require_section
 
 DEFAULT_MAX_TICKS = 50_000_000
 #: consecutive steps that change nothing before a replay is declared stuck
@@ -133,7 +133,7 @@ class _Window:
         self.freed.extend(times)
 
 
-class _Frontend:
+class Frontend:
     """The server's front end, one serial process ahead of the engine (an API
     server: it sets each request up and streams its tokens back). A request
     enters the engine when it arrives or when the front end has worked off the
@@ -193,7 +193,7 @@ def run(
     as after the last one, and runs as it does without a window.
 
     ``timing``: the policy's timing model; one with a serial front end
-    (``serial_frontend``) puts :class:`_Frontend` between the clients and the engine.
+    (``serial_frontend``) puts :class:`Frontend` between the clients and the engine.
     """
     limit = max_ticks or DEFAULT_MAX_TICKS
     it = iter(requests)
@@ -205,7 +205,7 @@ def run(
     window = _Window(max_concurrency, timed) if max_concurrency is not None else None
     if window is not None and pending is not None:
         pending = window.issue(pending)  # a slot is free for the first
-    frontend = _Frontend(timing) if timed and timing is not None and timing.serial_frontend else None
+    frontend = Frontend(timing) if timed and timing is not None and timing.serial_frontend else None
     if frontend is not None and pending is not None:
         pending = frontend.enter(pending)
     waiting: Request | None = None  # the next request while it waits for a slot (pending is None)

@@ -137,7 +137,7 @@ class KvEventWriter:
     ``KVEventBatch`` (vLLM publishes one per engine step that produced
     events; an empty list writes nothing, as vLLM publishes nothing).
     ``counts`` holds what was written. The caller owns the handle (write it
-    through :func:`tickgate.atomic.atomic_writer` so a failed run leaves
+    through :func:`tickgate.util.atomic.atomic_writer` so a failed run leaves
     nothing behind).
     """
 

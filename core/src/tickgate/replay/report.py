@@ -21,9 +21,9 @@ import json
 from array import array
 from typing import Any, Iterable, Mapping
 
-from ..jsonio import dumps_line, plain_float, stdlib_line
-from ..model import Request, RequestOutcome, TickRecord
-from ..quantile import interpolate
+from ..util.jsonio import dumps_line, plain_float, stdlib_line
+from ..interfaces.model import Request, RequestOutcome, TickRecord
+from ..util.quantile import interpolate
 from .serialize import outcome_to_json
 from .series import Series
 from .token_gaps import TokenGaps
@@ -36,13 +36,13 @@ def _round(value: float, digits: int = 6) -> float:
 
 
 def distribution(values: Iterable[float], digits: int = 6) -> dict[str, Any] | None:
-    """count, mean, p50/p90/p95/p99 (:mod:`tickgate.quantile`, numpy's "linear") and max."""
+    """count, mean, p50/p90/p95/p99 (:mod:`tickgate.util.quantile`, numpy's "linear") and max."""
     data = sorted(values)
     if not data:
         return None
     last = len(data) - 1
     # the index from the whole percent, (n - 1) * p / 100, as reports always had it
-    # (not quantile(data, p / 100): the last bit differs, see tickgate.quantile)
+    # (not quantile(data, p / 100): the last bit differs, see tickgate.util.quantile)
     return {
         "count": len(data),
         "mean": _round(sum(data) / len(data), digits),

@@ -1,4 +1,5 @@
-"""Replay a workload under a policy and build the report."""
+"""Replay a workload on one engine under a policy and build the report (a fleet is
+:mod:`tickgate.fleet`; :func:`tickgate.simulate.replay` chooses between them)."""
 
 from __future__ import annotations
 
@@ -6,14 +7,14 @@ import contextlib
 from pathlib import Path
 from typing import Any, Iterable
 
-from ..atomic import atomic_writer
+from ..util.atomic import atomic_writer
 from .engine import build_scheduler, run
-from ..errors import InputError, TickLimitExceeded
+from ..util.errors import InputError, TickLimitExceeded
 from ..interfaces import Clock, optional_attribute
-from ..model import Request
-from ..policy import Policy
+from ..interfaces.model import Request
+from ..host.policy import Policy
 from .report import DETAIL_LIMIT, FingerprintSink, SummarySink, TraceSink
-from ..parallel.sidecar import Sidecar
+from .sidecar import Sidecar
 
 #: what the error for a timed workload under an untimed policy suggests adding:
 #: docs/timing.md's example, as one line of YAML (tests parse it and replay with it)
@@ -21,7 +22,7 @@ TIMING_EXAMPLE = ("timing: {name: linear, options: {fixed_ms: 4.0, per_prefill_t
                   "per_decode_seq_ms: 0.15, per_context_token_ms: 0.0002}}")
 
 
-def replay(
+def replay_engine(
     requests: Iterable[Request],
     policy: Policy,
     *,
@@ -38,7 +39,7 @@ def replay(
 
     The optional JSONL trace is written incrementally and atomically: it only
     appears if the replay finishes. ``sidecar``: compute the fingerprint and
-    summary in a forked child (:mod:`tickgate.parallel.sidecar`; same report).
+    summary in a forked child (:mod:`tickgate.replay.sidecar`; same report).
     ``max_concurrency``: closed-loop clients, at most this many requests in
     flight (default: the workload header's, ``inputs["max_concurrency"]``).
     ``kv_events_path``: also write the scheduler's KV-cache events there (vLLM's
@@ -49,18 +50,10 @@ def replay(
     outcome, not the report's first ``detail_limit``.
     """
     clock = Clock()
-    if prefix_block_size is None and inputs:
-        prefix_block_size = inputs.get("block_size")
-    if max_concurrency is None and inputs:
-        max_concurrency = inputs.get("max_concurrency")
-    if "cluster" in policy.data:
-        return _replay_fleet(requests, policy, trace_path=trace_path, inputs=inputs, detail_limit=detail_limit,
-                             prefix_block_size=prefix_block_size, max_concurrency=max_concurrency,
-                             sidecar=sidecar, kv_events_path=kv_events_path, extra_sinks=extra_sinks)
     scheduler, built = build_scheduler(policy, clock, prefix_block_size=prefix_block_size)
     label = f'scheduler "{built["scheduler"]["name"]}"'
     if kv_events_path is not None:
-        from ..kv_events import records_kv_events
+        from ..interfaces.kv_events import records_kv_events
 
         if not records_kv_events(scheduler):
             name = built["scheduler"]["name"]
@@ -133,27 +126,6 @@ def replay(
     if kv_writer is not None:
         report["kv_events"] = kv_writer.counts.to_json()
     return report
-
-
-def _replay_fleet(requests: Iterable[Request], policy: Policy, *, trace_path: Path | str | None,
-                  inputs: dict[str, Any] | None, detail_limit: int, prefix_block_size: int | None,
-                  max_concurrency: int | None, sidecar: bool,
-                  kv_events_path: Path | str | None, extra_sinks: Iterable[Any]) -> dict[str, Any]:
-    """A policy with a ``cluster`` section: its fleet (:mod:`tickgate.fleet`)."""
-    from ..errors import InputError
-    from ..fleet import fleet_spec, replay_fleet
-
-    spec = fleet_spec(policy)
-    assert spec is not None
-    if max_concurrency is not None:
-        raise InputError(policy.path, "closed-loop clients (max_concurrency) are not modelled for fleets yet: "
-                         "replay the workload's arrivals open-loop, or one replica", **policy.locate("cluster"))
-    inputs = dict(inputs or {})
-    inputs["policy"] = policy.source or policy.path
-    inputs["timing"] = policy.timing.to_json()  # type: ignore[union-attr]
-    return replay_fleet(requests, policy, spec, inputs=inputs, prefix_block_size=prefix_block_size,
-                        detail_limit=detail_limit, trace_path=trace_path, sidecar=sidecar,
-                        kv_events_path=kv_events_path, client_sinks=list(extra_sinks))
 
 
 def _chain(first: Request | None, rest: Iterable[Request]) -> Iterable[Request]:

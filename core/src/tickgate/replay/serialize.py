@@ -14,7 +14,7 @@ from typing import Any
 import cattrs
 from cattrs.gen import make_dict_structure_fn, make_dict_unstructure_fn, override
 
-from ..model import RequestOutcome
+from ..interfaces.model import RequestOutcome
 
 converter = cattrs.Converter()
 

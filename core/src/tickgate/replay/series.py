@@ -28,7 +28,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..model import TickRecord
+from ..interfaces.model import TickRecord
 
 #: buckets kept at most (an even number: buckets merge pairwise)
 MAX_POINTS = 512

@@ -8,8 +8,8 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any, Mapping
 
-from ..model import RequestOutcome, TickRecord
-from ..quantile import cumulative_weights, weighted_interpolate
+from ..interfaces.model import RequestOutcome, TickRecord
+from ..util.quantile import cumulative_weights, weighted_interpolate
 
 __all__ = ["TokenGaps", "weighted_distribution"]
 
@@ -23,7 +23,7 @@ def weighted_distribution(weights: Mapping[float, int], digits: int = 6, *, tota
     """:func:`distribution` of the multiset in which each value of ``weights``
     appears as often as its weight says, without expanding it: count, mean,
     p50/p90/p95/p99 (the same index from the whole percent, found by cumulative
-    weight: :func:`tickgate.quantile.weighted_interpolate`) and max.
+    weight: :func:`tickgate.util.quantile.weighted_interpolate`) and max.
 
     ``total`` and ``top``: the sum and the maximum of the values before they were
     grouped (when the keys are rounded, the mean and max stay those of the

@@ -31,8 +31,8 @@ import tempfile
 from pathlib import Path
 from typing import Any, Iterator, Sequence
 
-from ..errors import TickgateError, one_line
-from .executor import Result, Task, point_policy, run_point
+from ..util.errors import TickgateError, one_line
+from .task import Result, Task, point_policy, run_point
 
 MISSING = "--executor ray needs Ray, which is not installed: pip install 'tickgate[ray]'"
 

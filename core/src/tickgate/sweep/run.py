@@ -26,8 +26,10 @@ from typing import Any, Callable, Iterator
 
 import attrs
 
-from ..atomic import atomic_writer
-from .executor import Executor, LocalExecutor, Result, Task, point_policy
+from ..util.atomic import atomic_writer
+from .executor import LocalExecutor
+from .headline import headline
+from .task import Executor, Result, Task, point_policy
 from .spec import Point, Sweep, file_sha256
 
 RESULTS = "results.jsonl"
@@ -52,30 +54,6 @@ def inputs_hash(point: Point, workload_sha256: str) -> str:
     key = {"policy": point.document, "workload": w.label, "workload_sha256": workload_sha256,
            "format": w.format, "block_size": w.block_size, "limit": w.limit}
     return hashlib.sha256(canonical(key).encode("utf-8")).hexdigest()
-
-
-def metrics(report: dict[str, Any]) -> dict[str, Any]:
-    """The headline numbers of a replay report (latencies only when it was timed)."""
-    summary = report["summary"]
-    requests = report["requests"]
-    out: dict[str, Any] = {"completed": requests["completed"], "rejected": requests["rejected"],
-                           "total_ticks": summary["total_ticks"]}
-    latency = report.get("latency")
-    if isinstance(latency, dict) and latency.get("ttft_ms"):
-        for name, quantiles in (("ttft_ms", ("p50", "p99")), ("itl_ms", ("p50", "p99")),
-                                ("e2e_ms", ("p99",))):
-            block = latency.get(name) or {}
-            for q in quantiles:
-                if q in block:
-                    out[f"{name}_{q}"] = block[q]
-        if "output_tokens_per_s" in latency:
-            out["output_tokens_per_s"] = latency["output_tokens_per_s"]
-    return out
-
-
-def headline(report: dict[str, Any]) -> dict[str, Any]:
-    """A point's fields of ``results.jsonl`` from its report."""
-    return {"fingerprint": report["summary"]["trace_fingerprint"], "metrics": metrics(report)}
 
 
 def _read_report(path: Path) -> dict[str, Any] | None:

@@ -18,9 +18,9 @@ from typing import Any, Mapping
 
 import attrs
 
-from ..errors import InputError
-from ..locations import Locations, json_path, load_yaml
-from ..schemas import load_schema, validate
+from ..util.errors import InputError
+from ..util.locations import Locations, json_path, load_yaml
+from ..util.schemas import load_schema, validate
 
 
 @attrs.frozen
@@ -53,7 +53,7 @@ class Sweep:
 
 def load_sweep(path: Path) -> Sweep:
     """Read and check a sweep file; every error is one located line (exit 2)."""
-    from ..policy import load_policy
+    from ..host.policy import load_policy
 
     data, locs = load_yaml(path)
     if not isinstance(data, dict):
@@ -111,7 +111,7 @@ def _at(locs: Locations, *parts: Any) -> dict[str, Any]:
 
 
 def _workload(item: Any, i: int, base_dir: Path, path: Path, locs: Locations) -> Workload:
-    from ..plugins import get_registry
+    from ..host.registry import get_registry
 
     spec = {"path": item} if isinstance(item, str) else item
     fmt = spec.get("format", "workload")

@@ -17,11 +17,11 @@ from typing import Any, ClassVar, Mapping
 
 import pytest
 
-from ..errors import InputError, TickgateError
+from ..util.errors import InputError, TickgateError
 from ..interfaces import AdmissionContext, Clock
-from ..model import Request
-from ..plugins import ENTRY_POINT_GROUP, PluginInfo
-from ..schemas import data_file
+from ..interfaces.model import Request
+from ..host.registry import ENTRY_POINT_GROUP, PluginInfo
+from ..util.schemas import data_file
 from .support import across_hash_seeds, canonical, contract_workload, fresh_registry, write_json
 
 #: options no plugin should accept: not a mapping, and an unknown key
@@ -87,23 +87,23 @@ class SelectionContract(PluginContract):
         return self.workload or write_json(tmp_path / "contract-workload.json", contract_workload())
 
     def run_replay(self, policy_path: Path, workload: Path) -> dict[str, Any]:
-        from ..policy import load_policy
-        from ..replay import replay
-        from ..replay.sources import open_requests
+        from ..host.policy import load_policy
+        from ..simulate import replay
+        from ..workload.sources import open_requests
 
         fresh_registry()
         requests, inputs = open_requests(workload)
         return replay(requests, load_policy(policy_path), inputs=inputs)
 
     def test_policy_selects_it(self, tmp_path: Path) -> None:
-        from ..policy import load_policy
+        from ..host.policy import load_policy
 
         fresh_registry()
         selection = load_policy(self.write_policy(tmp_path)).selection(self.section)
         assert selection is not None and selection.plugin.name == self.plugin_name
 
     def test_bad_options_are_located_errors(self, tmp_path: Path) -> None:
-        from ..policy import load_policy
+        from ..host.policy import load_policy
 
         for bad in self.bad_options:
             doc = self.policy_document()
@@ -158,7 +158,7 @@ class SchedulerContract(SelectionContract):
     policy: ClassVar[Path | None] = None
 
     def policy_document(self) -> dict[str, Any]:
-        from ..locations import load_yaml
+        from ..util.locations import load_yaml
 
         if self.policy is None:
             raise AssertionError(f"{type(self).__name__} must set policy (a policy file using the scheduler)")
@@ -180,7 +180,7 @@ class AdmissionPolicyContract(SelectionContract):
     base_policy: ClassVar[Path | None] = None
 
     def policy_document(self) -> dict[str, Any]:
-        from ..locations import load_yaml
+        from ..util.locations import load_yaml
 
         doc, _ = load_yaml(Path(self.base_policy or data_file("policies", "default.yaml")))
         doc = dict(doc)
@@ -241,7 +241,7 @@ class TimingModelContract(SelectionContract):
     base_policy: ClassVar[Path | None] = None
 
     def policy_document(self) -> dict[str, Any]:
-        from ..locations import load_yaml
+        from ..util.locations import load_yaml
 
         doc, _ = load_yaml(Path(self.base_policy or data_file("policies", "default.yaml")))
         doc = dict(doc)
@@ -260,7 +260,7 @@ class TimingModelContract(SelectionContract):
         return self.info().obj.build(dict(self.options))
 
     def assert_selected(self, report: Mapping[str, Any], policy_path: Path) -> None:
-        from ..policy import load_policy
+        from ..host.policy import load_policy
 
         assert report["inputs"]["timing"] == load_policy(policy_path).timing.to_json()
         assert report["latency"]["ttft_ms"]["count"] > 0
@@ -294,7 +294,7 @@ class TimingModelContract(SelectionContract):
 
     def test_to_json_builds_the_model_again(self, tmp_path: Path) -> None:
         """The report's ``inputs.timing`` is a ``timing`` section that prices every step the same."""
-        from ..policy import load_policy
+        from ..host.policy import load_policy
 
         model = self.model()
         section = json.loads(json.dumps(model.to_json(), allow_nan=False))
@@ -308,7 +308,7 @@ class TimingModelContract(SelectionContract):
 
 
 class _View:
-    """A replica as a router sees it (:class:`tickgate.routing.ReplicaView`), with fixed figures."""
+    """A replica as a router sees it (:class:`tickgate.interfaces.routing.ReplicaView`), with fixed figures."""
 
     def __init__(self, position: int, in_flight: int, running: int, cached: int) -> None:
         self.position = position
@@ -343,7 +343,7 @@ class RouterContract(PluginContract):
     options: ClassVar[Mapping[str, Any]] = {}
 
     def policy_document(self) -> dict[str, Any]:
-        from ..locations import load_yaml
+        from ..util.locations import load_yaml
 
         doc, _ = load_yaml(Path(data_file("policies", "default.yaml")))
         doc = dict(doc)
@@ -358,7 +358,7 @@ class RouterContract(PluginContract):
         return write_json(tmp_path / "contract-workload-ms.json", doc)
 
     def test_every_route_is_a_position_of_the_pool(self) -> None:
-        from ..routing import RouterContext
+        from ..interfaces.routing import RouterContext
 
         info = self.info()
         for replicas in (1, 2, 5):
@@ -396,9 +396,9 @@ class RouterContract(PluginContract):
 
 
 def run_fleet_policy(policy_path: Path, workload: Path) -> dict[str, Any]:
-    from ..policy import load_policy
-    from ..replay import replay
-    from ..replay.sources import open_requests
+    from ..host.policy import load_policy
+    from ..simulate import replay
+    from ..workload.sources import open_requests
 
     fresh_registry()
     requests, inputs = open_requests(workload)

@@ -18,7 +18,7 @@ import textwrap
 from pathlib import Path
 from typing import Mapping
 
-from ..plugins import ENTRY_POINT_GROUP
+from ..host.registry import ENTRY_POINT_GROUP
 
 
 def _dist_info(root: Path, dist: str, version: str, entry_points: Mapping[str, str]) -> None:

@@ -9,7 +9,7 @@ from typing import Callable, Iterator
 
 import pytest
 
-from ..plugins import reset_registry
+from ..host.registry import reset_registry
 from .dists import make_dist
 
 #: what ``tickgate_dist`` returns: call it as :func:`tickgate.testing.make_dist` without ``root``
@@ -24,7 +24,7 @@ def tickgate_dist(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[M
     distribution (:func:`tickgate.testing.make_dist`) under the test's
     ``tmp_path`` and returns the environment for a ``tickgate`` subprocess; it
     is also put on ``sys.path`` of the test process with the registry reset,
-    so in-process calls (``tickgate.cli.main``, ``get_registry()``) see it. On
+    so in-process calls (``tickgate.commands.cli.main``, ``get_registry()``) see it. On
     teardown its modules are forgotten and the registry is reset again, so the
     next test loads only what is really installed.
     """

@@ -1,6 +1,6 @@
 """Contract tests for plugins that read files (backend mirrors, workload
 readers) and for gate signals. Inputs are foreign data: whatever the bytes,
-a reader returns valid data or raises a :class:`~tickgate.errors.TickgateError`,
+a reader returns valid data or raises a :class:`~tickgate.util.errors.TickgateError`,
 never another exception."""
 
 from __future__ import annotations
@@ -13,9 +13,9 @@ from typing import Any, ClassVar, Mapping
 import attrs
 import pytest
 
-from ..errors import InputError, TickgateError
+from ..util.errors import InputError, TickgateError
 from ..interfaces import optional_attribute
-from ..schemas import data_file, load_schema, validate
+from ..util.schemas import data_file, load_schema, validate
 from .contracts import PluginContract
 from .support import across_hash_seeds, canonical, clean_failure, fresh_registry, garbage_files, write_json
 
@@ -81,7 +81,7 @@ class BackendMirrorContract(_FileReaderContract):
 
     def test_sniff_claims_the_sample(self, tmp_path: Path) -> None:
         from ..readers.common import read_head
-        from ..readers.detect import detect_format
+        from ..gate.detect import detect_format
 
         sample = self.sample_path(tmp_path)
         assert self.info().obj().sniff(sample, read_head(sample)) is True
@@ -113,7 +113,7 @@ class BackendMirrorContract(_FileReaderContract):
     def test_gated_against_itself_never_regresses(self, tmp_path: Path) -> None:
         """The same run as baseline and candidate: never a rollback, and a hold
         only for lack of evidence (docs/gate.md), through the real CLI."""
-        from ..cli import main
+        from ..commands.cli import main
 
         sample = self.sample_path(tmp_path)
         policy = self.gate_policy or data_file("policies", "gate-default.yaml")
@@ -135,14 +135,14 @@ class WorkloadReaderContract(_FileReaderContract):
     kind = "workload_reader"
 
     def read(self, path: Path) -> Any:
-        from ..replay.sources import open_requests
+        from ..workload.sources import open_requests
 
         fresh_registry()
         stream, _ = open_requests(path, self.plugin_name)
         return list(stream)
 
     def check_output(self, output: Any, path: Path) -> None:
-        from ..model import Request
+        from ..interfaces.model import Request
 
         assert all(isinstance(r, Request) for r in output)
         ids = [r.id for r in output]
@@ -156,7 +156,7 @@ class WorkloadReaderContract(_FileReaderContract):
         self.check_output(requests, self.sample_path(tmp_path))
 
     def test_requests_round_trip_through_the_workload_schema(self, tmp_path: Path) -> None:
-        from ..replay.sources import open_requests
+        from ..workload.sources import open_requests
 
         requests = self.read(self.sample_path(tmp_path))
         rows = [{k: (list(v) if isinstance(v, tuple) else v) for k, v in attrs.asdict(r).items()
@@ -176,8 +176,8 @@ class WorkloadReaderContract(_FileReaderContract):
         """A reader that declares ``reads_parts`` (``tickgate import`` may split a
         large file between two processes): the two halves of the sample, joined,
         are the requests and the ``source`` of one ``read``."""
-        from ..parallel.import_parts import split
-        from ..plugins import get_registry
+        from ..importers.import_parts import split
+        from ..host.registry import get_registry
 
         cls = get_registry().get(self.kind, self.plugin_name).obj
         if not optional_attribute(cls, "reads_parts"):
@@ -241,7 +241,7 @@ class GateSignalContract(PluginContract):
 
     def test_bad_options_are_located_errors(self, tmp_path: Path) -> None:
         from ..gate.config import load_gate_config
-        from ..policy import load_policy
+        from ..host.policy import load_policy
 
         for bad in self.bad_options:
             path = self.gate_policy(tmp_path, bad)

@@ -19,9 +19,9 @@ from .support import canonical
 def main(argv: list[str]) -> int:
     what, *args = argv
     if what == "replay":
-        from ..policy import load_policy
-        from ..replay import replay
-        from ..replay.sources import open_requests
+        from ..host.policy import load_policy
+        from ..simulate import replay
+        from ..workload.sources import open_requests
 
         requests, inputs = open_requests(Path(args[1]))
         out = replay(requests, load_policy(args[0]), inputs=inputs)
@@ -30,7 +30,7 @@ def main(argv: list[str]) -> int:
 
         out = load_observations(Path(args[1]), args[0])
     elif what == "reader":
-        from ..replay.sources import open_requests
+        from ..workload.sources import open_requests
 
         stream, _ = open_requests(Path(args[1]), args[0])
         out = [attrs.asdict(r) for r in stream]

@@ -12,8 +12,8 @@ import sys
 from pathlib import Path
 from typing import Any, Iterator, Mapping
 
-from ..errors import TickgateError
-from ..plugins import Registry, get_registry, reset_registry
+from ..util.errors import TickgateError
+from ..host.registry import Registry, get_registry, reset_registry
 
 
 
@@ -86,7 +86,7 @@ def clean_failure(call: Any, *args: Any) -> tuple[Any, TickgateError | None]:
         return None, exc
     except Exception as exc:  # noqa: BLE001 - the point is to catch everything else
         raise AssertionError(f"{getattr(call, '__qualname__', call)} raised {type(exc).__name__}: {exc}; "
-                             "bad input must raise tickgate.errors.InputError (or another TickgateError)") \
+                             "bad input must raise tickgate.util.errors.InputError (or another TickgateError)") \
             from exc
 
 

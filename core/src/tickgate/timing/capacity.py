@@ -24,7 +24,7 @@ from typing import Any
 
 import attrs
 
-from ..errors import ConfigError
+from ..util.errors import ConfigError
 
 __all__ = ["KvCapacity", "activation_bytes", "kv_capacity", "kv_cache_tokens"]
 
@@ -103,7 +103,7 @@ def kv_capacity(timing: Any, engine: str, fraction: float, *, step_tokens: int =
     ``kv_token_bytes``, ``model``, ``tp``, such as roofline). ``step_tokens`` / ``step_seqs``: the
     step the engine profiles (vLLM's ``max_num_batched_tokens`` and
     ``max_num_seqs``). ``option`` names the scheduler option that asked (``"num_gpu_blocks"``)
-    in the :class:`~tickgate.errors.ConfigError` for a timing model that does not know."""
+    in the :class:`~tickgate.util.errors.ConfigError` for a timing model that does not know."""
     if engine not in ENGINES:
         raise ValueError(f"engine {engine!r}: not one of {', '.join(ENGINES)}")
     if timing is None or not all(hasattr(timing, need) for need in _NEEDS):

@@ -8,7 +8,7 @@ H100-SXM-80GB`` (or an alias such as ``H100-80GB-unspecified``). A model can
 also be a path to a Hugging Face ``config.json`` (the fields every decoder
 config carries, plus the MoE fields of Mixtral, Qwen-MoE and DeepSeek configs),
 and a GPU a mapping of its figures. Names are matched exactly or, failing that,
-case-insensitively; an unknown name is a :class:`~tickgate.errors.ConfigError`
+case-insensitively; an unknown name is a :class:`~tickgate.util.errors.ConfigError`
 listing the known ones.
 """
 
@@ -23,7 +23,7 @@ from typing import Any, Mapping
 
 import attrs
 
-from ..errors import ConfigError
+from ..util.errors import ConfigError
 
 __all__ = ["GpuSpec", "ModelSpec", "catalogue", "lookup_gpu", "lookup_model", "model_from_hf_config"]
 

@@ -22,7 +22,7 @@ from typing import Any, Callable, Iterable, Mapping
 
 import attrs
 
-from ..quantile import cumulative_weights, quantile, weighted_interpolate
+from ..util.quantile import cumulative_weights, quantile, weighted_interpolate
 from .points import Point, PointSetup, Skip
 
 __all__ = ["Prediction", "check_points", "error_summary", "predict"]
@@ -107,7 +107,7 @@ def metrics(report: Mapping[str, Any]) -> dict[str, float]:
 
 def setup_policy(setup: PointSetup) -> Any:
     """The point's policy document loaded as a policy file is (validated, plugins built)."""
-    from ..policy import load_policy
+    from ..host.policy import load_policy
 
     with tempfile.TemporaryDirectory(prefix="tickgate-check-") as tmp:
         path = Path(tmp) / "policy.json"
@@ -117,7 +117,7 @@ def setup_policy(setup: PointSetup) -> Any:
 
 def replay_setup(setup: PointSetup) -> dict[str, Any]:
     """Replay a point's policy and requests in this process; the report, every outcome listed."""
-    from ..replay.run import replay
+    from ..simulate import replay
 
     return replay(setup.requests, setup_policy(setup), detail_limit=len(setup.requests) + 1)
 

@@ -25,7 +25,7 @@ from typing import Any, Callable, Mapping
 
 import attrs
 
-from ..errors import InputError
+from ..util.errors import InputError
 from .check import Prediction, check_points
 from .points import Point, Skip, family
 from .roofline import ENGINE_DEFAULTS, FACTORS, RooflineTiming
@@ -58,8 +58,8 @@ class TimingFile:
 
 def load_timing_file(path: Path) -> TimingFile:
     """Read a timing file (a policy file works too); errors name the file, line and JSON path."""
-    from ..locations import load_yaml
-    from ..schemas import validate
+    from ..util.locations import load_yaml
+    from ..util.schemas import validate
 
     data, locs = load_yaml(path)
     if not isinstance(data, dict) or not isinstance(data.get("timing"), dict):
@@ -192,7 +192,7 @@ def fit_family(points: list[Point], engine_family: str, start: Mapping[str, floa
 def write_timing_file(path: Path, base: TimingFile, fitted: Mapping[str, Mapping[str, float]],
                       comment: str) -> None:
     """The base's timing section and the fitted factors, as YAML, keys sorted."""
-    from ..atomic import atomic_writer
+    from ..util.atomic import atomic_writer
 
     def scalar(value: Any) -> str:
         if isinstance(value, bool):

@@ -26,9 +26,9 @@ from typing import Any, Mapping
 
 import attrs
 
-from ..errors import InputError
-from ..jsonio import loads
-from ..model import Request
+from ..util.errors import InputError
+from ..util.jsonio import loads
+from ..interfaces.model import Request
 from .points import PointSetup, Skip
 
 __all__ = ["IterationLog", "ObservedRun", "read_iteration_log", "read_measurements", "read_observed_run"]
@@ -73,7 +73,7 @@ class ObservedRun:
 
 def read_observed_run(path: Path, base: Mapping[str, Any], base_path: Path) -> ObservedRun:
     """A client's run: a file ``tickgate normalize`` reads, or its output."""
-    from ..readers.detect import read_observations
+    from ..gate.detect import read_observations
 
     if "scheduler" not in base:
         raise InputError(base_path, f"a benchmark run ({path}) is replayed with the server's settings: "
@@ -183,7 +183,7 @@ def read_iteration_log(path: Path, text: str, base: Mapping[str, Any], base_path
 def read_measurements(path: Path, base: Mapping[str, Any], base_path: Path) -> list[Any]:
     """The measurements in ``path``: measured points, TensorRT-LLM iteration
     statistics, or one benchmark client's run, told apart by their content."""
-    from ..locations import read_text
+    from ..util.locations import read_text
     from .points import read_points
 
     text = read_text(path)

@@ -17,9 +17,9 @@ from typing import Any, Mapping
 
 import attrs
 
-from ..errors import ConfigError, InputError
-from ..jsonio import loads
-from ..model import Request
+from ..util.errors import ConfigError, InputError
+from ..util.jsonio import loads
+from ..interfaces.model import Request
 from .roofline import FACTORS, RooflineTiming
 
 __all__ = ["MEASURED_KEYS", "Point", "PointSetup", "Skip", "read_points", "setup_point"]

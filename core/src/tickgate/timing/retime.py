@@ -27,7 +27,7 @@ from typing import Any
 import attrs
 
 from ..interfaces import Clock, TimingModel
-from ..model import Request, RequestOutcome, TickRecord
+from ..interfaces.model import Request, RequestOutcome, TickRecord
 
 __all__ = ["Recording", "RecordingTiming", "record"]
 

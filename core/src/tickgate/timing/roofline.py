@@ -35,7 +35,7 @@ from operator import add, mul
 from pathlib import Path
 from typing import Any, Iterator, Mapping
 
-from ..errors import ConfigError
+from ..util.errors import ConfigError
 from ..interfaces import TimingModel
 from .catalogue import DTYPE_BYTES, GpuSpec, ModelSpec, lookup_gpu, lookup_model
 

@@ -1,2 +1,2 @@
-"""Built-in gate signals; registered by :mod:`tickgate.gate.plugin` exactly as a
+"""Built-in gate signals; registered by :mod:`tickgate.gate.signals.builtin_signals` exactly as a
 third party's would be."""

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any, Iterable, Mapping
 
-from ..protocol import SignalResult
+from ...interfaces.gate import SignalResult
 
 #: how many request ids a result lists (the counts are always complete)
 ID_LIMIT = 20

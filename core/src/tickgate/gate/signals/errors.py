@@ -13,7 +13,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..comparison import Comparison
-from ..protocol import GateSignal, SignalResult
+from ...interfaces.gate import GateSignal, SignalResult
 from ..stats import min_pairs_for_rate
 from .common import FRACTION, id_text, ids, pct, schema
 

@@ -10,7 +10,7 @@ from typing import Any
 
 from ..comparison import Comparison
 from ..observations import COMPLETE_STREAM, NO_STREAM, Side
-from ..protocol import GateSignal, SignalResult
+from ...interfaces.gate import GateSignal, SignalResult
 from .common import DEFAULT_SEGMENT_KEYS, FRACTION, SEGMENT_KEYS, aggregate_count, id_text, ids, no_join, pct, schema
 
 NAMES = {"type": "array", "items": {"type": "string", "minLength": 1}, "minItems": 1, "uniqueItems": True}

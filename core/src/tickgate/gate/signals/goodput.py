@@ -24,7 +24,7 @@ from statistics import NormalDist
 from typing import Any
 
 from ..comparison import Comparison
-from ..protocol import GateSignal, SignalResult
+from ...interfaces.gate import GateSignal, SignalResult
 from .common import FRACTION, id_text, ids, no_join, not_recorded, pct, schema
 
 #: SLO option -> the observation it bounds

@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import Any, Mapping
 
 from ..comparison import Comparison, gather
-from ..protocol import GateSignal, SignalResult
+from ...interfaces.gate import GateSignal, SignalResult
 from ..stats import min_pairs_for_rate
 from .common import FRACTION, id_text, ids, no_join, not_recorded, pct, schema
 

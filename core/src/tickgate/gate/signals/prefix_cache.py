@@ -15,7 +15,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..comparison import Comparison
-from ..protocol import GateSignal, SignalResult
+from ...interfaces.gate import GateSignal, SignalResult
 from .common import FRACTION, not_recorded, pct, schema
 
 

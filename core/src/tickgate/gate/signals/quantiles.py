@@ -22,7 +22,7 @@ import math
 from typing import Any, ClassVar
 
 from ..comparison import Comparison, gather
-from ..protocol import GateSignal, SignalResult
+from ...interfaces.gate import GateSignal, SignalResult
 from ..stats import Delta, min_pairs_for_quantile, paired_quantile_delta, point_delta, select_quantile
 from .common import (DEFAULT_SEGMENT_KEYS, FRACTION, SEGMENT_KEYS, aggregate_count, id_text, ids, not_recorded, pct,
                      schema)

@@ -29,7 +29,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..comparison import Comparison, gather
-from ..protocol import GateSignal, SignalResult
+from ...interfaces.gate import GateSignal, SignalResult
 from .common import DEFAULT_SEGMENT_KEYS, SEGMENT_KEYS, aggregate_count, not_recorded, pct, schema
 
 METRICS = (("output_tokens_per_s", "output tokens/s", "output_throughput"),

@@ -23,7 +23,8 @@ __version__ = "0.1.0"
 
 #: public name -> the module defining it (relative to this package), with ``:attribute`` where the
 #: module's own name for it differs; four groups, each a section of docs/plugins.md, "Public API"
-#: the plugin contract: hook markers, the registry, the plugin bases and what they are given, the values that cross the contract, the errors a plugin raises
+#: the plugin contract: hook markers, the registry, the plugin bases and what they are given, the values
+#: that cross the contract, the errors a plugin raises
 _CONTRACT: dict[str, str] = {
     "hookimpl": "host.hookspecs",
     "Register": "host.hookspecs",
@@ -63,7 +64,8 @@ _CONTRACT: dict[str, str] = {
     "ReplayError": "util.errors",
 }
 
-#: built-in parts a plugin may reuse or subclass: an allocator, trace readers, a timing model, KV capacity, KV events, the gate's comparison, report and workload helpers
+#: built-in parts a plugin may reuse or subclass: an allocator, trace readers, a timing model, KV capacity,
+#: KV events, the gate's comparison, report and workload helpers
 _BUILDING_BLOCKS: dict[str, str] = {
     "PagedAllocator": "kv.paged",
     "TraceReader": "importers._common",
@@ -80,7 +82,8 @@ _BUILDING_BLOCKS: dict[str, str] = {
     "run_starts": "workload.block_runs",
 }
 
-#: running tickgate and a scheduler, reading and writing files (plugin commands, tests), and the conformance of a scheduler mirror with a recorded run of its real engine
+#: running tickgate and a scheduler, reading and writing files (plugin commands, tests), and the
+#: conformance of a scheduler mirror with a recorded run of its real engine
 _RUNNING: dict[str, str] = {
     "main": "commands.cli",
     "exit_with": "commands.cli",
@@ -98,7 +101,8 @@ _RUNNING: dict[str, str] = {
     "observe_mirror": "conformance.check",
 }
 
-#: the readers' helper kit: what the shipped backend mirrors share (files and fields, bench-client results, Prometheus scrapes, KV-event captures, SSE captures)
+#: the readers' helper kit: what the shipped backend mirrors share (files and fields, bench-client results,
+#: Prometheus scrapes, KV-event captures, SSE captures)
 _READERS_KIT: dict[str, str] = {
     "read_bytes": "readers.common",
     "read_text": "readers.common",

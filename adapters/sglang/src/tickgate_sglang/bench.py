@@ -17,19 +17,44 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, ClassVar
 
-from tickgate import (BackendMirror, Fields, clean_aggregates, document, has_arrays, head_text, provenance,
-                      request_rate, requests_from_arrays, require_result, result_figures, result_object)
+from tickgate import (
+    BackendMirror,
+    Fields,
+    clean_aggregates,
+    document,
+    has_arrays,
+    head_text,
+    provenance,
+    request_rate,
+    requests_from_arrays,
+    require_result,
+    result_figures,
+    result_object,
+)
 
 METRICS = {"ttft": "ttft_ms", "tpot": "tpot_ms", "itl": "itl_ms", "e2e_latency": "latency_ms"}
-_EXTRA_NUMBERS = ("input_throughput", "total_throughput", "concurrency", "accept_length", "max_concurrency",
-                  "total_output_tokens_retokenized", "random_input_len", "random_output_len", "random_range_ratio")
+_EXTRA_NUMBERS = (
+    "input_throughput",
+    "total_throughput",
+    "concurrency",
+    "accept_length",
+    "max_concurrency",
+    "total_output_tokens_retokenized",
+    "random_input_len",
+    "random_output_len",
+    "random_range_ratio",
+)
 _MARKERS = ('"total_output_tokens_retokenized"', '"mean_e2e_latency_ms"', '"median_e2e_latency_ms"')
 
 
 def sniff_bench(head: bytes) -> bool:
     text = head_text(head).lstrip()
-    return text.startswith("{") and '"backend"' in text and any(m in text for m in _MARKERS) \
+    return (
+        text.startswith("{")
+        and '"backend"' in text
+        and any(m in text for m in _MARKERS)
         and '"model_id"' not in text
+    )
 
 
 def detect_version(obj: dict[str, Any]) -> str:
@@ -70,8 +95,13 @@ class SglangBenchMirror(BackendMirror):
         else:
             notes.append("summary only (no --output-details arrays): run-level comparison only")
         metadata = {k: obj[k] for k in ("dataset_name", "tag") if isinstance(obj.get(k), str)}
-        run = {"label": f.string("tag"), "backend": backend, "model": model,
-               "provenance": provenance(path, self.name, detect_version(obj), notes, line=lineno,
-                                        metadata=metadata),
-               "aggregates": clean_aggregates(agg)}
+        run = {
+            "label": f.string("tag"),
+            "backend": backend,
+            "model": model,
+            "provenance": provenance(
+                path, self.name, detect_version(obj), notes, line=lineno, metadata=metadata
+            ),
+            "aggregates": clean_aggregates(agg),
+        }
         return document(run, requests)

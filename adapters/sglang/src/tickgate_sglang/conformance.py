@@ -37,13 +37,36 @@ HARNESS_DEFAULTS: dict[str, Any] = {
 }
 
 #: per-step fields compared, in the order a divergence is reported (all the harness logs but ``arrived``)
-COMPARED = ("batch", "admitted", "chunk_continued", "decoding", "retracted", "finished", "aborted", "chunked",
-            "free_tokens_after_sched", "free_tokens", "evictable_tokens", "protected_tokens", "new_token_ratio",
-            "running", "waiting")
+COMPARED = (
+    "batch",
+    "admitted",
+    "chunk_continued",
+    "decoding",
+    "retracted",
+    "finished",
+    "aborted",
+    "chunked",
+    "free_tokens_after_sched",
+    "free_tokens",
+    "evictable_tokens",
+    "protected_tokens",
+    "new_token_ratio",
+    "running",
+    "waiting",
+)
 
-_INT_KEYS = ("page_size", "max_total_tokens", "max_running_requests", "max_prefill_tokens",
-             "chunked_prefill_size", "context_length", "random_seed", "new_token_ratio_decay_steps",
-             "retract_decode_steps", "clip_max_new_tokens_estimation")
+_INT_KEYS = (
+    "page_size",
+    "max_total_tokens",
+    "max_running_requests",
+    "max_prefill_tokens",
+    "chunked_prefill_size",
+    "context_length",
+    "random_seed",
+    "new_token_ratio_decay_steps",
+    "retract_decode_steps",
+    "clip_max_new_tokens_estimation",
+)
 _NUMBER_KEYS = ("schedule_conservativeness", "init_new_token_ratio", "min_new_token_ratio_factor")
 _BOOL_KEYS = ("disable_radix_cache", "ignore_eos")
 
@@ -105,8 +128,15 @@ def run_mirror(requests: list[Request], config: dict[str, Any]) -> list[dict[str
     return observe_mirror("sglang", scheduler_options(config), requests, "SGLang")
 
 
-SPEC = ConformanceSpec(engine="sglang", label="SGLang", defaults=HARNESS_DEFAULTS, fields=COMPARED, norm=norm,
-                       run_mirror=run_mirror, check_config=_check_config)
+SPEC = ConformanceSpec(
+    engine="sglang",
+    label="SGLang",
+    defaults=HARNESS_DEFAULTS,
+    fields=COMPARED,
+    norm=norm,
+    run_mirror=run_mirror,
+    check_config=_check_config,
+)
 
 #: ``tickgate conformance sglang``
 sglang_command = conformance_command(SPEC, harness="sglang-reference", driver="drive_sglang.py")

@@ -10,8 +10,14 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, ClassVar
 
-from tickgate import (BackendMirror, InputError, first_batch_shape, kv_events_document, legacy_array_batch,
-                      read_kv_events)
+from tickgate import (
+    BackendMirror,
+    InputError,
+    first_batch_shape,
+    kv_events_document,
+    legacy_array_batch,
+    read_kv_events,
+)
 
 
 class SglangKvEventsMirror(BackendMirror):
@@ -25,5 +31,7 @@ class SglangKvEventsMirror(BackendMirror):
     def read(self, path: Path) -> dict[str, Any]:
         s = read_kv_events(path)
         if "map" in s.event_encoding or "map" in s.batch_encoding:
-            raise InputError(path, "map-encoded KV events are vLLM's (>= 0.28); read with --format vllm-kv-events")
+            raise InputError(
+                path, "map-encoded KV events are vLLM's (>= 0.28); read with --format vllm-kv-events"
+            )
         return kv_events_document(path, s, self.name, "sglang", "array-like")

@@ -17,15 +17,32 @@ from typing import Any, ClassVar
 from tickgate import Scrape, ScrapeMirror, clean_aggregates, document, histogram_figures, provenance
 
 P = "sglang:"
-HISTOGRAMS = {"time_to_first_token_seconds": "ttft_ms", "e2e_request_latency_seconds": "latency_ms",
-              "inter_token_latency_seconds": "itl_ms", "time_per_output_token_seconds": "itl_ms"}
-GAUGES = {"num_running_reqs": "num_running_reqs", "num_requests_running": "num_running_reqs",
-          "num_queue_reqs": "num_queue_reqs", "num_requests_waiting": "num_queue_reqs",
-          "num_used_tokens": "num_used_tokens", "gen_throughput": "gen_throughput",
-          "max_total_num_tokens": "max_total_num_tokens", "num_retracted_reqs": "num_retracted_reqs"}
+HISTOGRAMS = {
+    "time_to_first_token_seconds": "ttft_ms",
+    "e2e_request_latency_seconds": "latency_ms",
+    "inter_token_latency_seconds": "itl_ms",
+    "time_per_output_token_seconds": "itl_ms",
+}
+GAUGES = {
+    "num_running_reqs": "num_running_reqs",
+    "num_requests_running": "num_running_reqs",
+    "num_queue_reqs": "num_queue_reqs",
+    "num_requests_waiting": "num_queue_reqs",
+    "num_used_tokens": "num_used_tokens",
+    "gen_throughput": "gen_throughput",
+    "max_total_num_tokens": "max_total_num_tokens",
+    "num_retracted_reqs": "num_retracted_reqs",
+}
 #: every family the reader maps (a scrape needs at least one)
-FAMILIES = (*HISTOGRAMS, *GAUGES, "waiting_request_latency_seconds", "prompt_tokens_total", "generation_tokens_total",
-            "token_usage", "cache_hit_rate")
+FAMILIES = (
+    *HISTOGRAMS,
+    *GAUGES,
+    "waiting_request_latency_seconds",
+    "prompt_tokens_total",
+    "generation_tokens_total",
+    "token_usage",
+    "cache_hit_rate",
+)
 
 
 def detect_version(s: Scrape) -> str:
@@ -41,10 +58,13 @@ def scrape_aggregates(s: Scrape, legacy: bool, notes: list[str]) -> dict[str, An
     waiting = s.histogram(P + "waiting_request_latency_seconds")
     if waiting is not None and waiting.sum is not None and waiting.count:
         extra["queue_time_ms.mean"] = round(waiting.sum / waiting.count * 1000, 6)
-    for name, target in (("prompt_tokens_total", "total_input_tokens"), ("generation_tokens_total", "total_output_tokens")):
+    for name, target in (
+        ("prompt_tokens_total", "total_input_tokens"),
+        ("generation_tokens_total", "total_output_tokens"),
+    ):
         v = s.total(P + name)
         if v is not None:
-            agg[target] = int(round(v))
+            agg[target] = round(v)
     usage = s.maximum(P + "token_usage")
     if usage is not None:
         agg["memory_pressure"] = round(min(max(usage, 0.0), 1.0), 6)
@@ -57,7 +77,7 @@ def scrape_aggregates(s: Scrape, legacy: bool, notes: list[str]) -> dict[str, An
         agg["prefix_cache_hit_rate"] = round(min(max(rate, 0.0), 1.0), 6)
     retracted = s.total(P + "num_retracted_reqs")
     if retracted is not None:
-        agg["preemptions"] = int(round(retracted))
+        agg["preemptions"] = round(retracted)
     for name, target in GAUGES.items():
         v = s.total(P + name)
         if v is not None:
@@ -79,7 +99,10 @@ class SglangMetricsMirror(ScrapeMirror):
         notes = ["a /metrics scrape is cumulative since server start: run-level figures only"]
         agg = scrape_aggregates(s, version.startswith("legacy"), notes)
         models = s.label_values("model_name") or s.label_values("name")
-        run = {"backend": "sglang", "model": models[0] if len(models) == 1 else None,
-               "provenance": provenance(path, self.name, version, notes),
-               "aggregates": clean_aggregates(agg)}
+        run = {
+            "backend": "sglang",
+            "model": models[0] if len(models) == 1 else None,
+            "provenance": provenance(path, self.name, version, notes),
+            "aggregates": clean_aggregates(agg),
+        }
         return document(run)

@@ -34,10 +34,19 @@ CONTINUE, NO_TOKEN, OTHER = "continue", "no_token", "other"
 class PrefillAdder:
     """One prefill pass's budgets (``PrefillAdder`` + ``PrefillBudget``)."""
 
-    __slots__ = ("sched", "page", "clip", "total_offset", "current_offset", "rem_input", "rem_chunk",
-                 "can_run", "new_chunked")
+    __slots__ = (
+        "can_run",
+        "clip",
+        "current_offset",
+        "new_chunked",
+        "page",
+        "rem_chunk",
+        "rem_input",
+        "sched",
+        "total_offset",
+    )
 
-    def __init__(self, sched: "SglangScheduler", running: list[Any]) -> None:
+    def __init__(self, sched: SglangScheduler, running: list[Any]) -> None:
         self.sched = sched
         self.page = sched.page
         self.clip = sched.clip

@@ -27,7 +27,7 @@ Differences from SGLang, on purpose:
 from __future__ import annotations
 
 import heapq
-from typing import Hashable, Iterator, Sequence
+from collections.abc import Hashable, Iterator, Sequence
 
 Key = tuple[Hashable, ...]
 
@@ -35,9 +35,9 @@ Key = tuple[Hashable, ...]
 class TreeNode:
     """One edge of the tree: the key units leading to this node from its parent."""
 
-    __slots__ = ("children", "parent", "key", "weight", "lock_ref", "last_access", "serial")
+    __slots__ = ("children", "key", "last_access", "lock_ref", "parent", "serial", "weight")
 
-    def __init__(self, parent: "TreeNode | None", key: Key, weight: int, serial: int) -> None:
+    def __init__(self, parent: TreeNode | None, key: Key, weight: int, serial: int) -> None:
         self.children: dict[Hashable, TreeNode] = {}
         self.parent = parent
         self.key = key
@@ -81,7 +81,9 @@ class RadixCache:
         return self.evictable_size + self.protected_size
 
     # -- match / insert --------------------------------------------------------
-    def match_prefix(self, key: Sequence[Hashable], weight: int, n: int | None = None) -> tuple[int, TreeNode]:
+    def match_prefix(
+        self, key: Sequence[Hashable], weight: int, n: int | None = None
+    ) -> tuple[int, TreeNode]:
         """Longest cached prefix of ``key[:n]``: (tokens, last matched node).
 
         Matched nodes count as accessed; an edge only partly matched is split
@@ -232,7 +234,7 @@ def _common_len(edge: Key, key: Sequence[Hashable], start: int, end: int) -> int
     512 tokens is 512 units at page size 1, and most edges match whole."""
     limit = min(len(edge), end - start)
     i = 0
-    while i + _STRIDE <= limit and edge[i:i + _STRIDE] == tuple(key[start + i:start + i + _STRIDE]):
+    while i + _STRIDE <= limit and edge[i : i + _STRIDE] == tuple(key[start + i : start + i + _STRIDE]):
         i += _STRIDE
     while i < limit and edge[i] == key[start + i]:
         i += 1

@@ -19,7 +19,8 @@ the pool exactly as the real tokens do.
 
 from __future__ import annotations
 
-from typing import Any, Hashable
+from collections.abc import Hashable
+from typing import Any
 
 from tickgate import Request
 
@@ -27,26 +28,56 @@ from tickgate import Request
 class Req:
     """One request: sampling bounds, output so far, KV and tree state."""
 
-    __slots__ = ("request", "seq", "max_new_tokens", "key", "weight", "out", "kv_len", "prefix_len",
-                 "extend_end", "last_node", "lock_node", "protected", "own", "retractions", "hit_tokens",
-                 "arrival_tick", "arrival_ms", "admitted_tick", "admitted_ms", "first_token_tick",
-                 "first_token_ms", "clipped", "pieces", "finished")
+    __slots__ = (
+        "admitted_ms",
+        "admitted_tick",
+        "arrival_ms",
+        "arrival_tick",
+        "clipped",
+        "extend_end",
+        "finished",
+        "first_token_ms",
+        "first_token_tick",
+        "hit_tokens",
+        "key",
+        "kv_len",
+        "last_node",
+        "lock_node",
+        "max_new_tokens",
+        "out",
+        "own",
+        "pieces",
+        "prefix_len",
+        "protected",
+        "request",
+        "retractions",
+        "seq",
+        "weight",
+    )
 
-    def __init__(self, request: Request, seq: int, max_new: int, key: tuple[Hashable, ...], weight: int,
-                 tick: int, now_ms: float) -> None:
+    def __init__(
+        self,
+        request: Request,
+        seq: int,
+        max_new: int,
+        key: tuple[Hashable, ...],
+        weight: int,
+        tick: int,
+        now_ms: float,
+    ) -> None:
         self.request = request
         self.seq = seq
         self.max_new_tokens = max_new
         self.key = key
         self.weight = weight
-        self.out = 0              # len(output_ids)
-        self.kv_len = 0           # kv_committed_len: tokens whose KV is held
-        self.prefix_len = 0       # cached prefix the next extend starts from
-        self.extend_end = 0       # where this round's extend ends
+        self.out = 0  # len(output_ids)
+        self.kv_len = 0  # kv_committed_len: tokens whose KV is held
+        self.prefix_len = 0  # cached prefix the next extend starts from
+        self.extend_end = 0  # where this round's extend ends
         self.last_node: Any = None  # tree node the last match ended at
         self.lock_node: Any = None  # the node this request holds a lock on (req.lock)
-        self.protected = 0        # cache_protected_len: leading tokens owned by the tree
-        self.own = 0              # pool tokens held outside the tree (page-rounded)
+        self.protected = 0  # cache_protected_len: leading tokens owned by the tree
+        self.own = 0  # pool tokens held outside the tree (page-rounded)
         self.retractions = 0
         self.hit_tokens = 0
         self.arrival_tick = tick
@@ -56,7 +87,7 @@ class Req:
         self.first_token_tick: int | None = None
         self.first_token_ms: float | None = None
         self.clipped = False
-        self.pieces = 0           # prefill steps of the current round (chunks)
+        self.pieces = 0  # prefill steps of the current round (chunks)
         self.finished = False
 
     @property
@@ -70,8 +101,9 @@ class Req:
         return self.request.prompt_tokens + self.out
 
 
-def sequence_key(prompt_units: tuple[Hashable, ...], prompt_tokens: int, max_output: int, page: int,
-                 tag: int) -> tuple[Hashable, ...]:
+def sequence_key(
+    prompt_units: tuple[Hashable, ...], prompt_tokens: int, max_output: int, page: int, tag: int
+) -> tuple[Hashable, ...]:
     """The request's units for prompt and output: its cacheable prompt pages, then
     its tag ``-tag`` for every further page up to the end of its longest possible
     sequence."""

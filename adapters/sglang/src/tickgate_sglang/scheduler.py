@@ -37,15 +37,34 @@ each request's own tokens past its tree-owned prefix.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Hashable, Mapping
 from itertools import chain
-from typing import Any, Callable, Hashable, Mapping
+from typing import Any
 
-from tickgate import (BuildContext, ConfigError, Horizon, InputError, ReplayError, Request, RequestOutcome,
-                      Scheduler, TickRecord, completed_outcome, rejected_outcome)
+from tickgate import (
+    BuildContext,
+    ConfigError,
+    Horizon,
+    InputError,
+    ReplayError,
+    Request,
+    RequestOutcome,
+    Scheduler,
+    TickRecord,
+    completed_outcome,
+    rejected_outcome,
+)
 
-from .options import (CLIP_MAX_NEW_TOKENS, DEFAULT_INIT_NEW_TOKEN_RATIO, DEFAULT_MIN_NEW_TOKEN_RATIO_FACTOR,
-                      DEFAULT_NEW_TOKEN_RATIO_DECAY_STEPS, OPTIONS_SCHEMA, RETRACT_DECODE_STEPS, prefix_block_size,
-                      resolve_max_total_tokens)
+from .options import (
+    CLIP_MAX_NEW_TOKENS,
+    DEFAULT_INIT_NEW_TOKEN_RATIO,
+    DEFAULT_MIN_NEW_TOKEN_RATIO_FACTOR,
+    DEFAULT_NEW_TOKEN_RATIO_DECAY_STEPS,
+    OPTIONS_SCHEMA,
+    RETRACT_DECODE_STEPS,
+    prefix_block_size,
+    resolve_max_total_tokens,
+)
 from .prefill_adder import CONTINUE, NO_TOKEN, OTHER, PrefillAdder
 from .radix_cache import RadixCache
 from .request_state import Req, sequence_key
@@ -55,12 +74,15 @@ from .step_result import StepResults
 
 class SglangScheduler(StepResults, Scheduler):
     name = "sglang"
-    description = ("SGLang mirror: radix prefix cache (LRU), lpm/dfs-weight/fcfs/lof/random, new-token-ratio "
-                   "admission, decode retraction, chunked prefill.")
+    description = (
+        "SGLang mirror: radix prefix cache (LRU), lpm/dfs-weight/fcfs/lof/random, new-token-ratio "
+        "admission, decode retraction, chunked prefill."
+    )
     options_schema = OPTIONS_SCHEMA
     uses_admission_policy = False
-    admission_note = ("SGLang orders its waiting queue itself with schedule_policy "
-                      "(lpm, dfs-weight, fcfs, lof, random)")
+    admission_note = (
+        "SGLang orders its waiting queue itself with schedule_policy (lpm, dfs-weight, fcfs, lof, random)"
+    )
     uses_kv_allocator = False
     #: a prefill batch samples first tokens (and a retracted request's next) without listing them in
     #: ``decoded``: the report's inter-token gaps read records by it
@@ -73,8 +95,11 @@ class SglangScheduler(StepResults, Scheduler):
         total = options["max_total_tokens"]
         self.capacity = total // self.page * self.page
         if self.capacity < self.page * 2:
-            raise InputError(None, f"max_total_tokens {total} holds fewer than two pages of {self.page}",
-                             json_path="$.scheduler.options.max_total_tokens")
+            raise InputError(
+                None,
+                f"max_total_tokens {total} holds fewer than two pages of {self.page}",
+                json_path="$.scheduler.options.max_total_tokens",
+            )
         self.max_running = options.get("max_running_requests", 4096)
         # request rows (kv_cache_configurator.resolve_max_num_reqs with --max-running-requests)
         self.max_reqs = min(self.max_running, self.capacity // 2)
@@ -82,19 +107,27 @@ class SglangScheduler(StepResults, Scheduler):
         chunk = options.get("chunked_prefill_size", 8192)
         self.chunk_size: int | None = chunk if chunk > 0 else None
         if self.chunk_size is not None and self.chunk_size < self.page:
-            raise InputError(None, f"chunked_prefill_size {chunk} is smaller than page_size {self.page}",
-                             json_path="$.scheduler.options.chunked_prefill_size")
+            raise InputError(
+                None,
+                f"chunked_prefill_size {chunk} is smaller than page_size {self.page}",
+                json_path="$.scheduler.options.chunked_prefill_size",
+            )
         context = options.get("context_length")
         self.max_req_len = min(context, total) - 1 if context else total - 1
         self.policy_name = options.get("schedule_policy", "fcfs")
         conservativeness = options.get("schedule_conservativeness", 1.0)
-        self.init_ratio = options.get("init_new_token_ratio",
-                                      min(DEFAULT_INIT_NEW_TOKEN_RATIO * conservativeness, 1.0))
-        self.min_ratio = options.get("min_new_token_ratio",
-                                     min(self.init_ratio * DEFAULT_MIN_NEW_TOKEN_RATIO_FACTOR, 1.0))
+        self.init_ratio = options.get(
+            "init_new_token_ratio", min(DEFAULT_INIT_NEW_TOKEN_RATIO * conservativeness, 1.0)
+        )
+        self.min_ratio = options.get(
+            "min_new_token_ratio", min(self.init_ratio * DEFAULT_MIN_NEW_TOKEN_RATIO_FACTOR, 1.0)
+        )
         if self.min_ratio > self.init_ratio:
-            raise InputError(None, f"min_new_token_ratio {self.min_ratio} exceeds the initial ratio "
-                             f"{self.init_ratio}", json_path="$.scheduler.options.min_new_token_ratio")
+            raise InputError(
+                None,
+                f"min_new_token_ratio {self.min_ratio} exceeds the initial ratio {self.init_ratio}",
+                json_path="$.scheduler.options.min_new_token_ratio",
+            )
         steps = options.get("new_token_ratio_decay_steps", DEFAULT_NEW_TOKEN_RATIO_DECAY_STEPS)
         self.decay = (self.init_ratio - self.min_ratio) / steps
         self.clip = options.get("clip_max_new_tokens_estimation", CLIP_MAX_NEW_TOKENS)
@@ -102,8 +135,10 @@ class SglangScheduler(StepResults, Scheduler):
         self.ignore_eos = options.get("ignore_eos", False)
         self.radix = not options.get("disable_radix_cache", False)
         if self.ignore_eos and not self.radix:
-            raise ConfigError('scheduler "sglang": ignore_eos with disable_radix_cache takes SGLang\'s '
-                              "add_one_req_ignore_eos admission, which is not mirrored; drop one of them")
+            raise ConfigError(
+                'scheduler "sglang": ignore_eos with disable_radix_cache takes SGLang\'s '
+                "add_one_req_ignore_eos admission, which is not mirrored; drop one of them"
+            )
         self.block_size = prefix_block_size(options, ctx.prefix_block_size, self.page)
         #: what follows a block id in its pages' units (see _block_pages)
         self.block_tail = tuple(range(1, self.block_size // self.page))
@@ -138,7 +173,7 @@ class SglangScheduler(StepResults, Scheduler):
         self.clipped = 0
 
     @classmethod
-    def build(cls, options: Mapping[str, Any], ctx: BuildContext) -> "SglangScheduler":
+    def build(cls, options: Mapping[str, Any], ctx: BuildContext) -> SglangScheduler:
         return cls(options, ctx)
 
     # -- engine protocol -------------------------------------------------------
@@ -150,10 +185,13 @@ class SglangScheduler(StepResults, Scheduler):
         paged = -(-prompt // self.page) * self.page
         max_new = min(max_new, self.capacity - paged - self.page - 1)  # max_new_tokens_for_memory
         if max_new < 1:
-            self._reject(request, f"prompt of {prompt} tokens leaves no room for output "
-                                  f"within the {self.max_req_len}-token request limit",
-                         key="prompt leaves no room for output within the request limit",
-                         figures={"prompt_tokens": prompt, "max_req_len": self.max_req_len})
+            self._reject(
+                request,
+                f"prompt of {prompt} tokens leaves no room for output "
+                f"within the {self.max_req_len}-token request limit",
+                key="prompt leaves no room for output within the request limit",
+                figures={"prompt_tokens": prompt, "max_req_len": self.max_req_len},
+            )
             return
         self.seq += 1
         key = self._key(request, max_new)
@@ -164,8 +202,13 @@ class SglangScheduler(StepResults, Scheduler):
         self.waiting.append(req)
 
     def has_work(self) -> bool:
-        return bool(self.waiting or self.running or self.chunked or self.rejected_now
-                    or (self.last_prefill and any(not r.finished for r in self.last_prefill)))
+        return bool(
+            self.waiting
+            or self.running
+            or self.chunked
+            or self.rejected_now
+            or (self.last_prefill and any(not r.finished for r in self.last_prefill))
+        )
 
     def pop_outcomes(self) -> list[RequestOutcome]:
         out, self.outcomes = self.outcomes, []
@@ -214,10 +257,14 @@ class SglangScheduler(StepResults, Scheduler):
             return ()
         p = self.page
         if request.prompt_token_ids is not None:
-            ids = request.prompt_token_ids[:request.prompt_tokens]
-            prompt_units: tuple[Hashable, ...] = tuple(tuple(ids[i:i + p]) for i in range(0, len(ids) - p + 1, p))
+            ids = request.prompt_token_ids[: request.prompt_tokens]
+            prompt_units: tuple[Hashable, ...] = tuple(
+                tuple(ids[i : i + p]) for i in range(0, len(ids) - p + 1, p)
+            )
         elif request.prefix_blocks is not None:
-            prompt_units = self._block_pages(request.prefix_blocks[:request.prompt_tokens // self.block_size])
+            prompt_units = self._block_pages(
+                request.prefix_blocks[: request.prompt_tokens // self.block_size]
+            )
         else:
             prompt_units = ()
         return sequence_key(prompt_units, request.prompt_tokens, max_new, p, self.seq)
@@ -426,8 +473,21 @@ class SglangScheduler(StepResults, Scheduler):
                 req.prefix_len = req.extend_end
         self.last_prefill = batch
         active = len(self.running) + sum(1 for r in batch if not r.finished and r is not self.chunked)
-        return self._prefill_record(tick, batch, admitted, continued, scheduled, hit, prefill, completed,
-                                    free_after_sched, grown, active, duration, rejected)
+        return self._prefill_record(
+            tick,
+            batch,
+            admitted,
+            continued,
+            scheduled,
+            hit,
+            prefill,
+            completed,
+            free_after_sched,
+            grown,
+            active,
+            duration,
+            rejected,
+        )
 
     def _decode_need(self, reqs: list[Req]) -> int:
         """``new_tokens_required_next_decode``: a page for each request at a page boundary."""
@@ -478,14 +538,18 @@ class SglangScheduler(StepResults, Scheduler):
         if completed:
             self.batch_is_full = False  # filter_batch at the next step
         self.running = survivors
-        return self._decode_record(tick, decoding, retracted, completed, free_after_sched, grown, duration,
-                                   rejected)
+        return self._decode_record(
+            tick, decoding, retracted, completed, free_after_sched, grown, duration, rejected
+        )
 
     def _retract(self) -> list[str]:
         """``retract_decode`` (schedule_batch.py) and its ratio estimate."""
         running = self.running
-        order = sorted(range(len(running)), key=lambda i: (running[i].out, -running[i].request.prompt_tokens),
-                       reverse=True)
+        order = sorted(
+            range(len(running)),
+            key=lambda i: (running[i].out, -running[i].request.prompt_tokens),
+            reverse=True,
+        )
         retracted: list[Req] = []
         first = True
         while first or not self._check_decode_mem([running[i] for i in order]):
@@ -515,8 +579,10 @@ class SglangScheduler(StepResults, Scheduler):
     def _run_idle(self, tick: int, rejected: tuple[str, ...]) -> TickRecord:
         """No batch: ``on_idle`` (resets the ratio only when fully idle)."""
         if self.waiting or self.chunked:
-            raise ReplayError(f"sglang: {len(self.waiting)} requests wait but none can be admitted into an "
-                              f"empty engine of {self.capacity} tokens")
+            raise ReplayError(
+                f"sglang: {len(self.waiting)} requests wait but none can be admitted into an "
+                f"empty engine of {self.capacity} tokens"
+            )
         self.ratio = self.init_ratio
         return self._idle_record(tick, rejected)
 
@@ -529,15 +595,26 @@ class SglangScheduler(StepResults, Scheduler):
         but the last sampled token, whose KV was never computed)."""
         req.finished = True
         self._release(req, checkpoint=True)
-        self.outcomes.append(completed_outcome(
-            req.request, arrival_tick=req.arrival_tick, admitted_tick=req.admitted_tick,
-            first_token_tick=req.first_token_tick, finished_tick=tick, output_tokens=req.out,
-            arrival_ms=req.arrival_ms if self.timing is not None else None,
-            admitted_ms=req.admitted_ms if self.timing is not None else None,
-            first_token_ms=req.first_token_ms, finished_ms=end_ms, preemptions=req.retractions,
-            prefix_hit_tokens=req.hit_tokens, flags=("max_new_tokens_clipped",) if req.clipped else (),
-        ))
+        self.outcomes.append(
+            completed_outcome(
+                req.request,
+                arrival_tick=req.arrival_tick,
+                admitted_tick=req.admitted_tick,
+                first_token_tick=req.first_token_tick,
+                finished_tick=tick,
+                output_tokens=req.out,
+                arrival_ms=req.arrival_ms if self.timing is not None else None,
+                admitted_ms=req.admitted_ms if self.timing is not None else None,
+                first_token_ms=req.first_token_ms,
+                finished_ms=end_ms,
+                preemptions=req.retractions,
+                prefix_hit_tokens=req.hit_tokens,
+                flags=("max_new_tokens_clipped",) if req.clipped else (),
+            )
+        )
 
     def _reject(self, request: Request, reason: str, *, key: str, figures: Mapping[str, int]) -> None:
         self.rejected_now.append(request.id)
-        self.outcomes.append(rejected_outcome(request, reason, tick=self.clock.tick, key=key, figures=figures))
+        self.outcomes.append(
+            rejected_outcome(request, reason, tick=self.clock.tick, key=key, figures=figures)
+        )

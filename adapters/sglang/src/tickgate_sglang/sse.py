@@ -17,21 +17,27 @@ from tickgate import SseDialect, SseEvidenceBase, SseMirrorBase
 SGLANG = SseDialect(
     claims=re.compile(r'"matched_stop"|"id"\s*:\s*"[0-9a-f]{32}"'),
     refuses=None,
-    usage=(("usage_chunk_without_choices", "separate-usage-chunk"),
-           ("usage_on_finish_chunk", "usage-on-finish-chunk"),
-           ("usage_on_content_chunk", "continuous-usage")),
+    usage=(
+        ("usage_chunk_without_choices", "separate-usage-chunk"),
+        ("usage_on_finish_chunk", "usage-on-finish-chunk"),
+        ("usage_on_content_chunk", "continuous-usage"),
+    ),
     reasoning=True,
 )
 
 
 class SglangSseMirror(SseMirrorBase):
     name: ClassVar[str] = "sglang-sse"
-    description: ClassVar[str] = "SGLang OpenAI-compatible SSE/JSONL capture -> per-request streaming evidence"
+    description: ClassVar[str] = (
+        "SGLang OpenAI-compatible SSE/JSONL capture -> per-request streaming evidence"
+    )
     backend: ClassVar[str] = "sglang"
     dialect: ClassVar[SseDialect] = SGLANG
 
 
 class SglangSseEvidence(SseEvidenceBase):
     name: ClassVar[str] = "sglang-sse"
-    description: ClassVar[str] = "first-token time, gaps, token counts, finish reason, usage from SGLang streams"
+    description: ClassVar[str] = (
+        "first-token time, gaps, token counts, finish reason, usage from SGLang streams"
+    )
     dialect: ClassVar[SseDialect] = SGLANG

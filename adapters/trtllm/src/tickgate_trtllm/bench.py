@@ -12,14 +12,39 @@ import re
 from pathlib import Path
 from typing import Any, ClassVar
 
-from tickgate import (BackendMirror, Fields, InputError, clean_aggregates, document, head_text,
-                      parse_engine_json, provenance, read_text, require_any_key)
+from tickgate import (
+    BackendMirror,
+    Fields,
+    InputError,
+    clean_aggregates,
+    document,
+    head_text,
+    parse_engine_json,
+    provenance,
+    read_text,
+    require_any_key,
+)
 
 #: keys of ``performance`` the reader uses: a report needs at least one
-PERFORMANCE_KEYS = ("total_latency_ms", "request_throughput_req_s", "system_output_throughput_tok_s",
-                    "request_latency_percentiles_ms", "avg_request_latency_ms", "system_total_throughput_tok_s",
-                    "output_throughput_per_user_tok_s", "output_throughput_per_gpu_tok_s")
-_PCT = {"minimum": "min", "maximum": "max", "average": "mean", "p50": "p50", "p90": "p90", "p95": "p95", "p99": "p99"}
+PERFORMANCE_KEYS = (
+    "total_latency_ms",
+    "request_throughput_req_s",
+    "system_output_throughput_tok_s",
+    "request_latency_percentiles_ms",
+    "avg_request_latency_ms",
+    "system_total_throughput_tok_s",
+    "output_throughput_per_user_tok_s",
+    "output_throughput_per_gpu_tok_s",
+)
+_PCT = {
+    "minimum": "min",
+    "maximum": "max",
+    "average": "mean",
+    "p50": "p50",
+    "p90": "p90",
+    "p95": "p95",
+    "p99": "p99",
+}
 
 
 def _percentiles(f: Fields | None) -> dict[str, float]:
@@ -49,7 +74,11 @@ def from_report(obj: Any, path: Path, notes: list[str]) -> dict[str, Any]:
     agg["latency_ms"] = _percentiles(perf.sub("request_latency_percentiles_ms"))
     if "mean" not in agg["latency_ms"] and perf.number("avg_request_latency_ms") is not None:
         agg["latency_ms"]["mean"] = perf.number("avg_request_latency_ms")
-    for key in ("system_total_throughput_tok_s", "output_throughput_per_user_tok_s", "output_throughput_per_gpu_tok_s"):
+    for key in (
+        "system_total_throughput_tok_s",
+        "output_throughput_per_user_tok_s",
+        "output_throughput_per_gpu_tok_s",
+    ):
         v = perf.number(key)
         if v is not None:
             agg["extra"][key] = v
@@ -81,21 +110,32 @@ def from_report(obj: Any, path: Path, notes: list[str]) -> dict[str, Any]:
             v = world.number(key)
             if v is not None:
                 agg["extra"][key] = v
-    return document({"backend": "trtllm", "model": model, "scheduler": scheduler,
-                     "provenance": provenance(path, "trtllm-bench", f"report-json (TensorRT-LLM {version})", notes),
-                     "aggregates": clean_aggregates(agg)})
+    return document(
+        {
+            "backend": "trtllm",
+            "model": model,
+            "scheduler": scheduler,
+            "provenance": provenance(path, "trtllm-bench", f"report-json (TensorRT-LLM {version})", notes),
+            "aggregates": clean_aggregates(agg),
+        }
+    )
 
 
 _KV = re.compile(r"^\s*([^:\[\]=]+?)\s*:\s+(\S.*?)\s*$")
-_ROW = re.compile(r"^\s*\[(TPOT|TTFT|GTPS|Latency)\]\s+(MINIMUM|MAXIMUM|AVERAGE|P50|P90|P95|P99)\s*:\s*(\S+)\s*$")
+_ROW = re.compile(
+    r"^\s*\[(TPOT|TTFT|GTPS|Latency)\]\s+(MINIMUM|MAXIMUM|AVERAGE|P50|P90|P95|P99)\s*:\s*(\S+)\s*$"
+)
 _STDOUT_FIELDS = {
-    "Model": ("engine", "model"), "TensorRT-LLM Version": ("engine", "version"),
+    "Model": ("engine", "model"),
+    "TensorRT-LLM Version": ("engine", "version"),
     "Number of requests": ("request_info", "num_requests"),
     "Number of concurrent requests": ("request_info", "avg_num_concurrent_requests"),
     "Average Input Length (tokens)": ("request_info", "avg_input_length"),
     "Average Output Length (tokens)": ("request_info", "avg_output_length"),
-    "TP Size": ("world_info", "tp_size"), "PP Size": ("world_info", "pp_size"),
-    "Max Runtime Batch Size": ("world_info", "max_batch_size"), "Max Runtime Tokens": ("world_info", "max_num_tokens"),
+    "TP Size": ("world_info", "tp_size"),
+    "PP Size": ("world_info", "pp_size"),
+    "Max Runtime Batch Size": ("world_info", "max_batch_size"),
+    "Max Runtime Tokens": ("world_info", "max_num_tokens"),
     "Scheduling Policy": ("world_info", "scheduling_policy"),
     "Request Throughput (req/sec)": ("performance", "request_throughput_req_s"),
     "Total Output Throughput (tokens/sec)": ("performance", "system_output_throughput_tok_s"),
@@ -107,8 +147,12 @@ _STDOUT_FIELDS = {
     "Average time-to-first-token [TTFT] (ms)": ("streaming_metrics", "avg_ttft_ms"),
     "Average time-per-output-token [TPOT] (ms)": ("streaming_metrics", "avg_tpot_ms"),
 }
-_SECTIONS = {"TPOT": "tpot_percentiles", "TTFT": "ttft_percentiles", "GTPS": "gen_tps_percentiles",
-             "Latency": "request_latency_percentiles_ms"}
+_SECTIONS = {
+    "TPOT": "tpot_percentiles",
+    "TTFT": "ttft_percentiles",
+    "GTPS": "gen_tps_percentiles",
+    "Latency": "request_latency_percentiles_ms",
+}
 _STRINGS = {"model", "version", "scheduling_policy"}
 
 
@@ -120,7 +164,9 @@ def stdout_to_report(text: str, path: Path) -> dict[str, Any]:
         if row:
             section = "performance" if row.group(1) == "Latency" else "streaming_metrics"
             value = _float(row.group(3), path, lineno)
-            report.setdefault(section, {}).setdefault(_SECTIONS[row.group(1)], {})[row.group(2).lower()] = value
+            report.setdefault(section, {}).setdefault(_SECTIONS[row.group(1)], {})[row.group(2).lower()] = (
+                value
+            )
             continue
         kv = _KV.match(line)
         if not kv or kv.group(1) not in _STDOUT_FIELDS:
@@ -155,7 +201,9 @@ class TrtllmBenchMirror(BackendMirror):
         text = head_text(head)
         if text.lstrip().startswith("{"):
             return '"performance"' in text and ('"world_info"' in text or '"request_info"' in text)
-        return "= PERFORMANCE OVERVIEW" in text or ("TensorRT-LLM Version:" in text and "= REQUEST DETAILS" in text)
+        return "= PERFORMANCE OVERVIEW" in text or (
+            "TensorRT-LLM Version:" in text and "= REQUEST DETAILS" in text
+        )
 
     def read(self, path: Path) -> dict[str, Any]:
         text = read_text(path)

@@ -33,7 +33,7 @@ Nothing is computed for a request without identity: its blocks are anonymous
 
 from __future__ import annotations
 
-from typing import Hashable
+from collections.abc import Hashable
 
 from tickgate import Request
 
@@ -47,10 +47,11 @@ class PromptIdentity:
     is a whole block) is what a partial match compares; ``unit_tokens`` is how
     many tokens one unit stands for."""
 
-    __slots__ = ("keys", "units", "unit_tokens", "covered")
+    __slots__ = ("covered", "keys", "unit_tokens", "units")
 
-    def __init__(self, keys: list[Hashable], units: list[tuple[Hashable, ...]] | None, unit_tokens: int,
-                 covered: int) -> None:
+    def __init__(
+        self, keys: list[Hashable], units: list[tuple[Hashable, ...]] | None, unit_tokens: int, covered: int
+    ) -> None:
         self.keys = keys
         self.units = units
         self.unit_tokens = unit_tokens
@@ -66,7 +67,7 @@ def prompt_identity(r: Request, tpb: int, prefix_block_size: int | None) -> Prom
     prompt = r.prompt_tokens
     if r.prompt_token_ids is not None:
         ids = r.prompt_token_ids[:prompt]
-        return _chain([tuple(ids[i:i + tpb]) for i in range(0, len(ids), tpb)], 1, len(ids))
+        return _chain([tuple(ids[i : i + tpb]) for i in range(0, len(ids), tpb)], 1, len(ids))
     if r.prefix_blocks is None:
         return None
     wbs = prefix_block_size or tpb
@@ -81,7 +82,7 @@ def prompt_identity(r: Request, tpb: int, prefix_block_size: int | None) -> Prom
         per = wbs // tpb
         keys: list[Hashable] = []
         parent = 0
-        for bid in ids[:-(-blocks // per)]:
+        for bid in ids[: -(-blocks // per)]:
             parent = hash((parent, bid))
             keys.extend(range(parent * per, parent * per + per))
         del keys[blocks:]
@@ -91,14 +92,14 @@ def prompt_identity(r: Request, tpb: int, prefix_block_size: int | None) -> Prom
         parent = 0
         for start in range(0, covered, tpb):
             end = min(start + tpb, covered)
-            parent = hash((parent, ids[start // wbs:(end - 1) // wbs + 1], start % wbs))
+            parent = hash((parent, ids[start // wbs : (end - 1) // wbs + 1], start % wbs))
             keys.append(parent)
         return PromptIdentity(keys, None, tpb, covered)
     if tpb % wbs:
         return None  # ids finer than a block that do not divide it: nothing usable per block
     per = tpb // wbs
-    used = ids[:-(-covered // wbs)]
-    return _chain([tuple(used[i:i + per]) for i in range(0, len(used), per)], wbs, covered)
+    used = ids[: -(-covered // wbs)]
+    return _chain([tuple(used[i : i + per]) for i in range(0, len(used), per)], wbs, covered)
 
 
 def _chain(units: list[tuple[Hashable, ...]], unit_tokens: int, covered: int) -> PromptIdentity:

@@ -40,7 +40,7 @@ costs one queue operation per allocation or release, not one per block.
 from __future__ import annotations
 
 from collections import OrderedDict
-from typing import Hashable, Sequence
+from collections.abc import Hashable, Sequence
 
 from .block_keys import PromptIdentity, own_key
 
@@ -55,8 +55,18 @@ class Block:
     through its parent's ``partials`` under ``index`` (its first unit, or for
     whole-block units the key of the shared block it starts like)."""
 
-    __slots__ = ("key", "length", "lead", "units", "index", "parent", "children", "partials", "refs",
-                 "in_tree")
+    __slots__ = (
+        "children",
+        "in_tree",
+        "index",
+        "key",
+        "lead",
+        "length",
+        "parent",
+        "partials",
+        "refs",
+        "units",
+    )
 
     def __init__(self) -> None:
         self.key: Hashable = None
@@ -80,7 +90,7 @@ class _Run:
 class Match:
     """What ``loadOrAllocateBlocks`` found for one request."""
 
-    __slots__ = ("blocks", "hit_tokens", "from_free")
+    __slots__ = ("blocks", "from_free", "hit_tokens")
 
     def __init__(self, blocks: list[Block], hit_tokens: int, from_free: int) -> None:
         self.blocks = blocks
@@ -91,7 +101,9 @@ class Match:
 class BlockReuse:
     """The pool's free queue and the tree of cached blocks; block counts stay the scheduler's."""
 
-    def __init__(self, free_blocks: int, tpb: int, *, partial_reuse: bool, copy_on_partial_reuse: bool) -> None:
+    def __init__(
+        self, free_blocks: int, tpb: int, *, partial_reuse: bool, copy_on_partial_reuse: bool
+    ) -> None:
         self.tpb = tpb
         self.partial_reuse = partial_reuse
         self.copy_on_partial_reuse = copy_on_partial_reuse
@@ -239,8 +251,14 @@ class BlockReuse:
         """A block that matches only partly may be reused (``findMatchingBlock``)."""
         return self.copy_on_partial_reuse or (block.refs == 0 and not block.children)
 
-    def _best_partial(self, node: Block, units: tuple[Hashable, ...], full_key: Hashable, length: int,
-                      ident: PromptIdentity | None) -> tuple[Block | None, int]:
+    def _best_partial(
+        self,
+        node: Block,
+        units: tuple[Hashable, ...],
+        full_key: Hashable,
+        length: int,
+        ident: PromptIdentity | None,
+    ) -> tuple[Block | None, int]:
         """The next block below ``node`` sharing the most leading tokens with ours (the first of
         the best in the order they were stored, as TensorRT-LLM walks ``mNextBlocks``)."""
         best: Block | None = None
@@ -249,8 +267,9 @@ class BlockReuse:
             if full_key is None:
                 return None, 0
             full = node.children.get(full_key) if node.children else None
-            cands = ([full] if full is not None else []) + (node.partials.get(full_key, [])
-                                                              if node.partials else [])
+            cands = ([full] if full is not None else []) + (
+                node.partials.get(full_key, []) if node.partials else []
+            )
             for c in cands:
                 n = min(length, c.lead)
                 if n > best_n and self._candidate(c):
@@ -272,8 +291,9 @@ class BlockReuse:
                 best, best_n = c, n
         return best, best_n
 
-    def _block_id(self, ident: PromptIdentity | None, seq: int, j: int, length: int
-                  ) -> tuple[Hashable, tuple[Hashable, ...], Hashable, int, Hashable]:
+    def _block_id(
+        self, ident: PromptIdentity | None, seq: int, j: int, length: int
+    ) -> tuple[Hashable, tuple[Hashable, ...], Hashable, int, Hashable]:
         """(key, units, key of the shared full block it starts like, tokens of known content,
         index among its parent's partial candidates) of block ``j`` holding ``length`` tokens.
         A block with fewer than ``tokens_per_block`` tokens has a key that says how many
@@ -289,8 +309,14 @@ class BlockReuse:
                 if length == tpb:
                     return ident.keys[j], units, None, tpb, units[0] if units else None
                 if units:  # token ids, or workload ids finer than a block: the leading units
-                    units = units[:-(-length // ident.unit_tokens)]
-                    return ("part", ident.keys[j - 1] if j else 0, units, length), units, None, length, units[0]
+                    units = units[: -(-length // ident.unit_tokens)]
+                    return (
+                        ("part", ident.keys[j - 1] if j else 0, units, length),
+                        units,
+                        None,
+                        length,
+                        units[0],
+                    )
                 return ("part", ident.keys[j], length), units, ident.keys[j], length, ident.keys[j]
             # known tokens, then the request's own: the known ones can still match partly
             key = own_key(seq, j) if length == tpb else (*own_key(seq, j), length)
@@ -300,8 +326,9 @@ class BlockReuse:
         return (own_key(seq, j) if length == tpb else (*own_key(seq, j), length)), _NO_UNITS, None, 0, None
 
     # -- storing (storeBlocks) -------------------------------------------------
-    def store(self, blocks: Sequence[Block], ident: PromptIdentity | None, seq: int, tokens: int,
-              *, full_only: bool) -> None:
+    def store(
+        self, blocks: Sequence[Block], ident: PromptIdentity | None, seq: int, tokens: int, *, full_only: bool
+    ) -> None:
         """Enter the blocks holding the first ``tokens`` tokens into the tree (``full_only``:
         only the full ones, ``storeContextBlocks``)."""
         tpb = self.tpb
@@ -324,7 +351,8 @@ class BlockReuse:
         attach = self._attach
         block_id = self._block_id
         self.stored_blocks += max(0, n - j)
-        for j in range(j, n):
+        first_new = j
+        for j in range(first_new, n):
             b = blocks[j]
             length = min(tpb, tokens - j * tpb)
             b.key, b.units, _, b.lead, b.index = block_id(ident, seq, j, length)
@@ -360,6 +388,10 @@ class BlockReuse:
         return None
 
     def summary(self) -> dict[str, int]:
-        return {"reused_blocks": self.reused_blocks, "missed_blocks": self.missed_blocks,
-                "reused_tokens": self.reused_tokens, "stored_blocks": self.stored_blocks,
-                "evicted_blocks": self.evicted_blocks}
+        return {
+            "reused_blocks": self.reused_blocks,
+            "missed_blocks": self.missed_blocks,
+            "reused_tokens": self.reused_tokens,
+            "stored_blocks": self.stored_blocks,
+            "evicted_blocks": self.evicted_blocks,
+        }

@@ -27,7 +27,8 @@ them, ``schedulingRemoveSequence``).
 from __future__ import annotations
 
 import heapq
-from typing import Callable, Iterable, Protocol, Sequence
+from collections.abc import Callable, Iterable, Sequence
+from typing import Protocol
 
 POLICIES = ("GUARANTEED_NO_EVICT", "MAX_UTILIZATION", "STATIC_BATCH")
 
@@ -43,9 +44,14 @@ class Active(Protocol):
     def blocks_next_step(self) -> int: ...
 
 
-def guaranteed_no_evict(generating: Sequence[Active], contexts: Iterable[Active], free_blocks: int,
-                        max_requests: int, static_batch: bool = False,
-                        skip: Callable[[Active], bool] | None = None) -> list[Active]:
+def guaranteed_no_evict(
+    generating: Sequence[Active],
+    contexts: Iterable[Active],
+    free_blocks: int,
+    max_requests: int,
+    static_batch: bool = False,
+    skip: Callable[[Active], bool] | None = None,
+) -> list[Active]:
     """Scheduled requests, generation first then contexts, in list order."""
     scheduled: list[Active] = []
     available = free_blocks
@@ -69,9 +75,14 @@ def guaranteed_no_evict(generating: Sequence[Active], contexts: Iterable[Active]
     return scheduled
 
 
-def max_utilization(generating: Sequence[Active], contexts: Sequence[Active], free_blocks: int,
-                    max_requests: int, skip: Callable[[Active], bool] | None = None,
-                    freed_by: Callable[[Active], int] | None = None) -> tuple[list[Active], list[Active]]:
+def max_utilization(
+    generating: Sequence[Active],
+    contexts: Sequence[Active],
+    free_blocks: int,
+    max_requests: int,
+    skip: Callable[[Active], bool] | None = None,
+    freed_by: Callable[[Active], int] | None = None,
+) -> tuple[list[Active], list[Active]]:
     """(scheduled, paused): the active list is the arrival-ordered merge of both lists."""
     started = sorted((r for r in (*generating, *contexts) if r.started), key=lambda r: r.seq)
     merged = heapq.merge(generating, contexts, key=lambda r: r.seq)

@@ -15,18 +15,46 @@ import re
 from pathlib import Path
 from typing import Any, ClassVar
 
-from tickgate import (BackendMirror, Fields, InputError, clean_aggregates, document, head_text,
-                      not_this_format, parse_engine_json, provenance, read_text, summary_stats)
+from tickgate import (
+    BackendMirror,
+    Fields,
+    InputError,
+    clean_aggregates,
+    document,
+    head_text,
+    not_this_format,
+    parse_engine_json,
+    provenance,
+    read_text,
+    summary_stats,
+)
 
 #: legacy Triton log keys -> executor API names
-LEGACY = {"Used KV cache blocks": "usedNumBlocks", "Max KV cache blocks": "maxNumBlocks",
-          "Free KV cache blocks": "freeNumBlocks", "Tokens per KV cache block": "tokensPerBlock",
-          "Active Request Count": "numActiveRequests", "Scheduled Requests": "numScheduledRequests",
-          "Context Requests": "numContextRequests", "Generation Requests": "numGenRequests",
-          "Total Context Tokens": "numCtxTokens", "Iteration Counter": "iter", "Timestamp": "timestamp"}
+LEGACY = {
+    "Used KV cache blocks": "usedNumBlocks",
+    "Max KV cache blocks": "maxNumBlocks",
+    "Free KV cache blocks": "freeNumBlocks",
+    "Tokens per KV cache block": "tokensPerBlock",
+    "Active Request Count": "numActiveRequests",
+    "Scheduled Requests": "numScheduledRequests",
+    "Context Requests": "numContextRequests",
+    "Generation Requests": "numGenRequests",
+    "Total Context Tokens": "numCtxTokens",
+    "Iteration Counter": "iter",
+    "Timestamp": "timestamp",
+}
 #: keys of an iteration-stats object the reader uses: a file with none of them is not iteration stats
-DEFINING = ("kvCacheStats", "inflightBatchingStats", "iter", "iterLatencyMS", "numActiveRequests",
-            "numQueuedRequests", "numCompletedRequests", "usedNumBlocks", "maxNumBlocks")
+DEFINING = (
+    "kvCacheStats",
+    "inflightBatchingStats",
+    "iter",
+    "iterLatencyMS",
+    "numActiveRequests",
+    "numQueuedRequests",
+    "numCompletedRequests",
+    "usedNumBlocks",
+    "maxNumBlocks",
+)
 _LOG_LINE = re.compile(r"^[IWE]\d{4} [0-9:.]+\s+\d+\s+\S+\] (\{.*\})\s*$")
 
 
@@ -54,7 +82,9 @@ def _iterations(text: str, path: Path) -> tuple[list[tuple[int | None, dict[str,
         elif shape == "triton-backend-log":
             continue  # other log lines between stats lines
         else:
-            raise InputError(path, "expected an iteration-stats JSON object or a Triton stats log line", line=lineno)
+            raise InputError(
+                path, "expected an iteration-stats JSON object or a Triton stats log line", line=lineno
+            )
     return items, shape
 
 
@@ -67,7 +97,9 @@ def sniff(head: bytes) -> bool:
 
 class TrtllmIterationStatsMirror(BackendMirror):
     name: ClassVar[str] = "trtllm-iteration-stats"
-    description: ClassVar[str] = "TensorRT-LLM executor iteration stats (JSON array, iteration log, Triton log)"
+    description: ClassVar[str] = (
+        "TensorRT-LLM executor iteration stats (JSON array, iteration log, Triton log)"
+    )
 
     def sniff(self, path: Path, head: bytes) -> bool:
         return sniff(head)
@@ -80,12 +112,20 @@ class TrtllmIterationStatsMirror(BackendMirror):
         items, shape = _iterations(text, path)
         if not items:
             raise InputError(path, "no iteration stats found")
-        if not any(isinstance(item, dict) and any(item.get(k) is not None for k in DEFINING) for _, item in items):
+        if not any(
+            isinstance(item, dict) and any(item.get(k) is not None for k in DEFINING) for _, item in items
+        ):
             lineno, first = items[0]
-            raise not_this_format(path, self.name, "iteration-stats objects with at least one of "
-                                  + ", ".join(DEFINING) + " (or Triton log lines with 'Used KV cache blocks')",
-                                  found=first if isinstance(first, dict) else None, line=lineno,
-                                  json_path="$" if lineno else "$[0]")
+            raise not_this_format(
+                path,
+                self.name,
+                "iteration-stats objects with at least one of "
+                + ", ".join(DEFINING)
+                + " (or Triton log lines with 'Used KV cache blocks')",
+                found=first if isinstance(first, dict) else None,
+                line=lineno,
+                json_path="$" if lineno else "$[0]",
+            )
         pressure: list[float] = []
         latencies: list[float] = []
         active: list[int] = []
@@ -130,5 +170,10 @@ class TrtllmIterationStatsMirror(BackendMirror):
             if reused is not None and missed is not None and reused + missed > 0:
                 agg["prefix_cache_hit_rate"] = round(reused / (reused + missed), 6)
         notes.append("memory_pressure is the peak of usedNumBlocks / maxNumBlocks over the iterations")
-        return document({"backend": "trtllm", "provenance": provenance(path, self.name, shape, notes),
-                         "aggregates": clean_aggregates(agg)})
+        return document(
+            {
+                "backend": "trtllm",
+                "provenance": provenance(path, self.name, shape, notes),
+                "aggregates": clean_aggregates(agg),
+            }
+        )

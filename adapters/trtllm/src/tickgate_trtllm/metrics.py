@@ -18,10 +18,23 @@ from tickgate import ScrapeMirror, clean_aggregates, document, histogram_ms, pro
 NV = "nv_trt_llm_"
 TR = "trtllm_"
 #: the families each reader maps (a scrape needs at least one)
-NV_FAMILIES = ("kv_cache_block_metrics", "request_metrics", "runtime_memory_metrics", "inflight_batcher_metrics")
-TR_FAMILIES = ("request_success_total", "time_to_first_token_seconds", "e2e_request_latency_seconds",
-               "inter_token_latency_seconds", "time_per_output_token_seconds", "request_queue_time_seconds",
-               "kv_cache_utilization", "num_requests_waiting", "num_requests_running")
+NV_FAMILIES = (
+    "kv_cache_block_metrics",
+    "request_metrics",
+    "runtime_memory_metrics",
+    "inflight_batcher_metrics",
+)
+TR_FAMILIES = (
+    "request_success_total",
+    "time_to_first_token_seconds",
+    "e2e_request_latency_seconds",
+    "inter_token_latency_seconds",
+    "time_per_output_token_seconds",
+    "request_queue_time_seconds",
+    "kv_cache_utilization",
+    "num_requests_waiting",
+    "num_requests_running",
+)
 
 
 class TritonTrtllmMetricsMirror(ScrapeMirror):
@@ -47,13 +60,22 @@ class TritonTrtllmMetricsMirror(ScrapeMirror):
             agg["extra"][f"requests.{kind}"] = value
         for kind, value in s.by_label(NV + "runtime_memory_metrics", "memory_type").items():
             agg["extra"][f"runtime_memory.{kind}"] = value
-        for kind, value in s.by_label(NV + "inflight_batcher_metrics", "inflight_batcher_specific_metric").items():
+        for kind, value in s.by_label(
+            NV + "inflight_batcher_metrics", "inflight_batcher_specific_metric"
+        ).items():
             agg["extra"][f"inflight_batcher.{kind}"] = value
         models = s.label_values("model")
-        version = "triton-backend" + ("" if not s.label_values("version") else f" (model version {s.label_values('version')[0]})")
-        return document({"backend": "trtllm", "model": models[0] if len(models) == 1 else None,
-                         "provenance": provenance(path, self.name, version, notes),
-                         "aggregates": clean_aggregates(agg)})
+        version = "triton-backend" + (
+            "" if not s.label_values("version") else f" (model version {s.label_values('version')[0]})"
+        )
+        return document(
+            {
+                "backend": "trtllm",
+                "model": models[0] if len(models) == 1 else None,
+                "provenance": provenance(path, self.name, version, notes),
+                "aggregates": clean_aggregates(agg),
+            }
+        )
 
 
 class TrtllmMetricsMirror(ScrapeMirror):
@@ -68,12 +90,15 @@ class TrtllmMetricsMirror(ScrapeMirror):
         agg: dict[str, Any] = {"extra": {}}
         success = s.by_label(TR + "request_success_total", "finished_reason")
         if success:
-            agg["completed"] = int(round(sum(success.values())))
+            agg["completed"] = round(sum(success.values()))
             for reason, value in success.items():
                 agg["extra"][f"request_success.{reason}"] = value
-        for name, target in (("time_to_first_token_seconds", "ttft_ms"), ("e2e_request_latency_seconds", "latency_ms"),
-                             ("inter_token_latency_seconds", "itl_ms"),
-                             ("time_per_output_token_seconds", "tpot_ms")):
+        for name, target in (
+            ("time_to_first_token_seconds", "ttft_ms"),
+            ("e2e_request_latency_seconds", "latency_ms"),
+            ("inter_token_latency_seconds", "itl_ms"),
+            ("time_per_output_token_seconds", "tpot_ms"),
+        ):
             h = s.histogram(TR + name)
             if h is not None:
                 pct = histogram_ms(h, TR + name, notes)
@@ -91,6 +116,11 @@ class TrtllmMetricsMirror(ScrapeMirror):
                 agg["extra"][gauge] = v
         models = s.label_values("model_name")
         version = "dynamo-relay" if s.label_values("engine_type") else "trtllm-serve"
-        return document({"backend": "trtllm", "model": models[0] if len(models) == 1 else None,
-                         "provenance": provenance(path, self.name, version, notes),
-                         "aggregates": clean_aggregates(agg)})
+        return document(
+            {
+                "backend": "trtllm",
+                "model": models[0] if len(models) == 1 else None,
+                "provenance": provenance(path, self.name, version, notes),
+                "aggregates": clean_aggregates(agg),
+            }
+        )

@@ -31,7 +31,8 @@ blocks again; those count in ``reused_tokens`` only).
 
 from __future__ import annotations
 
-from typing import Any, Callable, Hashable
+from collections.abc import Callable, Hashable
+from typing import Any
 
 from .block_keys import PromptIdentity, prompt_identity
 from .block_reuse import BlockReuse
@@ -40,12 +41,21 @@ from .block_reuse import BlockReuse
 class KvReuse:
     """The scheduler's block-reuse state: the pool's tree and queue, identities, totals."""
 
-    def __init__(self, total_blocks: int, free_blocks: int, tpb: int, prefix_block_size: int | None, *,
-                 partial_reuse: bool, copy_on_partial_reuse: bool) -> None:
+    def __init__(
+        self,
+        total_blocks: int,
+        free_blocks: int,
+        tpb: int,
+        prefix_block_size: int | None,
+        *,
+        partial_reuse: bool,
+        copy_on_partial_reuse: bool,
+    ) -> None:
         self.tpb = tpb
         self.prefix_block_size = prefix_block_size
-        self.pool = BlockReuse(free_blocks, tpb, partial_reuse=partial_reuse,
-                               copy_on_partial_reuse=copy_on_partial_reuse)
+        self.pool = BlockReuse(
+            free_blocks, tpb, partial_reuse=partial_reuse, copy_on_partial_reuse=copy_on_partial_reuse
+        )
         self.requests = 0  # requests with identity
         self.prompt_tokens = 0  # their prompt tokens (the hit rate's denominator)
         self.hit_tokens = 0  # found at first admissions
@@ -83,6 +93,7 @@ class KvReuse:
                 return True
             contributed.add(key)
             return False
+
         return skip
 
     def sole_blocks(self) -> Callable[[Any], int]:
@@ -100,6 +111,7 @@ class KvReuse:
                 if d == b.refs:
                     n += 1
             return n
+
         return freed
 
     # -- a step's contexts -----------------------------------------------------

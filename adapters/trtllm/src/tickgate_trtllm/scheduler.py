@@ -23,10 +23,23 @@ the step is exactly the one without reuse.
 from __future__ import annotations
 
 from bisect import bisect_left, insort
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
-from tickgate import (BuildContext, ConfigError, Horizon, InputError, ReplayError, Request, RequestOutcome,
-                      Scheduler, TickRecord, completed_outcome, kv_capacity, rejected_outcome)
+from tickgate import (
+    BuildContext,
+    ConfigError,
+    Horizon,
+    InputError,
+    ReplayError,
+    Request,
+    RequestOutcome,
+    Scheduler,
+    TickRecord,
+    completed_outcome,
+    kv_capacity,
+    rejected_outcome,
+)
 
 from .capacity import POLICIES, guaranteed_no_evict, max_utilization
 from .micro_batch import CHUNKING_POLICIES, micro_batch
@@ -40,45 +53,66 @@ OPTIONS_SCHEMA: Mapping[str, Any] = {
     "type": "object",
     "additionalProperties": False,
     "properties": {
-        "tokens_per_block": {**_INT, "maximum": 65536,
-                             "description": "Tokens per KV block (KvCacheConfig.tokens_per_block, default 32)."},
-        "kv_cache_blocks": {**_INT, "description": "KV blocks in the pool (give this or kv_cache_max_tokens)."},
-        "kv_cache_max_tokens": {"anyOf": [_INT, {"const": "auto"}],
-                                "description": "KV pool in tokens (KvCacheConfig.max_tokens); blocks = max_tokens "
-                                               "// tokens_per_block. auto: from GPU memory as TensorRT-LLM sizes "
-                                               "it (needs a timing model that knows the model and GPU, such as "
-                                               "roofline)."},
-        "kv_cache_free_gpu_mem_fraction": {"type": "number", "exclusiveMinimum": 0, "maximum": 1,
-                                           "description": "With kv_cache_max_tokens: auto, the fraction of the "
-                                                          "memory free after weights and buffers given to the KV "
-                                                          "cache (KvCacheConfig.free_gpu_memory_fraction, "
-                                                          "default 0.9)."},
+        "tokens_per_block": {
+            **_INT,
+            "maximum": 65536,
+            "description": "Tokens per KV block (KvCacheConfig.tokens_per_block, default 32).",
+        },
+        "kv_cache_blocks": {
+            **_INT,
+            "description": "KV blocks in the pool (give this or kv_cache_max_tokens).",
+        },
+        "kv_cache_max_tokens": {
+            "anyOf": [_INT, {"const": "auto"}],
+            "description": "KV pool in tokens (KvCacheConfig.max_tokens); blocks = max_tokens "
+            "// tokens_per_block. auto: from GPU memory as TensorRT-LLM sizes "
+            "it (needs a timing model that knows the model and GPU, such as "
+            "roofline).",
+        },
+        "kv_cache_free_gpu_mem_fraction": {
+            "type": "number",
+            "exclusiveMinimum": 0,
+            "maximum": 1,
+            "description": "With kv_cache_max_tokens: auto, the fraction of the "
+            "memory free after weights and buffers given to the KV "
+            "cache (KvCacheConfig.free_gpu_memory_fraction, "
+            "default 0.9).",
+        },
         "max_batch_size": {**_INT, "description": "Requests per step (default 2048)."},
         "max_num_tokens": {**_INT, "description": "Tokens per step, context plus generation (default 8192)."},
-        "capacity_scheduler_policy": {"enum": list(POLICIES),
-                                      "description": "SchedulerConfig.capacity_scheduler_policy "
-                                                     "(default GUARANTEED_NO_EVICT)."},
+        "capacity_scheduler_policy": {
+            "enum": list(POLICIES),
+            "description": "SchedulerConfig.capacity_scheduler_policy (default GUARANTEED_NO_EVICT).",
+        },
         "enable_chunked_context": {"type": "boolean", "description": "Chunk contexts (default false)."},
-        "context_chunking_policy": {"enum": list(CHUNKING_POLICIES),
-                                    "description": "SchedulerConfig.context_chunking_policy "
-                                                   "(default FIRST_COME_FIRST_SERVED)."},
+        "context_chunking_policy": {
+            "enum": list(CHUNKING_POLICIES),
+            "description": "SchedulerConfig.context_chunking_policy (default FIRST_COME_FIRST_SERVED).",
+        },
         "max_context_length": {**_INT, "description": "Largest context chunk (optional)."},
-        "enable_block_reuse": {"type": "boolean",
-                               "description": "KvCacheConfig.enable_block_reuse (default true): find prompt "
-                                              "blocks again in the KV cache (needs prefix blocks or token ids "
-                                              "in the workload)."},
-        "enable_partial_reuse": {"type": "boolean",
-                                 "description": "KvCacheConfig.enable_partial_reuse (default true): reuse the "
-                                                "leading tokens of a block that matches only partly."},
-        "copy_on_partial_reuse": {"type": "boolean",
-                                  "description": "KvCacheConfig.copy_on_partial_reuse (default true): a partly "
-                                                 "matching block in use is copied rather than skipped."},
+        "enable_block_reuse": {
+            "type": "boolean",
+            "description": "KvCacheConfig.enable_block_reuse (default true): find prompt "
+            "blocks again in the KV cache (needs prefix blocks or token ids "
+            "in the workload).",
+        },
+        "enable_partial_reuse": {
+            "type": "boolean",
+            "description": "KvCacheConfig.enable_partial_reuse (default true): reuse the "
+            "leading tokens of a block that matches only partly.",
+        },
+        "copy_on_partial_reuse": {
+            "type": "boolean",
+            "description": "KvCacheConfig.copy_on_partial_reuse (default true): a partly "
+            "matching block in use is copied rather than skipped.",
+        },
     },
 }
 
 
-def resolve_kv_cache_max_tokens(options: Mapping[str, Any], timing: Any
-                                ) -> tuple[Mapping[str, Any], dict[str, Any] | None]:
+def resolve_kv_cache_max_tokens(
+    options: Mapping[str, Any], timing: Any
+) -> tuple[Mapping[str, Any], dict[str, Any] | None]:
     """``options`` with ``kv_cache_max_tokens: auto`` replaced by the pool TensorRT-LLM
     would allocate, and the report's ``kv_capacity`` (None otherwise).
 
@@ -89,33 +123,69 @@ def resolve_kv_cache_max_tokens(options: Mapping[str, Any], timing: Any
     fraction = options.get("kv_cache_free_gpu_mem_fraction")
     if options.get("kv_cache_max_tokens") != "auto":
         if fraction is not None:
-            raise ConfigError("kv_cache_free_gpu_mem_fraction sizes the pool only with kv_cache_max_tokens: auto "
-                              "(kv_cache_blocks / kv_cache_max_tokens are the pool); remove one of them")
+            raise ConfigError(
+                "kv_cache_free_gpu_mem_fraction sizes the pool only with kv_cache_max_tokens: auto "
+                "(kv_cache_blocks / kv_cache_max_tokens are the pool); remove one of them"
+            )
         return options, None
     if options.get("kv_cache_blocks") is not None:
         raise ConfigError("give exactly one of kv_cache_blocks and kv_cache_max_tokens")
     fraction = DEFAULT_FREE_GPU_MEMORY_FRACTION if fraction is None else float(fraction)
     tpb = options.get("tokens_per_block", 32)
-    cap = kv_capacity(timing, "trtllm", fraction, step_tokens=options.get("max_num_tokens", 8192),
-                      step_seqs=options.get("max_batch_size", 2048), option="kv_cache_max_tokens")
+    cap = kv_capacity(
+        timing,
+        "trtllm",
+        fraction,
+        step_tokens=options.get("max_num_tokens", 8192),
+        step_seqs=options.get("max_batch_size", 2048),
+        option="kv_cache_max_tokens",
+    )
     blocks = cap.tokens // tpb
     if blocks < 1:
-        raise ConfigError(f"kv_cache_max_tokens: auto gives {cap.tokens} tokens, less than one block of {tpb}")
+        raise ConfigError(
+            f"kv_cache_max_tokens: auto gives {cap.tokens} tokens, less than one block of {tpb}"
+        )
     resolved = {k: v for k, v in options.items() if k != "kv_cache_free_gpu_mem_fraction"}
     resolved["kv_cache_max_tokens"] = blocks * tpb
-    summary = {**cap.summary("kv_cache_free_gpu_mem_fraction"), "tokens": blocks * tpb, "blocks": blocks,
-               "tokens_per_block": tpb}
+    summary = {
+        **cap.summary("kv_cache_free_gpu_mem_fraction"),
+        "tokens": blocks * tpb,
+        "blocks": blocks,
+        "tokens_per_block": tpb,
+    }
     return resolved, summary
 
 
 class _Req:
     """TensorRT-LLM's ``LlmRequest`` as far as scheduling sees it."""
 
-    __slots__ = ("request", "seq", "tpb", "prompt_len", "context_done", "decoded", "kv_len", "blocks",
-                 "in_generation", "pauses", "arrival_tick", "arrival_ms", "admitted_tick", "admitted_ms",
-                 "first_token_tick", "first_token_ms", "keyed", "ident", "ident_done", "kv", "hit_tokens")
+    __slots__ = (
+        "admitted_ms",
+        "admitted_tick",
+        "arrival_ms",
+        "arrival_tick",
+        "blocks",
+        "context_done",
+        "decoded",
+        "first_token_ms",
+        "first_token_tick",
+        "hit_tokens",
+        "ident",
+        "ident_done",
+        "in_generation",
+        "keyed",
+        "kv",
+        "kv_len",
+        "pauses",
+        "prompt_len",
+        "request",
+        "seq",
+        "tpb",
+    )
 
-    def __init__(self, request: Request, seq: int, tpb: int, tick: int, now_ms: float, keyed: bool = False) -> None:
+    def __init__(
+        self, request: Request, seq: int, tpb: int, tick: int, now_ms: float, keyed: bool = False
+    ) -> None:
         self.request = request
         self.seq = seq
         self.tpb = tpb
@@ -161,12 +231,15 @@ class _Req:
 
 class TrtllmScheduler(Scheduler):
     name = "trtllm"
-    description = ("TensorRT-LLM mirror: capacity scheduler (GUARANTEED_NO_EVICT, MAX_UTILIZATION, "
-                   "STATIC_BATCH) then a micro-batch bounded by max_batch_size and max_num_tokens.")
+    description = (
+        "TensorRT-LLM mirror: capacity scheduler (GUARANTEED_NO_EVICT, MAX_UTILIZATION, "
+        "STATIC_BATCH) then a micro-batch bounded by max_batch_size and max_num_tokens."
+    )
     options_schema = OPTIONS_SCHEMA
     uses_admission_policy = False
-    admission_note = ("TensorRT-LLM schedules its active requests in arrival order through "
-                      "capacity_scheduler_policy")
+    admission_note = (
+        "TensorRT-LLM schedules its active requests in arrival order through capacity_scheduler_policy"
+    )
     uses_kv_allocator = False
     #: the step that ends a context samples its first token (a paused request's next) without listing
     #: it in ``decoded``: the report's inter-token gaps read records by it
@@ -179,17 +252,26 @@ class TrtllmScheduler(Scheduler):
         blocks = options.get("kv_cache_blocks")
         max_tokens = options.get("kv_cache_max_tokens")
         if (blocks is None) == (max_tokens is None):
-            raise InputError(None, "give exactly one of kv_cache_blocks and kv_cache_max_tokens",
-                             json_path="$.scheduler.options")
+            raise InputError(
+                None,
+                "give exactly one of kv_cache_blocks and kv_cache_max_tokens",
+                json_path="$.scheduler.options",
+            )
         self.total_blocks = blocks if blocks is not None else max_tokens // self.tpb
         if self.total_blocks < 1:
-            raise InputError(None, f"kv_cache_max_tokens {max_tokens} is less than one block of {self.tpb}",
-                             json_path="$.scheduler.options.kv_cache_max_tokens")
+            raise InputError(
+                None,
+                f"kv_cache_max_tokens {max_tokens} is less than one block of {self.tpb}",
+                json_path="$.scheduler.options.kv_cache_max_tokens",
+            )
         self.max_batch_size = options.get("max_batch_size", 2048)
         self.max_num_tokens = options.get("max_num_tokens", 8192)
         self.policy = options.get("capacity_scheduler_policy", "GUARANTEED_NO_EVICT")
-        self.chunking = (options.get("context_chunking_policy", "FIRST_COME_FIRST_SERVED")
-                         if options.get("enable_chunked_context", False) else None)
+        self.chunking = (
+            options.get("context_chunking_policy", "FIRST_COME_FIRST_SERVED")
+            if options.get("enable_chunked_context", False)
+            else None
+        )
         self.max_context_length = options.get("max_context_length")
         self.clock = ctx.clock
         self.timing = ctx.timing
@@ -199,7 +281,7 @@ class TrtllmScheduler(Scheduler):
         self.prefix_block_size = ctx.prefix_block_size
         #: block reuse, from the first request whose prompt content the workload describes
         self.reuse: KvReuse | None = None
-        self.contexts: list[_Req] = []    # context state (new, chunking, paused), by arrival
+        self.contexts: list[_Req] = []  # context state (new, chunking, paused), by arrival
         self.generating: list[_Req] = []  # generation in progress, by arrival
         self.used_blocks = 0
         self.seq = 0
@@ -211,29 +293,42 @@ class TrtllmScheduler(Scheduler):
         self.peak_batch_tokens = 0
 
     @classmethod
-    def build(cls, options: Mapping[str, Any], ctx: BuildContext) -> "TrtllmScheduler":
+    def build(cls, options: Mapping[str, Any], ctx: BuildContext) -> TrtllmScheduler:
         return cls(options, ctx)
 
     # -- engine protocol -------------------------------------------------------
     def add(self, request: Request) -> None:
         need = -(-(request.prompt_tokens + request.max_output_tokens) // self.tpb)
         if need > self.total_blocks:
-            self._reject(request, f"needs {need} KV blocks to completion; the cache has {self.total_blocks}",
-                         key="needs more KV blocks to completion than the cache has",
-                         figures={"needed_blocks": need, "cache_blocks": self.total_blocks})
+            self._reject(
+                request,
+                f"needs {need} KV blocks to completion; the cache has {self.total_blocks}",
+                key="needs more KV blocks to completion than the cache has",
+                figures={"needed_blocks": need, "cache_blocks": self.total_blocks},
+            )
             return
         if self.chunking is None and request.prompt_tokens > self.max_num_tokens:
-            self._reject(request, f"prompt of {request.prompt_tokens} tokens exceeds max_num_tokens "
-                                  f"{self.max_num_tokens} and chunked context is off",
-                         key="prompt exceeds max_num_tokens and chunked context is off",
-                         figures={"prompt_tokens": request.prompt_tokens, "max_num_tokens": self.max_num_tokens})
+            self._reject(
+                request,
+                f"prompt of {request.prompt_tokens} tokens exceeds max_num_tokens "
+                f"{self.max_num_tokens} and chunked context is off",
+                key="prompt exceeds max_num_tokens and chunked context is off",
+                figures={"prompt_tokens": request.prompt_tokens, "max_num_tokens": self.max_num_tokens},
+            )
             return
         self.seq += 1
-        keyed = self.block_reuse and (request.prefix_blocks is not None or request.prompt_token_ids is not None)
+        keyed = self.block_reuse and (
+            request.prefix_blocks is not None or request.prompt_token_ids is not None
+        )
         if keyed and self.reuse is None:
-            self.reuse = KvReuse(self.total_blocks, self.total_blocks - self.used_blocks, self.tpb,
-                                 self.prefix_block_size, partial_reuse=self.partial_reuse,
-                                 copy_on_partial_reuse=self.copy_on_partial_reuse)
+            self.reuse = KvReuse(
+                self.total_blocks,
+                self.total_blocks - self.used_blocks,
+                self.tpb,
+                self.prefix_block_size,
+                partial_reuse=self.partial_reuse,
+                copy_on_partial_reuse=self.copy_on_partial_reuse,
+            )
         self.contexts.append(_Req(request, self.seq, self.tpb, self.clock.tick, self.clock.now_ms, keyed))
 
     def has_work(self) -> bool:
@@ -283,20 +378,39 @@ class TrtllmScheduler(Scheduler):
         reuse = self.reuse
         skip = reuse.skipper() if reuse is not None and self.policy != "STATIC_BATCH" else None
         if self.policy == "MAX_UTILIZATION":
-            fitting, paused = max_utilization(self.generating, self.contexts, free, self.max_batch_size,
-                                              skip=skip, freed_by=reuse.sole_blocks() if reuse else None)
+            fitting, paused = max_utilization(
+                self.generating,
+                self.contexts,
+                free,
+                self.max_batch_size,
+                skip=skip,
+                freed_by=reuse.sole_blocks() if reuse else None,
+            )
         else:
-            fitting = guaranteed_no_evict(self.generating, self.contexts, free, self.max_batch_size,
-                                          static_batch=self.policy == "STATIC_BATCH", skip=skip)
+            fitting = guaranteed_no_evict(
+                self.generating,
+                self.contexts,
+                free,
+                self.max_batch_size,
+                static_batch=self.policy == "STATIC_BATCH",
+                skip=skip,
+            )
         for req in paused:
             self._pause(req)
-        contexts, generation = micro_batch(fitting, max_batch_size=self.max_batch_size,  # type: ignore[arg-type]
-                                           max_num_tokens=self.max_num_tokens, chunking=self.chunking,
-                                           chunk_unit=self.tpb, max_context_length=self.max_context_length)
+        contexts, generation = micro_batch(
+            fitting,
+            max_batch_size=self.max_batch_size,  # type: ignore[arg-type]
+            max_num_tokens=self.max_num_tokens,
+            chunking=self.chunking,
+            chunk_unit=self.tpb,
+            max_context_length=self.max_context_length,
+        )
         if not contexts and not generation and not paused:
             if self.contexts or self.generating:
-                raise ReplayError(f"trtllm: {len(self.contexts)} requests wait, {len(self.generating)} "
-                                  "generate, and no step can be scheduled")
+                raise ReplayError(
+                    f"trtllm: {len(self.contexts)} requests wait, {len(self.generating)} "
+                    "generate, and no step can be scheduled"
+                )
             return TickRecord(tick=tick, rejected=rejected, duration_ms=self._duration(0, 0, 0))
 
         grown = 0
@@ -310,8 +424,10 @@ class TrtllmScheduler(Scheduler):
                 if reuse is not None:
                     need = -(-req.prompt_len // self.tpb)
                     if self.used_blocks + need > self.total_blocks:
-                        raise ReplayError(f"trtllm: {req.request.id} needs {need} blocks, "
-                                          f"{self.total_blocks - self.used_blocks} free")
+                        raise ReplayError(
+                            f"trtllm: {req.request.id} needs {need} blocks, "
+                            f"{self.total_blocks - self.used_blocks} free"
+                        )
                     size, taken, hit = reuse.allocate(req, size)
                     grown += self._grow(req, -(-req.prompt_len // self.tpb), taken)
                     if hit:
@@ -344,7 +460,9 @@ class TrtllmScheduler(Scheduler):
         batch_tokens = prefill + len(generation)
         self.peak_batch_tokens = max(self.peak_batch_tokens, batch_tokens)
         if contexts and self.timing is not None and self.timing.prices_shape:
-            duration = self.timing.price_step(prefill, len(generation), context, len(contexts), pairs, earlier)
+            duration = self.timing.price_step(
+                prefill, len(generation), context, len(contexts), pairs, earlier
+            )
         else:
             duration = self._duration(prefill, len(generation), context)
         end_ms = self.clock.now_ms + duration if duration is not None else None
@@ -377,11 +495,19 @@ class TrtllmScheduler(Scheduler):
         if hits:
             detail["prefix_hit_tokens"] = hits
         return TickRecord(
-            tick=tick, admitted=tuple(admitted), prefill_tokens=prefill, decoded=tuple(decoding),
-            decode_tokens=len(decoding), queued=len(self.contexts) - started_ctx,
-            active=len(self.generating) + started_ctx + len(completed), kv_pages_used=used,
-            kv_pages_reserved=grown, completed=tuple(completed),
-            preempted=tuple(r.request.id for r in paused), rejected=rejected, duration_ms=duration,
+            tick=tick,
+            admitted=tuple(admitted),
+            prefill_tokens=prefill,
+            decoded=tuple(decoding),
+            decode_tokens=len(decoding),
+            queued=len(self.contexts) - started_ctx,
+            active=len(self.generating) + started_ctx + len(completed),
+            kv_pages_used=used,
+            kv_pages_reserved=grown,
+            completed=tuple(completed),
+            preempted=tuple(r.request.id for r in paused),
+            rejected=rejected,
+            duration_ms=duration,
             detail=detail,
         )
 
@@ -395,8 +521,9 @@ class TrtllmScheduler(Scheduler):
         if taken is None:
             taken = extra
         if self.used_blocks + taken > self.total_blocks:
-            raise ReplayError(f"trtllm: {req.request.id} needs {taken} blocks, "
-                              f"{self.total_blocks - self.used_blocks} free")
+            raise ReplayError(
+                f"trtllm: {req.request.id} needs {taken} blocks, {self.total_blocks - self.used_blocks} free"
+            )
         req.blocks = blocks
         self.used_blocks += taken
         return taken
@@ -434,15 +561,25 @@ class TrtllmScheduler(Scheduler):
 
     def _finish(self, req: _Req, tick: int, end_ms: float | None) -> None:
         self._release(req)
-        self.outcomes.append(completed_outcome(
-            req.request, arrival_tick=req.arrival_tick, admitted_tick=req.admitted_tick,
-            first_token_tick=req.first_token_tick, finished_tick=tick, output_tokens=req.decoded,
-            arrival_ms=req.arrival_ms if self.timing is not None else None,
-            admitted_ms=req.admitted_ms if self.timing is not None else None,
-            first_token_ms=req.first_token_ms, finished_ms=end_ms, preemptions=req.pauses,
-            prefix_hit_tokens=req.hit_tokens,
-        ))
+        self.outcomes.append(
+            completed_outcome(
+                req.request,
+                arrival_tick=req.arrival_tick,
+                admitted_tick=req.admitted_tick,
+                first_token_tick=req.first_token_tick,
+                finished_tick=tick,
+                output_tokens=req.decoded,
+                arrival_ms=req.arrival_ms if self.timing is not None else None,
+                admitted_ms=req.admitted_ms if self.timing is not None else None,
+                first_token_ms=req.first_token_ms,
+                finished_ms=end_ms,
+                preemptions=req.pauses,
+                prefix_hit_tokens=req.hit_tokens,
+            )
+        )
 
     def _reject(self, request: Request, reason: str, *, key: str, figures: Mapping[str, int]) -> None:
         self.rejected_now.append(request.id)
-        self.outcomes.append(rejected_outcome(request, reason, tick=self.clock.tick, key=key, figures=figures))
+        self.outcomes.append(
+            rejected_outcome(request, reason, tick=self.clock.tick, key=key, figures=figures)
+        )

@@ -16,20 +16,67 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, ClassVar
 
-from tickgate import (ARRAY_KEYS, RESULT_KEYS, BackendMirror, Fields, clean_aggregates, document,
-                      has_arrays, head_text, provenance, request_rate, requests_from_arrays, require_result,
-                      result_figures, result_object)
+from tickgate import (
+    ARRAY_KEYS,
+    RESULT_KEYS,
+    BackendMirror,
+    Fields,
+    clean_aggregates,
+    document,
+    has_arrays,
+    head_text,
+    provenance,
+    request_rate,
+    requests_from_arrays,
+    require_result,
+    result_figures,
+    result_object,
+)
 
 METRICS = {"ttft": "ttft_ms", "tpot": "tpot_ms", "itl": "itl_ms", "e2el": "latency_ms"}
 #: top-level keys the reader interprets (everything else scalar is metadata)
-KNOWN = {"date", "endpoint_type", "backend", "label", "model_id", "tokenizer_id", "num_prompts", "request_rate",
-         "burstiness", "max_concurrency", "duration", "completed", "failed", "total_input_tokens",
-         "total_output_tokens", "request_throughput", "request_goodput", "request_goodput:", "output_throughput",
-         "total_token_throughput", "max_output_tokens_per_s", "max_concurrent_requests", "rtfx", "best_of",
-         "ramp_up_strategy", "ramp_up_start_rps", "ramp_up_end_rps", "latencies", "start_times", "queue_times",
-         *ARRAY_KEYS}
-_EXTRA_NUMBERS = ("total_token_throughput", "max_output_tokens_per_s", "max_concurrent_requests", "burstiness",
-                  "max_concurrency", "rtfx", "best_of")
+KNOWN = {
+    "date",
+    "endpoint_type",
+    "backend",
+    "label",
+    "model_id",
+    "tokenizer_id",
+    "num_prompts",
+    "request_rate",
+    "burstiness",
+    "max_concurrency",
+    "duration",
+    "completed",
+    "failed",
+    "total_input_tokens",
+    "total_output_tokens",
+    "request_throughput",
+    "request_goodput",
+    "request_goodput:",
+    "output_throughput",
+    "total_token_throughput",
+    "max_output_tokens_per_s",
+    "max_concurrent_requests",
+    "rtfx",
+    "best_of",
+    "ramp_up_strategy",
+    "ramp_up_start_rps",
+    "ramp_up_end_rps",
+    "latencies",
+    "start_times",
+    "queue_times",
+    *ARRAY_KEYS,
+}
+_EXTRA_NUMBERS = (
+    "total_token_throughput",
+    "max_output_tokens_per_s",
+    "max_concurrent_requests",
+    "burstiness",
+    "max_concurrency",
+    "rtfx",
+    "best_of",
+)
 
 
 def sniff_bench(head: bytes) -> bool:
@@ -39,10 +86,12 @@ def sniff_bench(head: bytes) -> bool:
     ``--save-detailed`` result writes its per-request arrays before them, so
     in a 200-request file they start past the first 64 KiB."""
     text = head_text(head).lstrip()
-    return (text.startswith("{")
-            and any(k in text for k in ('"model_id"', '"tokenizer_id"', '"request_goodput:"', '"best_of"'))
-            and any(k in text for k in ('_ttft_ms"', '"num_prompts"', '"ttfts"'))
-            and '"total_output_tokens_retokenized"' not in text)
+    return (
+        text.startswith("{")
+        and any(k in text for k in ('"model_id"', '"tokenizer_id"', '"request_goodput:"', '"best_of"'))
+        and any(k in text for k in ('_ttft_ms"', '"num_prompts"', '"ttfts"'))
+        and '"total_output_tokens_retokenized"' not in text
+    )
 
 
 def detect_version(obj: dict[str, Any]) -> str:
@@ -91,8 +140,11 @@ def read_result(obj: Any, path: Path, lineno: int | None, notes: list[str], *, f
             extra["request_goodput"] = v
     request_rate(f, extra, ("inf",), 'a number or "inf"')
     agg["extra"] = extra
-    metadata = {k: v for k, v in sorted(obj.items())
-                if k not in KNOWN and not k.endswith("_ms") and isinstance(v, (str, int, float, bool))}
+    metadata = {
+        k: v
+        for k, v in sorted(obj.items())
+        if k not in KNOWN and not k.endswith("_ms") and isinstance(v, (str, int, float, bool))
+    }
     model = f.string("model_id")
     backend = f.string("backend") or "vllm"
     requests = None
@@ -100,7 +152,11 @@ def read_result(obj: Any, path: Path, lineno: int | None, notes: list[str], *, f
         requests = requests_from_arrays(f, backend=backend, model=model, notes=notes)
     else:
         notes.append("summary only (no per-request arrays): run-level comparison only")
-    run = {"label": f.string("label") or f.string("date"), "backend": backend, "model": model,
-           "provenance": provenance(path, fmt, detect_version(obj), notes, line=lineno, metadata=metadata),
-           "aggregates": clean_aggregates(agg)}
+    run = {
+        "label": f.string("label") or f.string("date"),
+        "backend": backend,
+        "model": model,
+        "provenance": provenance(path, fmt, detect_version(obj), notes, line=lineno, metadata=metadata),
+        "aggregates": clean_aggregates(agg),
+    }
     return document(run, requests)

@@ -11,14 +11,15 @@ decisions are compared field by field.
 
 The mirror runs with its fast paths on, as a replay does: spans of decode
 steps and the decode group hand the observer one line per engine step they
-cover (:mod:`.v1_observe`), so the recording checks them too; ``slow_path``
+cover (:mod:`.observe`), so the recording checks them too; ``slow_path``
 (``--slow-path``) runs the full step at every step instead (``max_span: 1``).
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 from tickgate import ConformanceSpec, Request, conformance_command, observe_mirror
 from tickgate import compare_steps as _shared_compare
@@ -38,12 +39,12 @@ HARNESS_DEFAULTS: dict[str, Any] = {
     "max_model_len": 8192,
     "watermark": 0.0,
     "scheduler_reserve_full_isl": True,
-    # drive_vllm.py's OPTIONAL_CONFIG for speculative decoding (v1_spec; off at K = 0)
+    # drive_vllm.py's OPTIONAL_CONFIG for speculative decoding (v1.spec; off at K = 0)
     "num_speculative_tokens": 0,
     "spec_method": "ngram",
     "acceptance_rates": 0.7,
     "seed": 0,
-    # ... and for CPU KV offload (v1_offload; off at 0 chunks)
+    # ... and for CPU KV offload (v1.offload; off at 0 chunks)
     "kv_offload_cpu_blocks": 0,
     "kv_offload_extra_config": {},
     "kv_offload_load_steps": 0,
@@ -52,12 +53,24 @@ HARNESS_DEFAULTS: dict[str, Any] = {
 #: the config keys that are vllm-v1 options only with speculative decoding on
 SPEC_KEYS = ("num_speculative_tokens", "spec_method", "acceptance_rates", "seed")
 #: ... only with CPU KV offload on
-OFFLOAD_KEYS = ("kv_offload_cpu_blocks", "kv_offload_extra_config", "kv_offload_load_steps",
-                "kv_offload_store_steps")
+OFFLOAD_KEYS = (
+    "kv_offload_cpu_blocks",
+    "kv_offload_extra_config",
+    "kv_offload_load_steps",
+    "kv_offload_store_steps",
+)
 
 #: per-step fields compared, in the order a divergence is reported
-BASE_FIELDS = ("sched", "preempted", "finished", "free_blocks_after_sched", "running_after_sched",
-               "free_blocks", "running", "waiting")
+BASE_FIELDS = (
+    "sched",
+    "preempted",
+    "finished",
+    "free_blocks_after_sched",
+    "running_after_sched",
+    "free_blocks",
+    "running",
+    "waiting",
+)
 #: the harness's speculative-decoding fields, compared when a line has them (None otherwise)
 SPEC_FIELDS = ("spec", "drafts", "skip_drafts")
 #: the harness's CPU KV offload fields, compared when a line has them; GPU block ids are
@@ -107,18 +120,24 @@ def scheduler_options(config: dict[str, Any]) -> dict[str, Any]:
     speculative-decoding and offload keys only when they are on."""
     spec = config.get("num_speculative_tokens", 0) > 0
     offload = config.get("kv_offload_cpu_blocks", 0) > 0
-    return {k: config[k] for k in HARNESS_DEFAULTS
-            if (spec or k not in SPEC_KEYS) and (offload or k not in OFFLOAD_KEYS)}
+    return {
+        k: config[k]
+        for k in HARNESS_DEFAULTS
+        if (spec or k not in SPEC_KEYS) and (offload or k not in OFFLOAD_KEYS)
+    }
 
 
-def run_mirror(requests: list[Request], config: dict[str, Any], *, slow_path: bool = False) -> list[dict[str, Any]]:
+def run_mirror(
+    requests: list[Request], config: dict[str, Any], *, slow_path: bool = False
+) -> list[dict[str, Any]]:
     """Replay through the registered ``vllm-v1`` plugin, one observed line per step:
     with its fast paths (default), or the full step at every step (``slow_path``)."""
     return run_mirror_paths(requests, config, slow_path)[0]
 
 
-def run_mirror_paths(requests: list[Request], config: dict[str, Any], slow_path: bool
-                     ) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+def run_mirror_paths(
+    requests: list[Request], config: dict[str, Any], slow_path: bool
+) -> tuple[list[dict[str, Any]], dict[str, Any]]:
     """:func:`run_mirror`, and how the report counts the mirror's steps: built by a
     fast path's expansion, by the full step, or the drain steps inserted after it."""
     options = scheduler_options(config)
@@ -127,13 +146,21 @@ def run_mirror_paths(requests: list[Request], config: dict[str, Any], slow_path:
     spec = None
     if options.get("num_speculative_tokens", 0) > 0:
         # an empty step's skip_drafts: S.can_skip_drafts (drafters with lookahead slots)
-        spec = {"spec": [], "drafts": [], "skip_drafts": options.get("spec_method") in ("eagle", "draft_model")}
+        spec = {
+            "spec": [],
+            "drafts": [],
+            "skip_drafts": options.get("spec_method") in ("eagle", "draft_model"),
+        }
     mirrors: list[Any] = []
     lines = observe_mirror("vllm-v1", options, requests, "vLLM", built=mirrors.append)
     fast = mirrors[0].observed_fast_steps
     out = with_drain_steps(lines, spec)
-    return out, {"mirror_path": "slow" if slow_path else "fast", "mirror_fast_path_steps": fast,
-                 "mirror_full_steps": len(lines) - fast, "mirror_drain_steps": len(out) - len(lines)}
+    return out, {
+        "mirror_path": "slow" if slow_path else "fast",
+        "mirror_fast_path_steps": fast,
+        "mirror_full_steps": len(lines) - fast,
+        "mirror_drain_steps": len(out) - len(lines),
+    }
 
 
 def with_drain_steps(lines: list[dict[str, Any]], spec: dict[str, Any] | None = None) -> list[dict[str, Any]]:
@@ -152,15 +179,35 @@ def with_drain_steps(lines: list[dict[str, Any]], spec: dict[str, Any] | None = 
             if i + 1 < len(lines) and lines[i + 1]["step"] == step:
                 continue
             free = line["free_blocks"]
-            out.append({"step": step, "sched": [], "num_tokens": 0, "preempted": [], "finished": [],
-                        "free_blocks_after_sched": free, "running_after_sched": 0, "free_blocks": free,
-                        "running": 0, "waiting": 0, **(spec or {})})
+            out.append(
+                {
+                    "step": step,
+                    "sched": [],
+                    "num_tokens": 0,
+                    "preempted": [],
+                    "finished": [],
+                    "free_blocks_after_sched": free,
+                    "running_after_sched": 0,
+                    "free_blocks": free,
+                    "running": 0,
+                    "waiting": 0,
+                    **(spec or {}),
+                }
+            )
     return out
 
 
-SPEC = ConformanceSpec(engine="vllm", label="vLLM", defaults=HARNESS_DEFAULTS, fields=COMPARED, norm=_norm,
-                       run_mirror=lambda requests, config: run_mirror(requests, config),
-                       check_config=_check_config, run_mirror_paths=run_mirror_paths, required=BASE_FIELDS)
+SPEC = ConformanceSpec(
+    engine="vllm",
+    label="vLLM",
+    defaults=HARNESS_DEFAULTS,
+    fields=COMPARED,
+    norm=_norm,
+    run_mirror=lambda requests, config: run_mirror(requests, config),  # noqa: PLW0108 -- looked up per call
+    check_config=_check_config,
+    run_mirror_paths=run_mirror_paths,
+    required=BASE_FIELDS,
+)
 
 #: ``tickgate conformance vllm``
 vllm_command = conformance_command(SPEC, harness="vllm-reference", driver="drive_vllm.py")

@@ -15,14 +15,22 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, ClassVar
 
-from tickgate import (BackendMirror, KvSummary, first_batch_shape, kv_events_document, legacy_array_batch,
-                      read_kv_events)
+from tickgate import (
+    BackendMirror,
+    KvSummary,
+    first_batch_shape,
+    kv_events_document,
+    legacy_array_batch,
+    read_kv_events,
+)
 
 
 def version(s: KvSummary) -> str:
     batch = "+".join(sorted(s.batch_encoding))
     events = "+".join(sorted(s.event_encoding)) or "none"
-    return f"batch={batch}; events={events}" + ("; (map events: vLLM >= 0.28)" if "map" in s.event_encoding else "")
+    return f"batch={batch}; events={events}" + (
+        "; (map events: vLLM >= 0.28)" if "map" in s.event_encoding else ""
+    )
 
 
 class VllmKvEventsMirror(BackendMirror):
@@ -35,7 +43,17 @@ class VllmKvEventsMirror(BackendMirror):
 
     def read(self, path: Path) -> dict[str, Any]:
         s = read_kv_events(path)
-        replicas = {name: {"blocks_stored": c[0], "blocks_removed": c[1], "resident_blocks_at_end": c[2]}
-                    for name, c in sorted(s.replicas.items())}
-        return kv_events_document(path, s, self.name, "vllm", version(s), media=sorted(s.media),
-                                  data_parallel_ranks=sorted(s.dp_ranks), replicas=replicas)
+        replicas = {
+            name: {"blocks_stored": c[0], "blocks_removed": c[1], "resident_blocks_at_end": c[2]}
+            for name, c in sorted(s.replicas.items())
+        }
+        return kv_events_document(
+            path,
+            s,
+            self.name,
+            "vllm",
+            version(s),
+            media=sorted(s.media),
+            data_parallel_ranks=sorted(s.dp_ranks),
+            replicas=replicas,
+        )

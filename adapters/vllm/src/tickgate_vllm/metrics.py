@@ -24,19 +24,37 @@ from typing import Any, ClassVar
 from tickgate import Scrape, ScrapeMirror, clean_aggregates, document, histogram_figures, provenance
 
 P = "vllm:"
-HISTOGRAMS = {"time_to_first_token_seconds": "ttft_ms", "e2e_request_latency_seconds": "latency_ms",
-              "inter_token_latency_seconds": "itl_ms", "time_per_output_token_seconds": "itl_ms",
-              "request_time_per_output_token_seconds": "tpot_ms"}
+HISTOGRAMS = {
+    "time_to_first_token_seconds": "ttft_ms",
+    "e2e_request_latency_seconds": "latency_ms",
+    "inter_token_latency_seconds": "itl_ms",
+    "time_per_output_token_seconds": "itl_ms",
+    "request_time_per_output_token_seconds": "tpot_ms",
+}
 GAUGES = ("num_requests_running", "num_requests_waiting", "num_requests_swapped", "cpu_cache_usage_perc")
 #: every family the reader maps (a scrape needs at least one)
-FAMILIES = (*HISTOGRAMS, *GAUGES, "prompt_tokens_total", "generation_tokens_total", "request_success_total",
-            "num_preemptions_total", "kv_cache_usage_perc", "gpu_cache_usage_perc", "prefix_cache_queries_total",
-            "gpu_prefix_cache_queries_total", "gpu_prefix_cache_hit_rate")
+FAMILIES = (
+    *HISTOGRAMS,
+    *GAUGES,
+    "prompt_tokens_total",
+    "generation_tokens_total",
+    "request_success_total",
+    "num_preemptions_total",
+    "kv_cache_usage_perc",
+    "gpu_cache_usage_perc",
+    "prefix_cache_queries_total",
+    "gpu_prefix_cache_queries_total",
+    "gpu_prefix_cache_hit_rate",
+)
 
 
 def detect_version(s: Scrape) -> str:
-    if s.label_values("engine") or s.has(P + "kv_cache_usage_perc", P + "prefix_cache_queries_total",
-                                         P + "gpu_prefix_cache_queries_total", P + "gpu_prefix_cache_queries"):
+    if s.label_values("engine") or s.has(
+        P + "kv_cache_usage_perc",
+        P + "prefix_cache_queries_total",
+        P + "gpu_prefix_cache_queries_total",
+        P + "gpu_prefix_cache_queries",
+    ):
         return "v1"
     if s.has(P + "num_requests_swapped", P + "cpu_cache_usage_perc", P + "gpu_prefix_cache_hit_rate"):
         return "v0"
@@ -91,7 +109,7 @@ def scrape_aggregates(s: Scrape, notes: list[str]) -> dict[str, Any]:
 
 
 def _count(v: float | None) -> int | None:
-    return None if v is None else int(round(v))
+    return None if v is None else round(v)
 
 
 def config_labels(s: Scrape) -> dict[str, str]:
@@ -117,8 +135,16 @@ class VllmMetricsMirror(ScrapeMirror):
         cfg = config_labels(s)
         if cfg.get("enable_prefix_caching") == "False":
             notes.append("cache_config_info: prefix caching disabled")
-        run = {"backend": "vllm", "model": models[0] if len(models) == 1 else None,
-               "provenance": provenance(path, self.name, detect_version(s), notes,
-                                        cache_config={k: cfg[k] for k in ("block_size", "num_gpu_blocks") if k in cfg}),
-               "aggregates": clean_aggregates(agg)}
+        run = {
+            "backend": "vllm",
+            "model": models[0] if len(models) == 1 else None,
+            "provenance": provenance(
+                path,
+                self.name,
+                detect_version(s),
+                notes,
+                cache_config={k: cfg[k] for k in ("block_size", "num_gpu_blocks") if k in cfg},
+            ),
+            "aggregates": clean_aggregates(agg),
+        }
         return document(run)

@@ -18,8 +18,10 @@ from tickgate import SseDialect, SseEvidenceBase, SseMirrorBase
 VLLM = SseDialect(
     claims=re.compile(r'"id"\s*:\s*"(chatcmpl|cmpl)-'),
     refuses=re.compile(r'"matched_stop"|"id"\s*:\s*"[0-9a-f]{32}"'),  # SGLang's
-    usage=(("usage_on_content_chunk", "continuous-usage"),
-           ("usage_chunk_without_choices", "final-usage-chunk")),
+    usage=(
+        ("usage_on_content_chunk", "continuous-usage"),
+        ("usage_chunk_without_choices", "final-usage-chunk"),
+    ),
 )
 
 
@@ -32,5 +34,7 @@ class VllmSseMirror(SseMirrorBase):
 
 class VllmSseEvidence(SseEvidenceBase):
     name: ClassVar[str] = "vllm-sse"
-    description: ClassVar[str] = "first-token time, gaps, token counts, finish reason, usage from vLLM streams"
+    description: ClassVar[str] = (
+        "first-token time, gaps, token counts, finish reason, usage from vLLM streams"
+    )
     dialect: ClassVar[SseDialect] = VLLM

@@ -10,7 +10,8 @@ near the tail of their class); removal is by bisection.
 from __future__ import annotations
 
 from bisect import bisect_left, insort
-from typing import Any, Iterator
+from collections.abc import Iterator
+from typing import Any
 
 from ..interfaces.model import Request
 
@@ -28,7 +29,7 @@ def fcfs_key(r: Request) -> tuple[int, float, str]:
 class OrderedQueue:
     """Requests sorted by a caller-given unique key; one walk at a time."""
 
-    __slots__ = ("items", "_keys", "_cursor")
+    __slots__ = ("_cursor", "_keys", "items")
 
     def __init__(self) -> None:
         self.items: list[tuple[Any, Request]] = []

@@ -20,11 +20,12 @@ The window is written into every step's trace record (``detail.admission``:
 
 from __future__ import annotations
 
-from typing import Any, Iterator, Mapping
+from collections.abc import Iterator, Mapping
+from typing import Any
 
-from ..util.errors import ConfigError
 from ..interfaces import AdmissionContext, AdmissionPolicy
 from ..interfaces.model import Request
+from ..util.errors import ConfigError
 from ._queue import OrderedQueue, fcfs_key
 
 OPTIONS_SCHEMA: Mapping[str, Any] = {
@@ -34,26 +35,52 @@ OPTIONS_SCHEMA: Mapping[str, Any] = {
         "initial_window": {"type": "integer", "minimum": 1, "maximum": 1000000, "description": "Default 8."},
         "min_window": {"type": "integer", "minimum": 1, "maximum": 1000000, "description": "Default 1."},
         "max_window": {"type": "integer", "minimum": 1, "maximum": 1000000, "description": "Default 256."},
-        "increase": {"type": "integer", "minimum": 1, "maximum": 1000000,
-                     "description": "Added per uncongested step in which the window was full (default 1)."},
-        "decrease_factor": {"type": "number", "exclusiveMinimum": 0, "exclusiveMaximum": 1,
-                            "description": "Multiplier on congestion (default 0.5)."},
-        "decrease_cooldown_ticks": {"type": "integer", "minimum": 0, "maximum": 1000000000,
-                                    "description": "Steps between two cuts (default 4)."},
-        "kv_pressure_pct": {"type": "number", "minimum": 0, "maximum": 100,
-                            "description": "KV pressure at or above which the window shrinks (default 80)."},
-        "critical_kv_pressure_pct": {"type": "number", "minimum": 0, "maximum": 100,
-                                     "description": "KV pressure at or above which admission pauses (default 95)."},
-        "max_ticks_per_token": {"type": "integer", "minimum": 1, "maximum": 1000000,
-                                "description": "Decode queueing (steps per output token) at or above which "
-                                               "the window shrinks (default: not used)."},
+        "increase": {
+            "type": "integer",
+            "minimum": 1,
+            "maximum": 1000000,
+            "description": "Added per uncongested step in which the window was full (default 1).",
+        },
+        "decrease_factor": {
+            "type": "number",
+            "exclusiveMinimum": 0,
+            "exclusiveMaximum": 1,
+            "description": "Multiplier on congestion (default 0.5).",
+        },
+        "decrease_cooldown_ticks": {
+            "type": "integer",
+            "minimum": 0,
+            "maximum": 1000000000,
+            "description": "Steps between two cuts (default 4).",
+        },
+        "kv_pressure_pct": {
+            "type": "number",
+            "minimum": 0,
+            "maximum": 100,
+            "description": "KV pressure at or above which the window shrinks (default 80).",
+        },
+        "critical_kv_pressure_pct": {
+            "type": "number",
+            "minimum": 0,
+            "maximum": 100,
+            "description": "KV pressure at or above which admission pauses (default 95).",
+        },
+        "max_ticks_per_token": {
+            "type": "integer",
+            "minimum": 1,
+            "maximum": 1000000,
+            "description": "Decode queueing (steps per output token) at or above which "
+            "the window shrinks (default: not used).",
+        },
     },
 }
 
 
 class Aimd(AdmissionPolicy):
     name = "aimd"
-    description = "Adaptive concurrency window: additive increase, multiplicative decrease on KV pressure or queueing."
+    description = (
+        "Adaptive concurrency window: additive increase, multiplicative decrease on KV pressure or queueing."
+    )
     options_schema = OPTIONS_SCHEMA
     #: the window moves with every step, so the scheduler must ask every step
     dynamic = True
@@ -63,8 +90,10 @@ class Aimd(AdmissionPolicy):
         self.max = options.get("max_window", 256)
         self.window = options.get("initial_window", min(8, self.max))
         if not self.min <= self.window <= self.max:
-            raise ConfigError(f'admission "aimd": need min_window <= initial_window <= max_window, got '
-                              f"{self.min}, {self.window}, {self.max}")
+            raise ConfigError(
+                f'admission "aimd": need min_window <= initial_window <= max_window, got '
+                f"{self.min}, {self.window}, {self.max}"
+            )
         self.increase = options.get("increase", 1)
         self.factor = float(options.get("decrease_factor", 0.5))
         self.cooldown = options.get("decrease_cooldown_ticks", 4)
@@ -72,19 +101,25 @@ class Aimd(AdmissionPolicy):
         self.critical = float(options.get("critical_kv_pressure_pct", 95.0))
         self.tpot = options.get("max_ticks_per_token")
         if self.tpot is not None and decode_slots is None:
-            raise ConfigError('admission "aimd": max_ticks_per_token needs a scheduler that reports its '
-                              "decode slots")
+            raise ConfigError(
+                'admission "aimd": max_ticks_per_token needs a scheduler that reports its decode slots'
+            )
         self.slots = decode_slots or 1
         self.queue = OrderedQueue()
         self.last_tick = -1
-        self.last_cut = -(10 ** 18)
+        self.last_cut = -(10**18)
         self.event: str | None = None
         self.paused = False
-        self.stats = {"increases": 0, "decreases": 0, "paused_ticks": 0,
-                      "min_window": self.window, "max_window": self.window}
+        self.stats = {
+            "increases": 0,
+            "decreases": 0,
+            "paused_ticks": 0,
+            "min_window": self.window,
+            "max_window": self.window,
+        }
 
     @classmethod
-    def build(cls, options: Mapping[str, Any], ctx: AdmissionContext) -> "Aimd":
+    def build(cls, options: Mapping[str, Any], ctx: AdmissionContext) -> Aimd:
         return cls(options, ctx.decode_slots)
 
     def enqueue(self, request: Request, tick: int) -> str | None:

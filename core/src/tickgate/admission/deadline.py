@@ -27,25 +27,32 @@ have one; ties by (priority, arrival, id).
 from __future__ import annotations
 
 import heapq
-from bisect import bisect_left
 import math
-from typing import Any, Iterator, Mapping
+from bisect import bisect_left
+from collections.abc import Iterator, Mapping
+from typing import Any
 
-from ..util.errors import ConfigError
 from ..interfaces import AdmissionContext, AdmissionPolicy, KvAllocator
 from ..interfaces.model import Request
+from ..util.errors import ConfigError
 from ._queue import OrderedQueue, fcfs_key
 
 OPTIONS_SCHEMA: Mapping[str, Any] = {
     "type": "object",
     "additionalProperties": False,
     "properties": {
-        "reject_strict": {"type": "boolean",
-                          "description": "Reject strict requests that cannot make their deadline "
-                                         "(default true; false only flags them, to compare)."},
-        "flag": {"type": "string", "minLength": 1, "pattern": "^[a-z0-9_]+$",
-                 "description": "Flag put on a request admitted although it is predicted to miss "
-                                "(default deadline_at_risk)."},
+        "reject_strict": {
+            "type": "boolean",
+            "description": "Reject strict requests that cannot make their deadline "
+            "(default true; false only flags them, to compare).",
+        },
+        "flag": {
+            "type": "string",
+            "minLength": 1,
+            "pattern": "^[a-z0-9_]+$",
+            "description": "Flag put on a request admitted although it is predicted to miss "
+            "(default deadline_at_risk).",
+        },
     },
 }
 
@@ -56,13 +63,17 @@ SHED_REASON = "deadline: latest start passed while queued"
 
 class DeadlineEdf(AdmissionPolicy):
     name = "deadline-edf"
-    description = "Earliest deadline first; strict requests that cannot make it are rejected, best-effort ones flagged."
+    description = (
+        "Earliest deadline first; strict requests that cannot make it are rejected, best-effort ones flagged."
+    )
     options_schema = OPTIONS_SCHEMA
 
     def __init__(self, options: Mapping[str, Any], ctx: AdmissionContext) -> None:
         if ctx.decode_slots is None or ctx.allocator is None:
-            raise ConfigError('admission "deadline-edf" estimates completion from the decode rate and '
-                              "the KV cache; this scheduler does not share them")
+            raise ConfigError(
+                'admission "deadline-edf" estimates completion from the decode rate and '
+                "the KV cache; this scheduler does not share them"
+            )
         self.slots: int = ctx.decode_slots
         self.kv: KvAllocator = ctx.allocator
         self.page_size = ctx.page_size
@@ -79,7 +90,7 @@ class DeadlineEdf(AdmissionPolicy):
         self.stats = {"rejected": 0, "shed": 0, "flagged": 0, "admitted_with_deadline": 0}
 
     @classmethod
-    def build(cls, options: Mapping[str, Any], ctx: AdmissionContext) -> "DeadlineEdf":
+    def build(cls, options: Mapping[str, Any], ctx: AdmissionContext) -> DeadlineEdf:
         return cls(options, ctx)
 
     @staticmethod
@@ -131,7 +142,7 @@ class DeadlineEdf(AdmissionPolicy):
         has_deadline = request.deadline_tick is not None or request.deadline_ms is not None
         if has_deadline and request.strict_deadline and self.reject_strict:
             # Deadline requests sort before those without, so the ones ahead are a prefix.
-            ahead = [r for _, r in self.queue.items[:bisect_left(self.queue.items, (self.key(request),))]]
+            ahead = [r for _, r in self.queue.items[: bisect_left(self.queue.items, (self.key(request),))]]
             if self.misses(request, tick, ahead):
                 self.stats["rejected"] += 1
                 return REJECT_REASON
@@ -142,8 +153,9 @@ class DeadlineEdf(AdmissionPolicy):
             if request.deadline_tick is not None:
                 heapq.heappush(self.latest_tick, (request.deadline_tick - own, request.id))
             if request.deadline_ms is not None and self.timing is not None and self.clock is not None:
-                heapq.heappush(self.latest_ms, (request.deadline_ms - (own + 1) * self._step_floor(),
-                                                request.id))
+                heapq.heappush(
+                    self.latest_ms, (request.deadline_ms - (own + 1) * self._step_floor(), request.id)
+                )
         return None
 
     def _step_floor(self) -> float:

@@ -22,7 +22,8 @@ more tenants were backlogged: the share the weights govern.
 from __future__ import annotations
 
 import heapq
-from typing import Any, Iterator, Mapping
+from collections.abc import Iterator, Mapping
+from typing import Any
 
 from ..interfaces import AdmissionContext, AdmissionPolicy
 from ..interfaces.model import Request
@@ -32,14 +33,23 @@ OPTIONS_SCHEMA: Mapping[str, Any] = {
     "type": "object",
     "additionalProperties": False,
     "properties": {
-        "weights": {"type": "object", "additionalProperties": {"type": "number", "exclusiveMinimum": 0,
-                                                               "maximum": 1e9},
-                    "description": "Tenant name -> weight."},
-        "default_weight": {"type": "number", "exclusiveMinimum": 0, "maximum": 1e9,
-                           "description": "Weight of tenants not listed (default 1)."},
-        "aging_ticks": {"type": "integer", "minimum": 1, "maximum": 1000000000,
-                        "description": "Steps after which a waiting request goes ahead of the fair order "
-                                       "(default 256)."},
+        "weights": {
+            "type": "object",
+            "additionalProperties": {"type": "number", "exclusiveMinimum": 0, "maximum": 1e9},
+            "description": "Tenant name -> weight.",
+        },
+        "default_weight": {
+            "type": "number",
+            "exclusiveMinimum": 0,
+            "maximum": 1e9,
+            "description": "Weight of tenants not listed (default 1).",
+        },
+        "aging_ticks": {
+            "type": "integer",
+            "minimum": 1,
+            "maximum": 1000000000,
+            "description": "Steps after which a waiting request goes ahead of the fair order (default 256).",
+        },
     },
 }
 
@@ -70,7 +80,7 @@ class FairShare(AdmissionPolicy):
         self.aged_admissions = 0
 
     @classmethod
-    def build(cls, options: Mapping[str, Any], ctx: AdmissionContext) -> "FairShare":
+    def build(cls, options: Mapping[str, Any], ctx: AdmissionContext) -> FairShare:
         return cls(options)
 
     def weight(self, tenant: str) -> float:

@@ -22,11 +22,12 @@ step where nothing expires costs nothing.
 from __future__ import annotations
 
 import heapq
-from typing import Any, Iterator, Mapping
+from collections.abc import Iterator, Mapping
+from typing import Any
 
-from ..util.errors import ConfigError
 from ..interfaces import AdmissionContext, AdmissionPolicy, Clock
 from ..interfaces.model import Request
+from ..util.errors import ConfigError
 from ._queue import OrderedQueue, fcfs_key
 
 _LANE = {
@@ -35,12 +36,24 @@ _LANE = {
     "required": ["name"],
     "properties": {
         "name": {"type": "string", "minLength": 1},
-        "max_depth": {"type": "integer", "minimum": 1, "maximum": 1000000000,
-                      "description": "Queued requests this lane holds; arrivals beyond are rejected."},
-        "max_queue_wait_ticks": {"type": "integer", "minimum": 0, "maximum": 1000000000,
-                                 "description": "Steps a request may wait before it is shed."},
-        "max_queue_wait_ms": {"type": "number", "minimum": 0, "maximum": 1e12,
-                              "description": "Wait in ms (engine clock, needs a timing section)."},
+        "max_depth": {
+            "type": "integer",
+            "minimum": 1,
+            "maximum": 1000000000,
+            "description": "Queued requests this lane holds; arrivals beyond are rejected.",
+        },
+        "max_queue_wait_ticks": {
+            "type": "integer",
+            "minimum": 0,
+            "maximum": 1000000000,
+            "description": "Steps a request may wait before it is shed.",
+        },
+        "max_queue_wait_ms": {
+            "type": "number",
+            "minimum": 0,
+            "maximum": 1e12,
+            "description": "Wait in ms (engine clock, needs a timing section).",
+        },
     },
     "not": {"required": ["max_queue_wait_ticks", "max_queue_wait_ms"]},
 }
@@ -49,14 +62,30 @@ OPTIONS_SCHEMA: Mapping[str, Any] = {
     "type": "object",
     "additionalProperties": False,
     "properties": {
-        "lanes": {"type": "array", "minItems": 1, "maxItems": 64, "items": _LANE,
-                  "description": "Lanes, most urgent first. Default: realtime, standard, bulk."},
-        "default_lane": {"type": "string", "minLength": 1,
-                         "description": "Lane for requests without (or with an unknown) lane; default: the last."},
+        "lanes": {
+            "type": "array",
+            "minItems": 1,
+            "maxItems": 64,
+            "items": _LANE,
+            "description": "Lanes, most urgent first. Default: realtime, standard, bulk.",
+        },
+        "default_lane": {
+            "type": "string",
+            "minLength": 1,
+            "description": "Lane for requests without (or with an unknown) lane; default: the last.",
+        },
         "brownout": {
-            "type": "object", "additionalProperties": False, "required": ["max_queued"],
-            "properties": {"max_queued": {"type": "integer", "minimum": 0, "maximum": 1000000000,
-                                          "description": "Total queued requests above which lower lanes are shed."}},
+            "type": "object",
+            "additionalProperties": False,
+            "required": ["max_queued"],
+            "properties": {
+                "max_queued": {
+                    "type": "integer",
+                    "minimum": 0,
+                    "maximum": 1000000000,
+                    "description": "Total queued requests above which lower lanes are shed.",
+                }
+            },
         },
     },
 }
@@ -65,7 +94,7 @@ DEFAULT_LANES = ({"name": "realtime"}, {"name": "standard"}, {"name": "bulk"})
 
 
 class _Lane:
-    __slots__ = ("name", "rank", "queue", "max_depth", "wait_ticks", "wait_ms")
+    __slots__ = ("max_depth", "name", "queue", "rank", "wait_ms", "wait_ticks")
 
     def __init__(self, spec: Mapping[str, Any], rank: int) -> None:
         self.name: str = spec["name"]
@@ -78,7 +107,9 @@ class _Lane:
 
 class SlaLanes(AdmissionPolicy):
     name = "sla-lanes"
-    description = "Per-lane queues (realtime/standard/bulk) with wait and depth limits; brownout sheds the lowest lane."
+    description = (
+        "Per-lane queues (realtime/standard/bulk) with wait and depth limits; brownout sheds the lowest lane."
+    )
     options_schema = OPTIONS_SCHEMA
 
     def __init__(self, options: Mapping[str, Any], clock: Clock | None) -> None:
@@ -93,7 +124,9 @@ class SlaLanes(AdmissionPolicy):
             raise ConfigError(f'admission "sla-lanes": default_lane "{default}" is not one of {names}')
         self.default = self.by_name[default]
         if any(lane.wait_ms is not None for lane in self.lanes) and clock is None:
-            raise ConfigError('admission "sla-lanes": max_queue_wait_ms needs a scheduler that shares its clock')
+            raise ConfigError(
+                'admission "sla-lanes": max_queue_wait_ms needs a scheduler that shares its clock'
+            )
         self.clock = clock
         brownout = options.get("brownout")
         self.max_queued: int | None = brownout["max_queued"] if brownout else None
@@ -105,7 +138,7 @@ class SlaLanes(AdmissionPolicy):
         self.counts: dict[str, int] = {}
 
     @classmethod
-    def build(cls, options: Mapping[str, Any], ctx: AdmissionContext) -> "SlaLanes":
+    def build(cls, options: Mapping[str, Any], ctx: AdmissionContext) -> SlaLanes:
         return cls(options, ctx.clock)
 
     def lane_of(self, request: Request) -> _Lane:
@@ -155,8 +188,12 @@ class SlaLanes(AdmissionPolicy):
         for lane in reversed(self.lanes[1:]):
             while lane.queue and len(self.where) > self.max_queued:
                 newest = lane.queue.items[-1][1]
-                out.append((self._drop(newest.id), self._count(
-                    f"brownout: lane {lane.name} shed (queue over {self.max_queued})")))
+                out.append(
+                    (
+                        self._drop(newest.id),
+                        self._count(f"brownout: lane {lane.name} shed (queue over {self.max_queued})"),
+                    )
+                )
             if len(self.where) <= self.max_queued:
                 return
 
@@ -178,8 +215,7 @@ class SlaLanes(AdmissionPolicy):
         self._drop(request.id)
 
     def summary(self) -> Mapping[str, Any]:
-        return {"lanes": [lane.name for lane in self.lanes],
-                "refused": dict(sorted(self.counts.items()))}
+        return {"lanes": [lane.name for lane in self.lanes], "refused": dict(sorted(self.counts.items()))}
 
     def __len__(self) -> int:
         return len(self.where)

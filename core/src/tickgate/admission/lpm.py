@@ -18,20 +18,25 @@ without one every match is zero and the policy refuses to run.
 
 from __future__ import annotations
 
-from typing import Any, Iterator, Mapping
+from collections.abc import Iterator, Mapping
+from typing import Any
 
-from ..util.errors import ConfigError
 from ..interfaces import AdmissionContext, AdmissionPolicy, KvAllocator, optional_attribute
 from ..interfaces.model import Request
+from ..util.errors import ConfigError
 from ._queue import OrderedQueue, fcfs_key
 
 OPTIONS_SCHEMA: Mapping[str, Any] = {
     "type": "object",
     "additionalProperties": False,
     "properties": {
-        "max_scan": {"type": "integer", "minimum": 1, "maximum": 1000000,
-                     "description": "Rank by prefix match only while the queue is at most this long "
-                                    "(default 128, as SGLang); longer queues go FCFS."},
+        "max_scan": {
+            "type": "integer",
+            "minimum": 1,
+            "maximum": 1000000,
+            "description": "Rank by prefix match only while the queue is at most this long "
+            "(default 128, as SGLang); longer queues go FCFS.",
+        },
     },
 }
 
@@ -50,12 +55,14 @@ class LongestPrefixMatch(AdmissionPolicy):
         self.fcfs_walks = 0
 
     @classmethod
-    def build(cls, options: Mapping[str, Any], ctx: AdmissionContext) -> "LongestPrefixMatch":
+    def build(cls, options: Mapping[str, Any], ctx: AdmissionContext) -> LongestPrefixMatch:
         kv = ctx.allocator
         if kv is None or not optional_attribute(kv, "has_prefix_cache") or not hasattr(kv, "page_keys"):
             name = getattr(kv, "name", "none")
-            raise ConfigError(f'admission "lpm" orders requests by their prefix-cache hits, but the KV '
-                              f'allocator "{name}" has no prefix cache; set kv_allocator: {{name: prefix-cache}}')
+            raise ConfigError(
+                f'admission "lpm" orders requests by their prefix-cache hits, but the KV '
+                f'allocator "{name}" has no prefix cache; set kv_allocator: {{name: prefix-cache}}'
+            )
         return cls(options, kv)
 
     def enqueue(self, request: Request, tick: int) -> str | None:
@@ -73,8 +80,9 @@ class LongestPrefixMatch(AdmissionPolicy):
             return
         self.ranked_walks += 1
         match = self.kv.match_keys  # type: ignore[attr-defined]
-        ranked = sorted((-match(self.keys[k[2]]) if k[2] in self.keys else 0, k, r)
-                        for k, r in self.queue.items)
+        ranked = sorted(
+            (-match(self.keys[k[2]]) if k[2] in self.keys else 0, k, r) for k, r in self.queue.items
+        )
         for _, _, request in ranked:
             if request.id in self.queue:
                 yield request

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 from bisect import insort
-from typing import Any, Iterator, Mapping
+from collections.abc import Iterator, Mapping
+from typing import Any
 
 from ..interfaces import AdmissionContext, AdmissionPolicy
 from ..interfaces.model import Request
@@ -28,7 +29,7 @@ class PriorityFcfs(AdmissionPolicy):
         self._cursor = 0
 
     @classmethod
-    def build(cls, options: Mapping[str, Any], ctx: AdmissionContext) -> "PriorityFcfs":
+    def build(cls, options: Mapping[str, Any], ctx: AdmissionContext) -> PriorityFcfs:
         return cls()
 
     def enqueue(self, request: Request, tick: int) -> str | None:

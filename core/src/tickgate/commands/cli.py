@@ -53,8 +53,9 @@ class LazyGroup(click.Group):
         module, attr = target.split(":")
         return getattr(importlib.import_module(module), attr)
 
-    def resolve_command(self, ctx: click.Context,
-                        args: list[str]) -> tuple[str | None, click.Command | None, list[str]]:
+    def resolve_command(
+        self, ctx: click.Context, args: list[str]
+    ) -> tuple[str | None, click.Command | None, list[str]]:
         """Running a plugin command fails closed when any plugin is broken, as the
         core commands do when they load the registry (``tickgate plugins`` does not)."""
         name, command, rest = super().resolve_command(ctx, args)
@@ -117,8 +118,9 @@ def main(argv: list[str] | None = None) -> int:
     except Exception as exc:  # a bug: still one line unless --debug
         if debug:
             traceback.print_exc()
-        click.echo(f"internal error: {type(exc).__name__}: {exc} (run with --debug for the traceback)",
-                   err=True)
+        click.echo(
+            f"internal error: {type(exc).__name__}: {exc} (run with --debug for the traceback)", err=True
+        )
         return 3
     return code if isinstance(code, int) else 0
 
@@ -126,7 +128,8 @@ def main(argv: list[str] | None = None) -> int:
 #: click >= 8.2 raises this for a group called without a command; older clicks print the
 #: help and exit 0 themselves (the tuple then catches nothing)
 _NO_ARGS_IS_HELP: tuple[type[BaseException], ...] = tuple(
-    cls for cls in [getattr(click.exceptions, "NoArgsIsHelpError", None)] if cls is not None)
+    cls for cls in [getattr(click.exceptions, "NoArgsIsHelpError", None)] if cls is not None
+)
 
 
 def run() -> None:

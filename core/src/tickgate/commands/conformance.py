@@ -29,8 +29,9 @@ class _ChecksGroup(click.Group):
             return None
         return get_registry(allow_broken=True).get("conformance", name).obj
 
-    def resolve_command(self, ctx: click.Context,
-                        args: list[str]) -> tuple[str | None, click.Command | None, list[str]]:
+    def resolve_command(
+        self, ctx: click.Context, args: list[str]
+    ) -> tuple[str | None, click.Command | None, list[str]]:
         from ..host.registry import get_registry
 
         resolved = super().resolve_command(ctx, args)

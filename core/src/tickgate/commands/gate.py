@@ -11,37 +11,76 @@ from ..util.errors import InputError
 
 
 @click.command("gate")
-@click.option("--input", "bundle", type=click.Path(path_type=Path), default=None,
-              help="Gate bundle JSON holding baseline and candidate observations.")
-@click.option("--baseline", type=click.Path(path_type=Path), default=None,
-              help="Baseline observations: neutral JSON or any file an installed backend mirror reads.")
-@click.option("--candidate", type=click.Path(path_type=Path), default=None,
-              help="Candidate observations (same traffic, joined by request_id).")
-@click.option("--format", "format_", default="auto", show_default=True,
-              help="Format of --baseline/--candidate: auto, neutral or a backend mirror name.")
-@click.option("--output", "output_path", required=True, type=click.Path(path_type=Path),
-              help="Where to write the gate report (JSON, written atomically).")
-@click.option("--policy", "policy_path", type=click.Path(path_type=Path), default=None,
-              help="Policy YAML with a gate section (default: the bundled policies/gate-default.yaml).")
-@click.option("--quiet", is_flag=True, help="Do not print the decision and triage (nor progress on a terminal).")
-def gate_command(bundle: Path | None, baseline: Path | None, candidate: Path | None, format_: str,
-                 output_path: Path, policy_path: Path | None, quiet: bool) -> None:
+@click.option(
+    "--input",
+    "bundle",
+    type=click.Path(path_type=Path),
+    default=None,
+    help="Gate bundle JSON holding baseline and candidate observations.",
+)
+@click.option(
+    "--baseline",
+    type=click.Path(path_type=Path),
+    default=None,
+    help="Baseline observations: neutral JSON or any file an installed backend mirror reads.",
+)
+@click.option(
+    "--candidate",
+    type=click.Path(path_type=Path),
+    default=None,
+    help="Candidate observations (same traffic, joined by request_id).",
+)
+@click.option(
+    "--format",
+    "format_",
+    default="auto",
+    show_default=True,
+    help="Format of --baseline/--candidate: auto, neutral or a backend mirror name.",
+)
+@click.option(
+    "--output",
+    "output_path",
+    required=True,
+    type=click.Path(path_type=Path),
+    help="Where to write the gate report (JSON, written atomically).",
+)
+@click.option(
+    "--policy",
+    "policy_path",
+    type=click.Path(path_type=Path),
+    default=None,
+    help="Policy YAML with a gate section (default: the bundled policies/gate-default.yaml).",
+)
+@click.option(
+    "--quiet", is_flag=True, help="Do not print the decision and triage (nor progress on a terminal)."
+)
+def gate_command(
+    bundle: Path | None,
+    baseline: Path | None,
+    candidate: Path | None,
+    format_: str,
+    output_path: Path,
+    policy_path: Path | None,
+    quiet: bool,
+) -> None:
     """Gate a release. Exit 0 promote, 10 hold, 20 rollback, 2 invalid input."""
-    from .cli import exit_with
-    from ..util.schemas import data_file
     from ..gate.pipeline import gate_files
     from ..util.progress import progress
+    from ..util.schemas import data_file
+    from .cli import exit_with
 
     if bundle is not None and (baseline is not None or candidate is not None):
         raise InputError(bundle, "give either --input or --baseline and --candidate, not both")
     if bundle is None and (baseline is None or candidate is None):
         raise InputError(None, "give --input BUNDLE, or both --baseline and --candidate")
-    check_distinct_outputs({"--output": output_path},
-                           {"--input": bundle, "--baseline": baseline, "--candidate": candidate})
+    check_distinct_outputs(
+        {"--output": output_path}, {"--input": bundle, "--baseline": baseline, "--candidate": candidate}
+    )
     policy = policy_path if policy_path is not None else data_file("policies", "gate-default.yaml")
     with progress("gate", unit=" steps", quiet=quiet) as bar:  # on a terminal only
-        report = gate_files(policy, bundle=bundle, baseline=baseline, candidate=candidate, format=format_,
-                            progress=bar)
+        report = gate_files(
+            policy, bundle=bundle, baseline=baseline, candidate=candidate, format=format_, progress=bar
+        )
     write_json(output_path, report)
     if not quiet:
         click.echo(f"{report['summary']} (matched {report['join']['matched']}) -> {output_path}")

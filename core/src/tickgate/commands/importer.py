@@ -33,24 +33,40 @@ def _skipped_message(source: dict[str, Any]) -> str | None:
 @click.command("import")
 @click.argument("fmt", metavar="FORMAT")
 @click.argument("input_path", metavar="INPUT", type=click.Path(path_type=Path))
-@click.option("--output", "output_path", required=True, type=click.Path(path_type=Path),
-              help="Workload JSON to write (streamable layout, written atomically).")
+@click.option(
+    "--output",
+    "output_path",
+    required=True,
+    type=click.Path(path_type=Path),
+    help="Workload JSON to write (streamable layout, written atomically).",
+)
 @click.option("--limit", type=click.IntRange(min=1), default=None, help="Import only the first N requests.")
-@click.option("--block-size", type=click.IntRange(1, 65536), default=None,
-              help="Tokens per prefix-block id (mooncake; default 512, the Mooncake release).")
+@click.option(
+    "--block-size",
+    type=click.IntRange(1, 65536),
+    default=None,
+    help="Tokens per prefix-block id (mooncake; default 512, the Mooncake release).",
+)
 @click.option("--description", default=None, help="Description to put in the workload header.")
 @click.option("--quiet", is_flag=True, help="Print nothing but errors and skipped-row reports (no progress).")
-def import_command(fmt: str, input_path: Path, output_path: Path, limit: int | None, block_size: int | None,
-                   description: str | None, quiet: bool) -> None:
+def import_command(
+    fmt: str,
+    input_path: Path,
+    output_path: Path,
+    limit: int | None,
+    block_size: int | None,
+    description: str | None,
+    quiet: bool,
+) -> None:
     """Import a trace (mooncake, azure, burstgpt, splitwise, or a plugin's format) as a workload."""
     import contextlib
     import itertools
 
+    from ..host.registry import get_registry
     from ..importers import import_parts
+    from ..interfaces import optional_attribute
     from ..util.atomic import atomic_writer, check_writable, spool_file
     from ..util.errors import InputError, PluginError
-    from ..interfaces import optional_attribute
-    from ..host.registry import get_registry
     from ..util.progress import progress
     from ..workload.format import WORKLOAD_TAIL, WorkloadHeader, workload_head, write_requests
 
@@ -72,11 +88,15 @@ def import_command(fmt: str, input_path: Path, output_path: Path, limit: int | N
     parts = import_parts.split(input_path) if import_parts.wanted(reader, input_path, limit) else None
     # the spools are the output's parts: a full disk there names the output
     second_spool = spool_file(output_path) if parts else contextlib.nullcontext()
-    with spool_file(output_path) as spool, second_spool as second, \
-            progress("import", unit=" requests", quiet=quiet) as bar:  # on a terminal only
+    with (
+        spool_file(output_path) as spool,
+        second_spool as second,
+        progress("import", unit=" requests", quiet=quiet) as bar,
+    ):  # on a terminal only
         if parts:  # two processes, half the file each (parallel/import_parts.py); the bar counts this one's
-            first_count, second_count = import_parts.read_in_parts(reader, input_path, options, parts, spool,
-                                                                   second, counted=bar.counted)
+            first_count, second_count = import_parts.read_in_parts(
+                reader, input_path, options, parts, spool, second, counted=bar.counted
+            )
             count = first_count + second_count
         else:
             count = write_requests(spool, bar.counted(stream))
@@ -104,5 +124,8 @@ def import_command(fmt: str, input_path: Path, output_path: Path, limit: int | N
     if skipped:
         click.echo(f"warning: {input_path}: {skipped}", err=True)
     if not quiet:
-        click.echo(f"imported {count} requests from {input_path} ({fmt}"
-                   + (f", block size {block}" if block else "") + f") -> {output_path}")
+        click.echo(
+            f"imported {count} requests from {input_path} ({fmt}"
+            + (f", block size {block}" if block else "")
+            + f") -> {output_path}"
+        )

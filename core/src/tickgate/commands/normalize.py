@@ -31,13 +31,18 @@ def merge(docs: list[tuple[str, dict[str, Any]]]) -> dict[str, Any]:
     notes: list[str] = []
     for name, doc in docs:
         if not doc.get("requests"):
-            raise InputError(name, "has run-level aggregates only; several files are merged only when each has "
-                             "per-request observations (normalize aggregate files one at a time)")
+            raise InputError(
+                name,
+                "has run-level aggregates only; several files are merged only when each has "
+                "per-request observations (normalize aggregate files one at a time)",
+            )
         for req in doc["requests"]:
             rid = req["request_id"]
             if rid in owner:
-                raise InputError(name, f"request {rid!r} is also in {owner[rid]}; merged files must hold "
-                                 "different requests")
+                raise InputError(
+                    name,
+                    f"request {rid!r} is also in {owner[rid]}; merged files must hold different requests",
+                )
             owner[rid] = name
             requests.append(req)
         if doc["run"].get("aggregates"):
@@ -70,28 +75,51 @@ def dump(doc: dict[str, Any], fh: Any) -> None:
         return
     fh.write(text[:-2] + ',\n  "requests": [')
     for i, req in enumerate(doc["requests"]):
-        fh.write(("\n    " if i == 0 else ",\n    ")
-                 + json.dumps(req, ensure_ascii=False, allow_nan=False, separators=(", ", ": ")))
+        fh.write(
+            ("\n    " if i == 0 else ",\n    ")
+            + json.dumps(req, ensure_ascii=False, allow_nan=False, separators=(", ", ": "))
+        )
     fh.write("\n  ]\n}\n" if doc["requests"] else "]\n}\n")
 
 
 @click.command("normalize")
 @click.argument("files", nargs=-1, required=True)
-@click.option("--format", "fmt", default="auto", show_default=True, metavar="auto|NAME",
-              help="Force a format (names: `tickgate plugins`); auto-detects by default.")
-@click.option("--output", "-o", type=click.Path(dir_okay=False, path_type=Path),
-              help="Write here (atomically); stdout when omitted.")
-@click.option("--evidence", "captures", multiple=True, type=click.Path(path_type=Path),
-              help="Token-stream capture (SSE) whose per-request streaming evidence is joined "
-                   "to the observations by request id. Repeatable.")
-@click.option("--evidence-format", default="auto", show_default=True, metavar="auto|NAME",
-              help="Evidence parser for --evidence (names: `tickgate plugins`).")
-def normalize_command(files: tuple[str, ...], fmt: str, output: Path | None, captures: tuple[Path, ...],
-                      evidence_format: str) -> None:
+@click.option(
+    "--format",
+    "fmt",
+    default="auto",
+    show_default=True,
+    metavar="auto|NAME",
+    help="Force a format (names: `tickgate plugins`); auto-detects by default.",
+)
+@click.option(
+    "--output",
+    "-o",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="Write here (atomically); stdout when omitted.",
+)
+@click.option(
+    "--evidence",
+    "captures",
+    multiple=True,
+    type=click.Path(path_type=Path),
+    help="Token-stream capture (SSE) whose per-request streaming evidence is joined "
+    "to the observations by request id. Repeatable.",
+)
+@click.option(
+    "--evidence-format",
+    default="auto",
+    show_default=True,
+    metavar="auto|NAME",
+    help="Evidence parser for --evidence (names: `tickgate plugins`).",
+)
+def normalize_command(
+    files: tuple[str, ...], fmt: str, output: Path | None, captures: tuple[Path, ...], evidence_format: str
+) -> None:
     """Turn engine outputs (bench results, /metrics, SSE captures, KV events)
     into neutral observations. FILE#LINE picks one run of an appended JSONL."""
-    from ..util.atomic import atomic_writer
     from ..gate.detect import read_observations
+    from ..util.atomic import atomic_writer
 
     docs = [(name, read_observations(name, fmt)) for name in files]
     result = docs[0][1] if len(docs) == 1 else merge(docs)

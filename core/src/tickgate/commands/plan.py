@@ -7,53 +7,112 @@ from typing import Any
 
 import click
 
-from ..util.errors import TickgateError
 from ..sweep.executor import EXECUTORS
+from ..util.errors import TickgateError
 
 
 @click.command("plan")
-@click.option("--workload", "workload_path", required=True, type=click.Path(path_type=Path),
-              help="Workload JSON (or a trace, with --input-format).")
-@click.option("--input-format", default="workload", show_default=True,
-              help="'workload' or the name of a workload reader (see `tickgate plugins`).")
+@click.option(
+    "--workload",
+    "workload_path",
+    required=True,
+    type=click.Path(path_type=Path),
+    help="Workload JSON (or a trace, with --input-format).",
+)
+@click.option(
+    "--input-format",
+    default="workload",
+    show_default=True,
+    help="'workload' or the name of a workload reader (see `tickgate plugins`).",
+)
 @click.option("--limit", type=click.IntRange(min=1), default=None, help="Replay only the first N requests.")
-@click.option("--block-size", type=click.IntRange(1, 65536), default=None,
-              help="Prefix-block size for trace formats (a workload file carries its own).")
-@click.option("--policy", "policy_path", required=True, type=click.Path(path_type=Path),
-              help="The base policy (with a timing section: SLOs are in ms); --vary changes it.")
-@click.option("--slo", "slo_texts", multiple=True, required=True, metavar="NAME=MS",
-              help="A latency limit, e.g. ttft_p99_ms=2000, itl_p99_ms=50 (metric ttft/tpot/itl/e2e, "
-                   "stat p50/p90/p95/p99/mean/max). Repeatable.")
-@click.option("--goodput", type=float, default=None, metavar="G",
-              help="Also require this fraction of requests to meet every per-request SLO (TTFT, TPOT, e2e).")
-@click.option("--vary", "vary_texts", multiple=True, required=True, metavar="PATH=LO..HI|A,B,C",
-              help="A dotted policy path and its values: an integer range (monotone: searched by bisection) "
-                   "or a list (each replayed). Repeatable; at most one range.")
-@click.option("--output", "output_path", required=True, type=click.Path(path_type=Path),
-              help="PLAN.json: the recommendation and the evidence (written atomically, also when "
-                   "nothing meets the SLOs).")
-@click.option("--jobs", type=click.IntRange(min=1), default=None,
-              help="Worker processes (default 1); with --executor ray, the CPUs of a local Ray instance.")
-@click.option("--executor", type=click.Choice(EXECUTORS), default="local", show_default=True,
-              help="Where replays run, as for tickgate sweep.")
+@click.option(
+    "--block-size",
+    type=click.IntRange(1, 65536),
+    default=None,
+    help="Prefix-block size for trace formats (a workload file carries its own).",
+)
+@click.option(
+    "--policy",
+    "policy_path",
+    required=True,
+    type=click.Path(path_type=Path),
+    help="The base policy (with a timing section: SLOs are in ms); --vary changes it.",
+)
+@click.option(
+    "--slo",
+    "slo_texts",
+    multiple=True,
+    required=True,
+    metavar="NAME=MS",
+    help="A latency limit, e.g. ttft_p99_ms=2000, itl_p99_ms=50 (metric ttft/tpot/itl/e2e, "
+    "stat p50/p90/p95/p99/mean/max). Repeatable.",
+)
+@click.option(
+    "--goodput",
+    type=float,
+    default=None,
+    metavar="G",
+    help="Also require this fraction of requests to meet every per-request SLO (TTFT, TPOT, e2e).",
+)
+@click.option(
+    "--vary",
+    "vary_texts",
+    multiple=True,
+    required=True,
+    metavar="PATH=LO..HI|A,B,C",
+    help="A dotted policy path and its values: an integer range (monotone: searched by bisection) "
+    "or a list (each replayed). Repeatable; at most one range.",
+)
+@click.option(
+    "--output",
+    "output_path",
+    required=True,
+    type=click.Path(path_type=Path),
+    help="PLAN.json: the recommendation and the evidence (written atomically, also when "
+    "nothing meets the SLOs).",
+)
+@click.option(
+    "--jobs",
+    type=click.IntRange(min=1),
+    default=None,
+    help="Worker processes (default 1); with --executor ray, the CPUs of a local Ray instance.",
+)
+@click.option(
+    "--executor",
+    type=click.Choice(EXECUTORS),
+    default="local",
+    show_default=True,
+    help="Where replays run, as for tickgate sweep.",
+)
 @click.option("--quiet", is_flag=True, help="Do not print the table and the recommendation.")
-def plan_command(workload_path: Path, input_format: str, limit: int | None, block_size: int | None,
-                 policy_path: Path, slo_texts: tuple[str, ...], goodput: float | None,
-                 vary_texts: tuple[str, ...], output_path: Path, jobs: int | None, executor: str,
-                 quiet: bool) -> None:
+def plan_command(
+    workload_path: Path,
+    input_format: str,
+    limit: int | None,
+    block_size: int | None,
+    policy_path: Path,
+    slo_texts: tuple[str, ...],
+    goodput: float | None,
+    vary_texts: tuple[str, ...],
+    output_path: Path,
+    jobs: int | None,
+    executor: str,
+    quiet: bool,
+) -> None:
     """Find the cheapest configuration (GPUs: replicas x tensor parallel x data
     parallel) whose replay of the workload meets every SLO; print it and the
     evidence, write PLAN.json. Exit status 1 when no configuration meets them
     (PLAN.json still written, its recommendation null), 2 for bad options."""
     import tempfile
 
-    from ..util.atomic import check_distinct_outputs
     from ..plan.output import document, summary, table, write_plan
     from ..plan.search import Question, search
     from ..plan.spec import check_goodput, check_varies, parse_slos, parse_vary
-    from ..util.progress import progress
     from ..sweep.executor import make_executor
     from ..sweep.spec import file_sha256
+    from ..util.atomic import check_distinct_outputs
+    from ..util.progress import progress
 
     slos = parse_slos(slo_texts)
     limits = check_goodput(goodput, slos)
@@ -65,10 +124,14 @@ def plan_command(workload_path: Path, input_format: str, limit: int | None, bloc
     _check_values(varies, base, policy_path)
     question = Question(base, workload, file_sha256(workload.path), slos, varies, goodput, limits)
     runner = make_executor(executor, jobs)  # a missing Ray too, before anything runs
-    with progress("plan", unit=" runs", quiet=quiet) as bar, runner, \
-            tempfile.TemporaryDirectory(prefix="tickgate-plan-") as root:
-        recommendation, evidence = search(question, runner, Path(root),
-                                          on_run=lambda entry: bar.step(f"run {entry['run']}"))
+    with (
+        progress("plan", unit=" runs", quiet=quiet) as bar,
+        runner,
+        tempfile.TemporaryDirectory(prefix="tickgate-plan-") as root,
+    ):
+        recommendation, evidence = search(
+            question, runner, Path(root), on_run=lambda entry: bar.step(f"run {entry['run']}")
+        )
     write_plan(output_path, document(question, str(policy_path), recommendation, evidence))
     if not quiet:
         click.echo(table(question, evidence))
@@ -76,11 +139,15 @@ def plan_command(workload_path: Path, input_format: str, limit: int | None, bloc
             click.echo(summary(recommendation, evidence, output_path))
     failed = [e for e in evidence if "error" in e]
     if failed:
-        click.echo(f"warning: {len(failed)} of {len(evidence)} runs failed and count as missing the SLOs "
-                   f"(first: run {failed[0]['run']}: {failed[0]['error']})", err=True)
+        click.echo(
+            f"warning: {len(failed)} of {len(evidence)} runs failed and count as missing the SLOs "
+            f"(first: run {failed[0]['run']}: {failed[0]['error']})",
+            err=True,
+        )
     if recommendation is None:
-        raise NothingMeets(f"no configuration meets the SLOs ({len(evidence)} runs); the evidence is in "
-                           f"{output_path}")
+        raise NothingMeets(
+            f"no configuration meets the SLOs ({len(evidence)} runs); the evidence is in {output_path}"
+        )
 
 
 class NothingMeets(TickgateError):
@@ -90,31 +157,37 @@ class NothingMeets(TickgateError):
 
 
 def _base_policy(path: Path) -> dict[str, Any]:
-    from ..util.locations import load_yaml
     from ..host.policy import load_policy
+    from ..util.locations import load_yaml
 
     policy = load_policy(path)  # its own errors, located in it
     if policy.timing is None:
-        raise TickgateError(f"{path}: the policy has no timing section, and SLOs are in ms: add one "
-                            "(docs/timing.md)")
+        raise TickgateError(
+            f"{path}: the policy has no timing section, and SLOs are in ms: add one (docs/timing.md)"
+        )
     data, _ = load_yaml(path)
     return data  # type: ignore[no-any-return]
 
 
 def _workload(path: Path, input_format: str, block_size: int | None, limit: int | None) -> Any:
-    from ..util.errors import InputError
     from ..host.registry import get_registry
     from ..sweep.spec import Workload
+    from ..util.errors import InputError
 
     if not path.is_file():
         raise InputError(path, "workload file not found")
     readers = get_registry().names("workload_reader")
     if input_format != "workload" and input_format not in readers:
-        raise TickgateError(f"--input-format {input_format}: unknown format; expected one of: "
-                            f"{', '.join(['workload', *readers])}")
+        raise TickgateError(
+            f"--input-format {input_format}: unknown format; expected one of: "
+            f"{', '.join(['workload', *readers])}"
+        )
     if input_format == "workload" and block_size is not None:
-        raise InputError(path, "--block-size applies to trace formats (--input-format); a workload file "
-                         "gives its prefix block size in its header (block_size)")
+        raise InputError(
+            path,
+            "--block-size applies to trace formats (--input-format); a workload file "
+            "gives its prefix block size in its header (block_size)",
+        )
     return Workload(path, str(path), input_format, block_size, limit)
 
 
@@ -126,10 +199,10 @@ def _check_values(varies: Any, base: dict[str, Any], policy_path: Path) -> None:
     import json
     import tempfile
 
-    from ..util.errors import InputError
-    from ..plan.spec import PlanError
     from ..host.policy import load_policy
+    from ..plan.spec import PlanError
     from ..sweep.spec import set_path
+    from ..util.errors import InputError
 
     with tempfile.TemporaryDirectory(prefix="tickgate-plan-check-") as folder:
         probe = Path(folder) / "policy.json"
@@ -142,8 +215,11 @@ def _check_values(varies: Any, base: dict[str, Any], policy_path: Path) -> None:
                     load_policy(probe)
                 except InputError as exc:
                     where = f"{exc.json_path}: " if exc.json_path else ""
-                    raise PlanError(f"{vary.option}: {json.dumps(value)} is refused: "
-                                    f"{where}{exc.message}") from None
+                    raise PlanError(
+                        f"{vary.option}: {json.dumps(value)} is refused: {where}{exc.message}"
+                    ) from None
                 except TickgateError as exc:
-                    raise PlanError(f"{vary.option}: {json.dumps(value)} is refused: "
-                                    f"{str(exc).replace(str(probe), str(policy_path))}") from None
+                    raise PlanError(
+                        f"{vary.option}: {json.dumps(value)} is refused: "
+                        f"{str(exc).replace(str(probe), str(policy_path))}"
+                    ) from None

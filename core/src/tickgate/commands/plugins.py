@@ -21,13 +21,18 @@ def plugins_command(as_json: bool) -> None:
     rows = [p.to_json() for p in registry] + [b.to_json() for b in registry.broken]
     if registry.broken:
         names = ",".join(sorted({b.source.distribution for b in registry.broken}))
-        click.echo(f"warning: {len(registry.broken)} plugin(s) failed to load; other commands refuse to run "
-                   f"until fixed or disabled (TICKGATE_DISABLE_PLUGINS={names})", err=True)
+        click.echo(
+            f"warning: {len(registry.broken)} plugin(s) failed to load; other commands refuse to run "
+            f"until fixed or disabled (TICKGATE_DISABLE_PLUGINS={names})",
+            err=True,
+        )
     if as_json:
         click.echo(json.dumps(rows, indent=2))
         return
     width = max((len(r["name"]) for r in rows), default=4)
     kind_width = max((len(r["kind"]) for r in rows), default=4)
     for r in rows:
-        click.echo(f"{r['kind']:<{kind_width}}  {r['name']:<{width}}  {r['distribution']} {r['version']}"
-                   + (f"  {r['description']}" if r["description"] else ""))
+        click.echo(
+            f"{r['kind']:<{kind_width}}  {r['name']:<{width}}  {r['distribution']} {r['version']}"
+            + (f"  {r['description']}" if r["description"] else "")
+        )

@@ -10,49 +10,106 @@ from ..util.atomic import check_distinct_outputs, write_json
 
 
 @click.command("replay")
-@click.option("--input", "input_path", required=True, type=click.Path(path_type=Path),
-              help="Workload JSON (or a trace, with --input-format).")
-@click.option("--output", "output_path", required=True, type=click.Path(path_type=Path),
-              help="Where to write the replay report (JSON, written atomically).")
-@click.option("--policy", "policy_path", type=click.Path(path_type=Path), default=None,
-              help="Policy YAML (default: the bundled policies/default.yaml).")
-@click.option("--trace", "trace_path", type=click.Path(path_type=Path), default=None,
-              help="Also write every tick record as JSON lines.")
-@click.option("--kv-events", "kv_events_path", type=click.Path(path_type=Path), default=None,
-              help="Also write the scheduler's KV-cache events as vLLM KVEventBatch msgpack (docs/vllm.md, "
-                   "\"KV events\"); the report gets a kv_events block.")
-@click.option("--input-format", default="workload", show_default=True,
-              help="'workload' or the name of a workload reader (see `tickgate plugins`).")
-@click.option("--block-size", type=click.IntRange(1, 65536), default=None,
-              help="Prefix-block size for trace formats (a workload file carries its own).")
+@click.option(
+    "--input",
+    "input_path",
+    required=True,
+    type=click.Path(path_type=Path),
+    help="Workload JSON (or a trace, with --input-format).",
+)
+@click.option(
+    "--output",
+    "output_path",
+    required=True,
+    type=click.Path(path_type=Path),
+    help="Where to write the replay report (JSON, written atomically).",
+)
+@click.option(
+    "--policy",
+    "policy_path",
+    type=click.Path(path_type=Path),
+    default=None,
+    help="Policy YAML (default: the bundled policies/default.yaml).",
+)
+@click.option(
+    "--trace",
+    "trace_path",
+    type=click.Path(path_type=Path),
+    default=None,
+    help="Also write every tick record as JSON lines.",
+)
+@click.option(
+    "--kv-events",
+    "kv_events_path",
+    type=click.Path(path_type=Path),
+    default=None,
+    help="Also write the scheduler's KV-cache events as vLLM KVEventBatch msgpack (docs/vllm.md, "
+    '"KV events"); the report gets a kv_events block.',
+)
+@click.option(
+    "--input-format",
+    default="workload",
+    show_default=True,
+    help="'workload' or the name of a workload reader (see `tickgate plugins`).",
+)
+@click.option(
+    "--block-size",
+    type=click.IntRange(1, 65536),
+    default=None,
+    help="Prefix-block size for trace formats (a workload file carries its own).",
+)
 @click.option("--limit", type=click.IntRange(min=1), default=None, help="Replay only the first N requests.")
-@click.option("--detail-limit", type=click.IntRange(min=0), default=10_000, show_default=True,
-              help="Keep at most this many tick records and request outcomes in the report.")
+@click.option(
+    "--detail-limit",
+    type=click.IntRange(min=0),
+    default=10_000,
+    show_default=True,
+    help="Keep at most this many tick records and request outcomes in the report.",
+)
 @click.option("--quiet", is_flag=True, help="Do not print the summary (nor progress on a terminal).")
-def replay_command(input_path: Path, output_path: Path, policy_path: Path | None,
-                   trace_path: Path | None, kv_events_path: Path | None, input_format: str,
-                   block_size: int | None,
-                   limit: int | None, detail_limit: int, quiet: bool) -> None:
+def replay_command(
+    input_path: Path,
+    output_path: Path,
+    policy_path: Path | None,
+    trace_path: Path | None,
+    kv_events_path: Path | None,
+    input_format: str,
+    block_size: int | None,
+    limit: int | None,
+    detail_limit: int,
+    quiet: bool,
+) -> None:
     """Replay a workload through the policy's scheduler and write a report."""
-    from ..util.errors import InputError
-    from ..parallel.switch import helpers_wanted
     from ..host.policy import load_policy
-    from ..util.progress import progress
+    from ..parallel.switch import helpers_wanted
     from ..simulate import replay
+    from ..util.errors import InputError
+    from ..util.progress import progress
     from ..workload.sources import open_requests
 
     if block_size is not None and input_format == "workload":
-        raise InputError(input_path, "--block-size applies to trace formats (--input-format); a workload "
-                         "file gives its prefix block size in its header (block_size)")
+        raise InputError(
+            input_path,
+            "--block-size applies to trace formats (--input-format); a workload "
+            "file gives its prefix block size in its header (block_size)",
+        )
     outputs = {"--output": output_path, "--trace": trace_path, "--kv-events": kv_events_path}
     check_distinct_outputs(outputs, {"--input": input_path, "--policy": policy_path})
     policy = load_policy(policy_path)
     helpers = helpers_wanted(input_path)  # docs/workload.md, "Large replays"
-    requests, inputs = open_requests(input_path, input_format, block_size=block_size, limit=limit,
-                                     prefetch=helpers)
+    requests, inputs = open_requests(
+        input_path, input_format, block_size=block_size, limit=limit, prefetch=helpers
+    )
     with progress("replay", unit=" requests", quiet=quiet) as bar:  # arrivals, on a terminal only
-        report = replay(bar.counted(requests), policy, trace_path=trace_path, inputs=inputs,
-                        detail_limit=detail_limit, sidecar=helpers, kv_events_path=kv_events_path)
+        report = replay(
+            bar.counted(requests),
+            policy,
+            trace_path=trace_path,
+            inputs=inputs,
+            detail_limit=detail_limit,
+            sidecar=helpers,
+            kv_events_path=kv_events_path,
+        )
     write_json(output_path, report)
     if not quiet and "fleet" in report:
         s, lat = report["summary"], report["latency"]

@@ -15,10 +15,12 @@ from __future__ import annotations
 
 import copy
 import json
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 import click
+
 
 def _options(info: Any) -> Mapping[str, Any]:
     schema = getattr(info.obj, "options_schema", None)
@@ -28,29 +30,41 @@ def _options(info: Any) -> Mapping[str, Any]:
 def _choice(info: Any, extra: Mapping[str, Any], required: list[str]) -> dict[str, Any]:
     properties: dict[str, Any] = {"name": {"const": info.name}, **extra, "options": dict(_options(info))}
     description = f"{info.description} ({info.distribution} {info.version})".strip()
-    return {"type": "object", "description": description, "required": required,
-            "additionalProperties": False, "properties": properties}
+    return {
+        "type": "object",
+        "description": description,
+        "required": required,
+        "additionalProperties": False,
+        "properties": properties,
+    }
 
 
 def policy_schema(registry: Any = None) -> dict[str, Any]:
     """The policy schema with every installed plugin's options in place."""
-    from ..host.registry import get_registry
     from ..host.policy import DEFAULT_TIMING, SECTIONS, TIMING_KIND
+    from ..host.registry import get_registry
     from ..util.schemas import load_schema
 
     registry = registry or get_registry()
     schema = copy.deepcopy(load_schema("policy.schema.json"))
     schema["$id"] = "https://tickgate.dev/schemas/policy.combined.schema.json"
-    schema["description"] = ("tickgate policy file, with the options of every plugin installed when "
-                             "`tickgate schema` ran.")
+    schema["description"] = (
+        "tickgate policy file, with the options of every plugin installed when `tickgate schema` ran."
+    )
     for section, kind in SECTIONS.items():
         choices = [_choice(info, {}, ["name"]) for info in registry.of_kind(kind)]
         schema["properties"][section] = {"oneOf": choices} if choices else {"not": {}}
     models = registry.of_kind(TIMING_KIND)
     choices = [_choice(info, {}, ["name"]) for info in models]
-    short = [dict(_options(info), description=f"the options of {info.name!r} directly (no name): "
-                  f"the spelling from before timing models were plugins")
-             for info in models if info.name == DEFAULT_TIMING]
+    short = [
+        dict(
+            _options(info),
+            description=f"the options of {info.name!r} directly (no name): "
+            f"the spelling from before timing models were plugins",
+        )
+        for info in models
+        if info.name == DEFAULT_TIMING
+    ]
     schema["properties"]["timing"] = {"oneOf": choices + short} if choices else {"not": {}}
     gate = copy.deepcopy(load_schema("gate-section.schema.json"))
     gate.pop("$schema", None)
@@ -64,8 +78,13 @@ def policy_schema(registry: Any = None) -> dict[str, Any]:
 
 
 @click.command("schema")
-@click.option("--output", "output_path", type=click.Path(path_type=Path), default=None,
-              help="Write the schema to this file (atomically) instead of standard output.")
+@click.option(
+    "--output",
+    "output_path",
+    type=click.Path(path_type=Path),
+    default=None,
+    help="Write the schema to this file (atomically) instead of standard output.",
+)
 def schema_command(output_path: Path | None) -> None:
     """Print the JSON Schema of policy files, including every installed plugin's options."""
     text = json.dumps(policy_schema(), indent=2, sort_keys=True, allow_nan=False) + "\n"

@@ -28,8 +28,10 @@ def _echo_table(results: list[Any]) -> None:
             click.echo(f"{r.point.id}  assumed: {'; '.join(r.assumed)}")
         for key in r.point.measured:
             if key in r.predicted:
-                click.echo(f"{r.point.id}  {key:22s} measured {r.point.measured[key]:>12.4g}  "
-                           f"predicted {r.predicted[key]:>12.4g}  error {errors[key] * 100:+7.1f} %")
+                click.echo(
+                    f"{r.point.id}  {key:22s} measured {r.point.measured[key]:>12.4g}  "
+                    f"predicted {r.predicted[key]:>12.4g}  error {errors[key] * 100:+7.1f} %"
+                )
 
 
 def _summary_line(label: str, results: list[Any]) -> str:
@@ -39,8 +41,10 @@ def _summary_line(label: str, results: list[Any]) -> str:
     if not s["values"]:
         return f"{label}: no predicted values"
     skipped = sum(1 for r in results if r.predicted is None)
-    return (f"{label}: {s['values']} values from {len(results) - skipped} points ({skipped} skipped): "
-            f"median |error| {s['median_ape'] * 100:.1f} %, {s['within_1_5x'] * 100:.0f} % within 1.5x")
+    return (
+        f"{label}: {s['values']} values from {len(results) - skipped} points ({skipped} skipped): "
+        f"median |error| {s['median_ape'] * 100:.1f} %, {s['within_1_5x'] * 100:.0f} % within 1.5x"
+    )
 
 
 def _round(value: float) -> float:
@@ -49,15 +53,17 @@ def _round(value: float) -> float:
 
 @timing_command.command("check")
 @click.argument("points", type=_PATH)
-@click.option("--timing", "timing_file", type=_PATH, help="A timing file (from timing fit) whose factors to use.")
+@click.option(
+    "--timing", "timing_file", type=_PATH, help="A timing file (from timing fit) whose factors to use."
+)
 @click.option("--output", "-o", type=_PATH, required=True, help="Predictions, one JSON line per point.")
 def check_command(points: Path, timing_file: Path | None, output: Path) -> None:
     """Replay every point of POINTS (realdata/measured/points.jsonl's format) and
     compare what it predicts with what was measured."""
-    from ..util.atomic import atomic_writer
     from ..timing.check import check_points
     from ..timing.fit import load_timing_file
     from ..timing.points import read_points
+    from ..util.atomic import atomic_writer
 
     loaded = read_points(points)
     timing = load_timing_file(timing_file) if timing_file is not None else None
@@ -74,23 +80,35 @@ def check_command(points: Path, timing_file: Path | None, output: Path) -> None:
 
 @timing_command.command("fit")
 @click.argument("measurements", nargs=-1, required=True, type=_PATH)
-@click.option("--base", type=_PATH, required=True, help="The timing file (or policy) whose factors to start from.")
+@click.option(
+    "--base", type=_PATH, required=True, help="The timing file (or policy) whose factors to start from."
+)
 @click.option("--output", "-o", type=_PATH, required=True, help="The fitted timing file.")
-@click.option("--rounds", type=click.IntRange(1, 1000), default=40, show_default=True,
-              help="Coordinate-descent rounds per pass and engine family.")
-@click.option("--passes", type=click.IntRange(1, 20), default=3, show_default=True,
-              help="Times the points are replayed again under the factors found so far.")
+@click.option(
+    "--rounds",
+    type=click.IntRange(1, 1000),
+    default=40,
+    show_default=True,
+    help="Coordinate-descent rounds per pass and engine family.",
+)
+@click.option(
+    "--passes",
+    type=click.IntRange(1, 20),
+    default=3,
+    show_default=True,
+    help="Times the points are replayed again under the factors found so far.",
+)
 def fit_command(measurements: tuple[Path, ...], base: Path, output: Path, rounds: int, passes: int) -> None:
     """Fit the roofline's free factors, per engine family, to MEASUREMENTS: measured
     points (realdata/measured/points.jsonl's format), benchmark client runs (any file
     `tickgate normalize` reads; replayed with the base policy's scheduler) and
     TensorRT-LLM iteration statistics. Prints the error before and after."""
-    from ..util.progress import wanted
     from ..timing.check import check_points
     from ..timing.fit import fit_family, load_timing_file, write_timing_file
     from ..timing.measurements import read_measurements
     from ..timing.points import family
     from ..timing.roofline import ENGINE_DEFAULTS
+    from ..util.progress import wanted
 
     start = load_timing_file(base)
     points = [p for path in measurements for p in read_measurements(path, start.document, base)]
@@ -103,8 +121,12 @@ def fit_command(measurements: tuple[Path, ...], base: Path, output: Path, rounds
     after_file = attrs.evolve(start, fitted=fitted)
     after = check_points(points, after_file.factors_for)
     names = ", ".join(p.name for p in measurements)
-    write_timing_file(output, start, fitted,
-                      f"tickgate timing fit {names} --base {base.name} --rounds {rounds} --passes {passes}\n"
-                      f"{_summary_line('before', before)}\n{_summary_line('after', after)}")
+    write_timing_file(
+        output,
+        start,
+        fitted,
+        f"tickgate timing fit {names} --base {base.name} --rounds {rounds} --passes {passes}\n"
+        f"{_summary_line('before', before)}\n{_summary_line('after', after)}",
+    )
     click.echo(_summary_line("before", before))
     click.echo(_summary_line("after", after))

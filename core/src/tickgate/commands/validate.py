@@ -13,11 +13,11 @@ def validate_command(policies: tuple[Path, ...]) -> None:
     """Check policy files: schema, plugin names, each plugin's options, and that
     the plugins build together (what replay would refuse, validate refuses).
     Every file is checked: one line each, exit status 2 if any is refused."""
-    from .cli import exit_with
+    from ..host.policy import load_policy
+    from ..interfaces import Clock
     from ..replay.engine import build_scheduler
     from ..util.errors import TickgateError, one_line
-    from ..interfaces import Clock
-    from ..host.policy import load_policy
+    from .cli import exit_with
 
     refused = 0
     for path in policies:

@@ -15,15 +15,16 @@ the steps, naming the first divergence, the command line and its report) is here
 from __future__ import annotations
 
 import json
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Iterator, Mapping, Sequence
+from typing import Any
 
 import click
 
+from ..interfaces.model import Request
 from ..util.errors import InputError
 from ..util.locations import load_json, parse_json
-from ..interfaces.model import Request
 
 
 @dataclass(frozen=True)
@@ -49,20 +50,23 @@ class ConformanceSpec:
     required: tuple[str, ...] | None = None
     #: a mirror with fast paths: ``(requests, config, slow_path)`` -> its lines and what
     #: the report says of the paths; when set, the command takes ``--slow-path``
-    run_mirror_paths: Callable[[list[Request], dict[str, Any], bool],
-                               tuple[list[dict[str, Any]], dict[str, Any]]] | None = None
+    run_mirror_paths: (
+        Callable[[list[Request], dict[str, Any], bool], tuple[list[dict[str, Any]], dict[str, Any]]] | None
+    ) = None
 
 
-def load_reference_workload(path: Path, config_path: Path | None, spec: ConformanceSpec
-                            ) -> tuple[list[Request], dict[str, Any]]:
+def load_reference_workload(
+    path: Path, config_path: Path | None, spec: ConformanceSpec
+) -> tuple[list[Request], dict[str, Any]]:
     """Requests in the harness's arrival order (arrival_step, then file order) and
     the config: the harness defaults, the workload's ``config``, then ``--config``."""
     data = load_json(path)
     if isinstance(data, list):
         data = {"requests": data}
     if not isinstance(data, dict) or not isinstance(data.get("requests"), list):
-        raise InputError(path, "expected a list of requests or {\"config\": {...}, \"requests\": [...]}",
-                         json_path="$")
+        raise InputError(
+            path, 'expected a list of requests or {"config": {...}, "requests": [...]}', json_path="$"
+        )
     config = dict(spec.defaults)
     config.update(_config(data.get("config", {}), path, ("config",), spec))
     if config_path is not None:
@@ -85,8 +89,9 @@ def _config(raw: Any, path: Path, prefix: tuple[str, ...], spec: ConformanceSpec
         raise InputError(path, "the config must be a JSON object", json_path=where)
     unknown = sorted(set(raw) - set(spec.defaults))
     if unknown:
-        raise InputError(path, f"unknown config keys {unknown}; expected some of {sorted(spec.defaults)}",
-                         json_path=where)
+        raise InputError(
+            path, f"unknown config keys {unknown}; expected some of {sorted(spec.defaults)}", json_path=where
+        )
     if spec.check_config is not None:
         spec.check_config(raw, path, prefix)
     return dict(raw)
@@ -98,7 +103,9 @@ def _int(item: Any, key: str, path: Path, i: int, default: int | None = None) ->
     value = item.get(key, default)
     if type(value) is not int or value < 0:
         found = "it is missing" if key not in item else f"found {value!r}"
-        raise InputError(path, f"expected a non-negative integer, {found}", json_path=f"$.requests[{i}].{key}")
+        raise InputError(
+            path, f"expected a non-negative integer, {found}", json_path=f"$.requests[{i}].{key}"
+        )
     return value
 
 
@@ -110,7 +117,9 @@ def _request(item: Any, path: Path, i: int) -> Request:
     ids = item.get("prompt_token_ids")
     if ids is not None:
         if not isinstance(ids, list) or not ids or not all(type(t) is int and t >= 0 for t in ids):
-            raise InputError(path, "expected a non-empty list of token ids", json_path=f"{where}.prompt_token_ids")
+            raise InputError(
+                path, "expected a non-empty list of token ids", json_path=f"{where}.prompt_token_ids"
+            )
         prompt = len(ids)
     else:
         prompt = _int(item, "prompt_len", path, i)
@@ -120,9 +129,14 @@ def _request(item: Any, path: Path, i: int) -> Request:
         raise InputError(path, f"expected an integer, found {prio!r}", json_path=f"{where}.priority")
     if prompt < 1 or out < 1:
         raise InputError(path, "prompt and max_output_len must be at least 1", json_path=where)
-    return Request(id=str(rid), prompt_tokens=prompt, max_output_tokens=out, priority=prio,
-                   arrival_tick=_int(item, "arrival_step", path, i, 0),
-                   prompt_token_ids=tuple(ids) if ids is not None else None)
+    return Request(
+        id=str(rid),
+        prompt_tokens=prompt,
+        max_output_tokens=out,
+        priority=prio,
+        arrival_tick=_int(item, "arrival_step", path, i, 0),
+        prompt_token_ids=tuple(ids) if ids is not None else None,
+    )
 
 
 def read_steps(path: Path, spec: ConformanceSpec) -> Iterator[dict[str, Any]]:
@@ -145,20 +159,28 @@ def read_steps(path: Path, spec: ConformanceSpec) -> Iterator[dict[str, Any]]:
             try:
                 spec.norm(line)
             except (TypeError, KeyError, IndexError, ValueError, AttributeError):
-                raise InputError(path, f"a field of this step has the wrong shape for the {spec.label} "
-                                       "harness's format", line=lineno) from None
+                raise InputError(
+                    path,
+                    f"a field of this step has the wrong shape for the {spec.label} harness's format",
+                    line=lineno,
+                ) from None
             yield line
 
 
-def observe_mirror(scheduler: str, options: dict[str, Any], requests: list[Request],
-                   engine_label: str, built: Callable[[Any], None] | None = None) -> list[dict[str, Any]]:
+def observe_mirror(
+    scheduler: str,
+    options: dict[str, Any],
+    requests: list[Request],
+    engine_label: str,
+    built: Callable[[Any], None] | None = None,
+) -> list[dict[str, Any]]:
     """Replay ``requests`` (untimed) through the registered scheduler plugin ``scheduler``
     built with ``options`` (validated by its schema), collecting what its ``observer``
     hook logs, one line per step; a request the mirror rejects is an error (the real
     engine would not run it either: ``engine_label`` names it). ``built`` is handed
     the mirror before the replay (to read its own counts after it)."""
-    from ..interfaces import BuildContext, Clock
     from ..host.registry import get_registry
+    from ..interfaces import BuildContext, Clock
     from ..replay.engine import run
     from ..util.schemas import validate
 
@@ -191,8 +213,9 @@ def observe_mirror(scheduler: str, options: dict[str, Any], requests: list[Reque
     return lines
 
 
-def compare(reference: Sequence[dict[str, Any]], mirror: Sequence[dict[str, Any]],
-            spec: ConformanceSpec) -> dict[str, Any]:
+def compare(
+    reference: Sequence[dict[str, Any]], mirror: Sequence[dict[str, Any]], spec: ConformanceSpec
+) -> dict[str, Any]:
     """Compare the runs step by step (aligned by position, steps checked); the
     first divergence is described in words with its step and field."""
     identical = 0
@@ -206,9 +229,13 @@ def compare(reference: Sequence[dict[str, Any]], mirror: Sequence[dict[str, Any]
             first = _describe(i, ref, mine, spec)
     if first is None and len(mirror) > len(reference):
         extra = mirror[len(reference)]
-        first = {"index": len(reference), "step": extra["step"], "field": "steps",
-                 "description": f"the mirror ran {len(mirror) - len(reference)} more steps than "
-                                f"{spec.label}, starting at step {extra['step']}"}
+        first = {
+            "index": len(reference),
+            "step": extra["step"],
+            "field": "steps",
+            "description": f"the mirror ran {len(mirror) - len(reference)} more steps than "
+            f"{spec.label}, starting at step {extra['step']}",
+        }
     return {
         "steps_total": len(reference),
         "steps_identical": identical,
@@ -219,26 +246,47 @@ def compare(reference: Sequence[dict[str, Any]], mirror: Sequence[dict[str, Any]
     }
 
 
-def _describe(i: int, ref: dict[str, Any], mine: dict[str, Any] | None, spec: ConformanceSpec) -> dict[str, Any]:
+def _describe(
+    i: int, ref: dict[str, Any], mine: dict[str, Any] | None, spec: ConformanceSpec
+) -> dict[str, Any]:
     name = spec.label
     if mine is None:
-        return {"index": i, "step": ref["step"], "field": "steps",
-                "description": f"{name} ran step {ref['step']} but the mirror had already finished"}
+        return {
+            "index": i,
+            "step": ref["step"],
+            "field": "steps",
+            "description": f"{name} ran step {ref['step']} but the mirror had already finished",
+        }
     if mine["step"] != ref["step"]:
-        return {"index": i, "step": ref["step"], "field": "step",
-                "description": f"step {i + 1} of the run is step {ref['step']} in {name} but step "
-                               f"{mine['step']} in the mirror (idle steps skipped differently)"}
+        return {
+            "index": i,
+            "step": ref["step"],
+            "field": "step",
+            "description": f"step {i + 1} of the run is step {ref['step']} in {name} but step "
+            f"{mine['step']} in the mirror (idle steps skipped differently)",
+        }
     a, b = spec.norm(ref), spec.norm(mine)
     for key in spec.fields:
         if a[key] != b[key]:
-            return {"index": i, "step": ref["step"], "field": key, spec.engine: a[key], "mirror": b[key],
-                    "description": f"step {ref['step']}: {key} differs: {name} {json.dumps(a[key])} "
-                                   f"vs mirror {json.dumps(b[key])}"}
+            return {
+                "index": i,
+                "step": ref["step"],
+                "field": key,
+                spec.engine: a[key],
+                "mirror": b[key],
+                "description": f"step {ref['step']}: {key} differs: {name} {json.dumps(a[key])} "
+                f"vs mirror {json.dumps(b[key])}",
+            }
     raise AssertionError("unreachable")  # pragma: no cover
 
 
-def check(workload_path: Path, reference_path: Path, config_path: Path | None,
-          spec: ConformanceSpec, slow_path: bool = False) -> dict[str, Any]:
+def check(
+    workload_path: Path,
+    reference_path: Path,
+    config_path: Path | None,
+    spec: ConformanceSpec,
+    slow_path: bool = False,
+) -> dict[str, Any]:
     """The whole check: load, replay, compare; the report (JSON-ready). ``slow_path``:
     the mirror's full step for every step (``spec.run_mirror_paths`` only)."""
     requests, config = load_reference_workload(workload_path, config_path, spec)
@@ -249,8 +297,14 @@ def check(workload_path: Path, reference_path: Path, config_path: Path | None,
     else:
         lines = spec.run_mirror(requests, config)
     report = compare(reference, lines, spec)
-    return {**report, **paths, "workload": str(workload_path), "reference": str(reference_path),
-            "config": config, "requests": len(requests)}
+    return {
+        **report,
+        **paths,
+        "workload": str(workload_path),
+        "reference": str(reference_path),
+        "config": config,
+        "requests": len(requests),
+    }
 
 
 def conformance_command(spec: ConformanceSpec, *, harness: str, driver: str) -> click.Command:
@@ -259,36 +313,69 @@ def conformance_command(spec: ConformanceSpec, *, harness: str, driver: str) -> 
     input)."""
 
     @click.command(spec.engine)
-    @click.option("--workload", "workload_path", required=True, type=click.Path(path_type=Path),
-                  help=f"Workload in the {harness} format (prompt_len, max_output_len, arrival_step).")
-    @click.option("--reference", "reference_path", required=True, type=click.Path(path_type=Path),
-                  help=f"Per-step JSONL written by {driver} for this workload and config.")
-    @click.option("--output", "output_path", required=True, type=click.Path(path_type=Path),
-                  help="Where to write the conformance report (JSON, atomically).")
-    @click.option("--config", "config_path", type=click.Path(path_type=Path), default=None,
-                  help=f"Config JSON overriding the workload's embedded config (as {driver} --config).")
-    def command(workload_path: Path, reference_path: Path, output_path: Path, config_path: Path | None,
-                slow_path: bool = False) -> None:
-        from ..util.atomic import write_json
+    @click.option(
+        "--workload",
+        "workload_path",
+        required=True,
+        type=click.Path(path_type=Path),
+        help=f"Workload in the {harness} format (prompt_len, max_output_len, arrival_step).",
+    )
+    @click.option(
+        "--reference",
+        "reference_path",
+        required=True,
+        type=click.Path(path_type=Path),
+        help=f"Per-step JSONL written by {driver} for this workload and config.",
+    )
+    @click.option(
+        "--output",
+        "output_path",
+        required=True,
+        type=click.Path(path_type=Path),
+        help="Where to write the conformance report (JSON, atomically).",
+    )
+    @click.option(
+        "--config",
+        "config_path",
+        type=click.Path(path_type=Path),
+        default=None,
+        help=f"Config JSON overriding the workload's embedded config (as {driver} --config).",
+    )
+    def command(
+        workload_path: Path,
+        reference_path: Path,
+        output_path: Path,
+        config_path: Path | None,
+        slow_path: bool = False,
+    ) -> None:
         from ..commands.cli import exit_with
+        from ..util.atomic import write_json
 
         report = check(workload_path, reference_path, config_path, spec, slow_path)
         write_json(output_path, report)
         verdict = "identical" if report["first_divergence"] is None else "DIVERGES"
         if "mirror_path" in report:
             verdict += f", {report['mirror_path']} path"
-        click.echo(f"{spec.engine} conformance: {report['steps_identical']}/{report['steps_total']} steps "
-                   f"identical ({verdict}) -> {output_path}")
+        click.echo(
+            f"{spec.engine} conformance: {report['steps_identical']}/{report['steps_total']} steps "
+            f"identical ({verdict}) -> {output_path}"
+        )
         if report["first_divergence"] is not None:
             click.echo(report["first_divergence"]["description"], err=True)
             exit_with(1)
 
     if spec.run_mirror_paths is not None:
         command = click.option(
-            "--slow-path", "slow_path", is_flag=True, default=False,
+            "--slow-path",
+            "slow_path",
+            is_flag=True,
+            default=False,
             help="Run the mirror's full step at every step (its fast paths off) instead of its fast "
-                 "paths, whose steps are expanded one line each; both must match.")(command)
-    command.help = (f"Replay WORKLOAD with tickgate's {spec.label} mirror and compare every step with "
-                    f"REFERENCE, a recorded run of the real {spec.label} scheduler. Exit 0 only when every "
-                    "step matches, 1 at the first difference.")
+            "paths, whose steps are expanded one line each; both must match.",
+        )(command)
+    command.help = (
+        f"Replay WORKLOAD with tickgate's {spec.label} mirror and compare every step with "
+        f"REFERENCE, a recorded run of the real {spec.label} scheduler. Exit 0 only when every "
+        "step matches, 1 at the first difference."
+    )
     return command

@@ -8,14 +8,15 @@ runs the replicas, :mod:`.report` rolls them up.
 from __future__ import annotations
 
 import contextlib
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any
 
+from ..host.policy import Policy
+from ..interfaces.model import Request, RequestOutcome, TickRecord
+from ..replay.report import DETAIL_LIMIT, SummarySink
 from ..util.atomic import atomic_writer
 from ..util.jsonio import stdlib_line
-from ..interfaces.model import Request, RequestOutcome, TickRecord
-from ..host.policy import Policy
-from ..replay.report import DETAIL_LIMIT, SummarySink
 from .driver import Fleet
 from .report import fleet_report, replica_report
 from .spec import FleetSpec, fleet_spec
@@ -40,11 +41,20 @@ class _ReplicaTrace:
         self.fh.write(stdlib_line({"replica": self.name, **record.to_json()}) + "\n")
 
 
-def replay_fleet(requests: Iterable[Request], policy: Policy, spec: FleetSpec, *, inputs: dict[str, Any],
-                 prefix_block_size: int | None, detail_limit: int = DETAIL_LIMIT,
-                 trace_path: Path | str | None = None, keep: list[Any] | None = None,
-                 sidecar: bool = False, kv_events_path: Path | str | None = None,
-                 client_sinks: list[Any] | None = None) -> dict[str, Any]:
+def replay_fleet(
+    requests: Iterable[Request],
+    policy: Policy,
+    spec: FleetSpec,
+    *,
+    inputs: dict[str, Any],
+    prefix_block_size: int | None,
+    detail_limit: int = DETAIL_LIMIT,
+    trace_path: Path | str | None = None,
+    keep: list[Any] | None = None,
+    sidecar: bool = False,
+    kv_events_path: Path | str | None = None,
+    client_sinks: list[Any] | None = None,
+) -> dict[str, Any]:
     """Replay ``requests`` through the fleet; the fleet's report. ``sidecar``: each
     engine's fingerprint and summary in a forked child (:mod:`tickgate.replay.sidecar`;
     the same report). ``keep``: a list the built :class:`Fleet` and the engines' own
@@ -69,8 +79,14 @@ def replay_fleet(requests: Iterable[Request], policy: Policy, spec: FleetSpec, *
     with contextlib.ExitStack() as stack:
         if kv_events_path is not None:
             writer = KvEventWriter(stack.enter_context(atomic_writer(kv_events_path, binary=True)))
-        fleet = Fleet(spec, policy, prefix_block_size=prefix_block_size, detail_limit=detail_limit,
-                      sidecar=sidecar, kv_writer=writer)
+        fleet = Fleet(
+            spec,
+            policy,
+            prefix_block_size=prefix_block_size,
+            detail_limit=detail_limit,
+            sidecar=sidecar,
+            kv_writer=writer,
+        )
         for e in fleet.engines:
             stack.callback(e.close)
         if trace_path is not None:

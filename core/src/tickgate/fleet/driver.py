@@ -24,17 +24,18 @@ from __future__ import annotations
 
 import hashlib
 import heapq
-from typing import Any, Iterable, Iterator
+from collections.abc import Iterable, Iterator
+from typing import Any
 
 import attrs
 
-from ..util.errors import InputError
-from ..interfaces import Clock, optional_attribute
-from ..interfaces.model import Request, RequestOutcome
 from ..host.policy import Policy
-from ..replay.engine import DEFAULT_MAX_TICKS, build_scheduler
-from ..interfaces.routing import Router, RouterContext
+from ..interfaces import Clock, optional_attribute
 from ..interfaces.kv_events import records_kv_events
+from ..interfaces.model import Request, RequestOutcome
+from ..interfaces.routing import Router, RouterContext
+from ..replay.engine import DEFAULT_MAX_TICKS, build_scheduler
+from ..util.errors import InputError
 from .handoff import Handoff
 from .prefix_index import EventPrefixes, RoutedPrefixes
 from .replica import Engine, Target
@@ -50,8 +51,16 @@ LOOKAHEAD = 4096
 class Fleet:
     """Every replica of a policy's ``cluster`` section, built, and the loop that runs them."""
 
-    def __init__(self, spec: FleetSpec, policy: Policy, *, prefix_block_size: int | None,
-                 detail_limit: int, sidecar: bool = False, kv_writer: Any = None) -> None:
+    def __init__(
+        self,
+        spec: FleetSpec,
+        policy: Policy,
+        *,
+        prefix_block_size: int | None,
+        detail_limit: int,
+        sidecar: bool = False,
+        kv_writer: Any = None,
+    ) -> None:
         self.spec = spec
         self.policy = policy
         self.timing = policy.timing
@@ -72,8 +81,9 @@ class Fleet:
                 for k in range(pool.data_parallel_size):
                     rank_name = name if pool.data_parallel_size == 1 else f"{name}/dp{k}"
                     ranks.append(self._engine(pool, rank_name, k, limit, detail_limit))
-                target = Target(len(targets), name, pool.name, ranks, self.timing, pool.lockstep,
-                                self._cached_prefix)
+                target = Target(
+                    len(targets), name, pool.name, ranks, self.timing, pool.lockstep, self._cached_prefix
+                )
                 for e in ranks:
                     e.frontend = target.frontend
                 targets.append(target)
@@ -87,8 +97,7 @@ class Fleet:
             self.entry_pool = by_role["prefill"]
         else:
             self.entry_pool = spec.pools[0]
-        self.entry_targets = (self.pool_targets[self.entry_pool.name] if spec.disaggregated
-                              else self.targets)
+        self.entry_targets = self.pool_targets[self.entry_pool.name] if spec.disaggregated else self.targets
         self.router = self._router(self.entry_pool, len(self.entry_targets))
         self.handoff: Handoff | None = None
         if spec.disaggregated:
@@ -101,11 +110,14 @@ class Fleet:
                 for e in t.engines:
                     e.transferred = True
         self.track_prefixes = bool(optional_attribute(self.router, "reads_cached_prefixes"))
-        self._kv_events(kv_writer, self.track_prefixes and getattr(self.router, "prefix_source", "events") == "events")
+        self._kv_events(
+            kv_writer, self.track_prefixes and getattr(self.router, "prefix_source", "events") == "events"
+        )
         # asked ahead: a router that reads no state (or has one replica to pick), when no replica
         # balances data-parallel ranks (that reads the ranks' counts at the arrival)
-        self.eager = (not optional_attribute(self.router, "uses_replica_state") or len(self.entry_targets) == 1) \
-            and all(len(t.engines) == 1 for t in self.entry_targets)
+        self.eager = (
+            not optional_attribute(self.router, "uses_replica_state") or len(self.entry_targets) == 1
+        ) and all(len(t.engines) == 1 for t in self.entry_targets)
         #: routing decisions in order: (request id, replica name); the fleet fingerprint covers them
         self.decisions = hashlib.sha256()
         self.decision_counts = [0] * len(self.targets)
@@ -118,8 +130,18 @@ class Fleet:
     def _engine(self, pool: PoolSpec, name: str, rank: int, limit: int, detail_limit: int) -> Engine:
         clock = Clock()
         scheduler, built = build_scheduler(pool.policy, clock, prefix_block_size=self.prefix_block_size)
-        engine = Engine(len(self.engines), name, pool.name, rank, scheduler, clock, built, limit, detail_limit,
-                        self.sidecar)
+        engine = Engine(
+            len(self.engines),
+            name,
+            pool.name,
+            rank,
+            scheduler,
+            clock,
+            built,
+            limit,
+            detail_limit,
+            self.sidecar,
+        )
         self.engines.append(engine)
         self.prefixes.add_engine(scheduler)
         return engine
@@ -133,9 +155,12 @@ class Fleet:
             records = records_kv_events(e.scheduler)
             if writer is not None and not records:
                 pool = next(p for p in self.spec.pools if p.name == e.pool)
-                raise InputError(self.policy.path, f'scheduler "{pool.scheduler.plugin.name}" of {e.name} does not '
-                                 "record KV-cache events; --kv-events needs one that does, such as vllm-v1",
-                                 **pool.policy.locate(*pool.policy.scheduler_at, "name"))
+                raise InputError(
+                    self.policy.path,
+                    f'scheduler "{pool.scheduler.plugin.name}" of {e.name} does not '
+                    "record KV-cache events; --kv-events needs one that does, such as vllm-v1",
+                    **pool.policy.locate(*pool.policy.scheduler_at, "name"),
+                )
             on = records and (index or writer is not None)
             self.events.add_engine(e.scheduler, on and index)
             if on:
@@ -150,8 +175,12 @@ class Fleet:
     def _router(self, pool: PoolSpec, replicas: int) -> Router:
         info = pool.router.plugin
         ctx = RouterContext(pool=pool.name, replicas=replicas, seed=self.spec.seed)
-        at = ("cluster", "pools", pool.name, "router", "name") if "pools" in self.policy.data["cluster"] \
-            and "router" in self.policy.data["cluster"]["pools"][pool.name] else ("cluster", "router", "name")
+        at = (
+            ("cluster", "pools", pool.name, "router", "name")
+            if "pools" in self.policy.data["cluster"]
+            and "router" in self.policy.data["cluster"]["pools"][pool.name]
+            else ("cluster", "router", "name")
+        )
         return self.policy.build_plugin(info, lambda: info.obj.build(pool.router.options, ctx), *at)
 
     # -- the loop -----------------------------------------------------------------------
@@ -162,8 +191,10 @@ class Fleet:
         self._it: Iterator[Request] = iter(requests)
         self._head: Request | None = next(self._it, None)
         if self._head is not None and self._head.arrival_ms is None:
-            raise InputError(None, "a fleet replays arrivals in ms: the workload's requests need arrival_ms "
-                             "(a timed workload)")
+            raise InputError(
+                None,
+                "a fleet replays arrivals in ms: the workload's requests need arrival_ms (a timed workload)",
+            )
         self._ahead = 0  # requests routed ahead of their arrival, not yet entered
         self._seq = 0
         self.entries: list[tuple[float, int, int]] = []  # (time, seq, engine index)
@@ -227,8 +258,11 @@ class Fleet:
         targets = self.entry_targets
         position = self.router.route(request, targets) if len(targets) > 1 else 0
         if type(position) is not int or not 0 <= position < len(targets):
-            raise InputError(None, f"{self.entry_pool.router.plugin.label()} returned {position!r} for request "
-                             f"{request.id!r}: not a replica position 0..{len(targets) - 1}")
+            raise InputError(
+                None,
+                f"{self.entry_pool.router.plugin.label()} returned {position!r} for request "
+                f"{request.id!r}: not a replica position 0..{len(targets) - 1}",
+            )
         target = targets[position]
         if self.handoff is not None:
             request = self.handoff.prefill_request(request)
@@ -256,8 +290,11 @@ class Fleet:
         targets = self.decode_targets
         position = self.decode_router.route(request, targets) if len(targets) > 1 else 0
         if type(position) is not int or not 0 <= position < len(targets):
-            raise InputError(None, f"{self.decode_pool.router.plugin.label()} returned {position!r} for "
-                             f"request {request.id!r}: not a replica position 0..{len(targets) - 1}")
+            raise InputError(
+                None,
+                f"{self.decode_pool.router.plugin.label()} returned {position!r} for "
+                f"request {request.id!r}: not a replica position 0..{len(targets) - 1}",
+            )
         self._send(request, targets[position])
 
     def _next_arrival(self, engine: Engine) -> float | None:
@@ -281,7 +318,7 @@ class Fleet:
 
     def _step(self, engine: Engine, target: Target) -> None:
         start = engine.clock.now_ms
-        record, outcomes = engine.step(self._next_arrival(engine))
+        _record, outcomes = engine.step(self._next_arrival(engine))
         self._busy(start, engine.clock.now_ms)
         if outcomes:
             self._finish(engine, target, outcomes)
@@ -346,7 +383,7 @@ class _EventSink:
     of resident blocks and/or written, one batch per record, stamped with the
     simulated end of the step in seconds and named by replica and rank."""
 
-    __slots__ = ("drain", "fleet", "engine", "writer", "index", "replica")
+    __slots__ = ("drain", "engine", "fleet", "index", "replica", "writer")
 
     def __init__(self, fleet: Fleet, engine: Engine, writer: Any, index: bool) -> None:
         self.drain = engine.scheduler.drain_kv_events

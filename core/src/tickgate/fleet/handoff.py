@@ -35,7 +35,7 @@ __all__ = ["Handoff"]
 class Handoff:
     """Requests between their prefill and their decode, and the transfers' figures."""
 
-    __slots__ = ("transfer", "originals", "prefilled_at", "pending", "seq", "bytes", "ms")
+    __slots__ = ("bytes", "ms", "originals", "pending", "prefilled_at", "seq", "transfer")
 
     def __init__(self, transfer: TransferSpec) -> None:
         self.transfer = transfer
@@ -81,5 +81,9 @@ class Handoff:
         return attrs.evolve(o, arrival_ms=original.arrival_ms, admitted_ms=prefill.admitted_ms)
 
     def to_json(self) -> dict[str, Any]:
-        return {"count": len(self.ms), "bytes": round(self.bytes), "ms": distribution(self.ms, 3),
-                **self.transfer.to_json()}
+        return {
+            "count": len(self.ms),
+            "bytes": round(self.bytes),
+            "ms": distribution(self.ms, 3),
+            **self.transfer.to_json(),
+        }

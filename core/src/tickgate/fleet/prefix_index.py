@@ -23,7 +23,7 @@ __all__ = ["EventPrefixes", "RoutedPrefixes"]
 class RoutedPrefixes:
     """Per engine: an LRU set of chained prefix-block keys routed there."""
 
-    __slots__ = ("block_size", "caches", "capacity", "_for", "_keys")
+    __slots__ = ("_for", "_keys", "block_size", "caches", "capacity")
 
     def __init__(self, block_size: int | None) -> None:
         self.block_size = block_size  # tokens per prefix block (the workload's); None: no prefixes
@@ -85,7 +85,7 @@ class EventPrefixes:
     first block first) found resident, times the scheduler's block size: the
     longest-consecutive-prefix rule of llm-d's ``LongestPrefixScorer``."""
 
-    __slots__ = ("resident", "block_size", "_for", "_hashes")
+    __slots__ = ("_for", "_hashes", "block_size", "resident")
 
     def __init__(self) -> None:
         self.resident: list[set[int] | None] = []  # None: the engine records no events

@@ -14,13 +14,14 @@ decisions, record for record.
 from __future__ import annotations
 
 from collections import deque
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from ..interfaces import Clock, Horizon, optional_attribute
 from ..interfaces.model import Request, RequestOutcome, TickRecord
 from ..replay.engine import Frontend, advance, take_step
-from ..replay.sidecar import Sidecar
 from ..replay.report import FingerprintSink, SummarySink
+from ..replay.sidecar import Sidecar
 
 __all__ = ["Engine", "Target"]
 
@@ -31,12 +32,48 @@ _ONE_STEP = Horizon(max_ticks=1)
 class Engine:
     """A scheduler with its clock, sinks and the counts a router reads."""
 
-    __slots__ = ("index", "name", "pool", "rank", "scheduler", "clock", "built", "label", "fingerprint",
-                 "summary", "sinks", "sidecar", "digest", "limit", "stalled", "horizon", "horizon_for", "entries",
-                 "in_flight", "routed", "running", "prefilled_tokens", "busy", "hit_tokens", "frontend", "transferred")
+    __slots__ = (
+        "built",
+        "busy",
+        "clock",
+        "digest",
+        "entries",
+        "fingerprint",
+        "frontend",
+        "hit_tokens",
+        "horizon",
+        "horizon_for",
+        "in_flight",
+        "index",
+        "label",
+        "limit",
+        "name",
+        "pool",
+        "prefilled_tokens",
+        "rank",
+        "routed",
+        "running",
+        "scheduler",
+        "sidecar",
+        "sinks",
+        "stalled",
+        "summary",
+        "transferred",
+    )
 
-    def __init__(self, index: int, name: str, pool: str, rank: int, scheduler: Any, clock: Clock,
-                 built: dict[str, Any], limit: int, detail_limit: int, sidecar: bool = False) -> None:
+    def __init__(
+        self,
+        index: int,
+        name: str,
+        pool: str,
+        rank: int,
+        scheduler: Any,
+        clock: Clock,
+        built: dict[str, Any],
+        limit: int,
+        detail_limit: int,
+        sidecar: bool = False,
+    ) -> None:
         self.index = index  # position in the fleet (ties between equal times go to the lower)
         self.name = name
         self.pool = pool
@@ -49,14 +86,15 @@ class Engine:
         #: the plain replay's two sinks, or a sidecar computing them in a child (:meth:`finish`)
         self.sidecar = Sidecar(detail_limit, every_sample=every) if sidecar else None
         self.fingerprint: FingerprintSink | None = None if sidecar else FingerprintSink()
-        self.summary: SummarySink | None = None if sidecar else SummarySink(detail_limit=detail_limit,
-                                                                          every_sample=every)
+        self.summary: SummarySink | None = (
+            None if sidecar else SummarySink(detail_limit=detail_limit, every_sample=every)
+        )
         self.sinks: list[Any] = [self.sidecar] if sidecar else [self.fingerprint, self.summary]
         self.digest: str | None = None
         self.limit = limit
         self.stalled = 0
         self.horizon = Horizon()
-        self.horizon_for: float | None | bool = False  # the next arrival `horizon` was built for
+        self.horizon_for: float | bool | None = False  # the next arrival `horizon` was built for
         #: requests routed here, in the order (and at the time, arrival_ms) they enter the scheduler
         self.entries: deque[Request] = deque()
         self.in_flight = 0
@@ -99,11 +137,11 @@ class Engine:
 
     def take_one(self) -> TickRecord:
         """One step exactly (a lockstep rank: its group steps together), not yet settled."""
-        return take_step(self.scheduler.step, _ONE_STEP,
-                         self.clock, self.label)
+        return take_step(self.scheduler.step, _ONE_STEP, self.clock, self.label)
 
-    def settle(self, record: TickRecord, outcomes: list[RequestOutcome]) -> tuple[TickRecord,
-                                                                                  list[RequestOutcome]]:
+    def settle(
+        self, record: TickRecord, outcomes: list[RequestOutcome]
+    ) -> tuple[TickRecord, list[RequestOutcome]]:
         """Feed the sinks a step's record and outcomes and move the clock past it."""
         clock = self.clock
         for sink in self.sinks:
@@ -135,10 +173,18 @@ class Target:
     """What a router picks: one replica, whose ranks are engines (one, or its
     data-parallel ranks). Implements :class:`tickgate.interfaces.routing.ReplicaView`."""
 
-    __slots__ = ("position", "name", "pool", "engines", "frontend", "dp_start", "prefix", "lockstep")
+    __slots__ = ("dp_start", "engines", "frontend", "lockstep", "name", "pool", "position", "prefix")
 
-    def __init__(self, position: int, name: str, pool: str, engines: list[Engine], timing: Any,
-                 lockstep: bool, prefix: Callable[[int, Request], int]) -> None:
+    def __init__(
+        self,
+        position: int,
+        name: str,
+        pool: str,
+        engines: list[Engine],
+        timing: Any,
+        lockstep: bool,
+        prefix: Callable[[int, Request], int],
+    ) -> None:
         self.position = position
         self.name = name
         self.pool = pool

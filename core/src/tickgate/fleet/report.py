@@ -11,7 +11,8 @@ hit rate, the routing decisions and how evenly they spread.
 from __future__ import annotations
 
 import hashlib
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 from ..replay.report import SummarySink
 from ..replay.token_gaps import weighted_distribution
@@ -37,14 +38,23 @@ def replica_report(fleet: Fleet, index: int, inputs: Mapping[str, Any]) -> dict[
     s = e.scheduler
     timing = fleet.timing
     return e.summary.report(  # type: ignore[union-attr]
-        total_ticks=e.clock.tick, kv_capacity=s.kv_capacity_pages(), decode_slots=s.decode_slots_per_tick(),
-        final_kv=s.kv_used_pages(), fingerprint=e.digest, extra=s.extra_summary(),
-        built=e.built, inputs=dict(inputs), timed=True, busy_ms=e.clock.now_ms - e.clock.idle_ms,
-        frontend_ms=timing.frontend_ms if timing is not None else 0.0)
+        total_ticks=e.clock.tick,
+        kv_capacity=s.kv_capacity_pages(),
+        decode_slots=s.decode_slots_per_tick(),
+        final_kv=s.kv_used_pages(),
+        fingerprint=e.digest,
+        extra=s.extra_summary(),
+        built=e.built,
+        inputs=dict(inputs),
+        timed=True,
+        busy_ms=e.clock.now_ms - e.clock.idle_ms,
+        frontend_ms=timing.frontend_ms if timing is not None else 0.0,
+    )
 
 
-def fleet_report(fleet: Fleet, client: SummarySink, inputs: dict[str, Any],
-                 replicas: list[dict[str, Any]]) -> dict[str, Any]:
+def fleet_report(
+    fleet: Fleet, client: SummarySink, inputs: dict[str, Any], replicas: list[dict[str, Any]]
+) -> dict[str, Any]:
     """The fleet's report; ``client`` saw every request arrive and finish, ``replicas``
     are the engines' own reports (:func:`replica_report`, in fleet order)."""
     digest = hashlib.sha256(fleet.decisions.digest())
@@ -52,13 +62,23 @@ def fleet_report(fleet: Fleet, client: SummarySink, inputs: dict[str, Any],
         digest.update(f"{e.name}\t{rep['summary']['trace_fingerprint']}\n".encode())
     fingerprint = digest.hexdigest()[:16]
     timing = fleet.timing
-    sums = {key: sum(r["summary"][key] for r in replicas)
-            for key in ("total_ticks", "total_decode_tokens", "final_kv_pages")}
+    sums = {
+        key: sum(r["summary"][key] for r in replicas)
+        for key in ("total_ticks", "total_decode_tokens", "final_kv_pages")
+    }
     report = client.report(
-        total_ticks=sums["total_ticks"], kv_capacity=sum(e.scheduler.kv_capacity_pages() for e in fleet.engines),
-        decode_slots=0, final_kv=sums["final_kv_pages"], fingerprint=fingerprint, extra={},
-        built=_plugins(fleet), inputs=inputs, timed=True, busy_ms=fleet.busy_ms,
-        frontend_ms=timing.frontend_ms if timing is not None else 0.0)
+        total_ticks=sums["total_ticks"],
+        kv_capacity=sum(e.scheduler.kv_capacity_pages() for e in fleet.engines),
+        decode_slots=0,
+        final_kv=sums["final_kv_pages"],
+        fingerprint=fingerprint,
+        extra={},
+        built=_plugins(fleet),
+        inputs=inputs,
+        timed=True,
+        busy_ms=fleet.busy_ms,
+        frontend_ms=timing.frontend_ms if timing is not None else 0.0,
+    )
     summary = report["summary"]
     summary["total_decode_tokens"] = sums["total_decode_tokens"]
     summary["replicas"] = len(fleet.targets)
@@ -98,8 +118,12 @@ def _fleet_block(fleet: Fleet, replicas: list[dict[str, Any]], prompt_tokens: in
         hits += hit
         prompt = rep["summary"]["total_prompt_tokens"]
         entry = {
-            "name": e.name, "pool": e.pool, "rank": e.rank, "routed": e.routed,
-            "completed": rep["summary"]["completed_requests"], "busy_ms": rep["latency"]["busy_ms"],
+            "name": e.name,
+            "pool": e.pool,
+            "rank": e.rank,
+            "routed": e.routed,
+            "completed": rep["summary"]["completed_requests"],
+            "busy_ms": rep["latency"]["busy_ms"],
             "prefix_cache_hit_rate": round(hit / prompt, 6) if prompt else 0.0,
             "summary": rep["summary"],
             "latency": {k: rep["latency"][k] for k in ("ttft_ms", "itl_ms", "e2e_ms")},
@@ -114,16 +138,23 @@ def _fleet_block(fleet: Fleet, replicas: list[dict[str, Any]], prompt_tokens: in
     block: dict[str, Any] = {
         "replicas": entries,
         "prefix_cache_hit_rate": round(hits / prompt_tokens, 6) if prompt_tokens else 0.0,
-        "routing": {"router": fleet.entry_pool.router.plugin.name, "decisions": decisions,
-                    "jain_index": jain_index([float(v) for v in decisions.values()])},
+        "routing": {
+            "router": fleet.entry_pool.router.plugin.name,
+            "decisions": decisions,
+            "jain_index": jain_index([float(v) for v in decisions.values()]),
+        },
     }
     if fleet.handoff is not None:
         # each side's decisions and evenness: a request is routed once on either side
-        for side, targets, pool in (("prefill", fleet.entry_targets, fleet.entry_pool),
-                                    ("decode", fleet.decode_targets, fleet.decode_pool)):
+        for side, targets, pool in (
+            ("prefill", fleet.entry_targets, fleet.entry_pool),
+            ("decode", fleet.decode_targets, fleet.decode_pool),
+        ):
             counts = [decisions[t.name] for t in targets]
-            block["routing"][side] = {"router": pool.router.plugin.name, "jain_index": jain_index(
-                [float(c) for c in counts])}
+            block["routing"][side] = {
+                "router": pool.router.plugin.name,
+                "jain_index": jain_index([float(c) for c in counts]),
+            }
         # the decode side's spread is the fleet's (its prefill side is given too)
         block["routing"]["jain_index"] = block["routing"]["decode"]["jain_index"]
         block["transfers"] = fleet.handoff.to_json()
@@ -133,5 +164,8 @@ def _fleet_block(fleet: Fleet, replicas: list[dict[str, Any]], prompt_tokens: in
 def _plugins(fleet: Fleet) -> dict[str, Any]:
     """The report's ``plugins``: the first engine's (every pool's scheduler is in ``inputs.cluster``)."""
     out = dict(fleet.engines[0].built)
-    out["router"] = {"name": fleet.entry_pool.router.plugin.name, "options": dict(fleet.entry_pool.router.options)}
+    out["router"] = {
+        "name": fleet.entry_pool.router.plugin.name,
+        "options": dict(fleet.entry_pool.router.options),
+    }
     return out

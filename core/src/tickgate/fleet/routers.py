@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import hashlib
 import random
-from typing import Any, Mapping, Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any, ClassVar
 
 from ..interfaces.model import Request, RequestOutcome
 from ..interfaces.routing import ReplicaView, Router, RouterContext
@@ -51,7 +52,7 @@ class RoundRobin(Router):
         self.next = 0
 
     @classmethod
-    def build(cls, options: Mapping[str, Any], ctx: RouterContext) -> "RoundRobin":
+    def build(cls, options: Mapping[str, Any], ctx: RouterContext) -> RoundRobin:
         return cls(ctx.replicas)
 
     def route(self, request: Request, replicas: Sequence[ReplicaView]) -> int:
@@ -62,13 +63,22 @@ class RoundRobin(Router):
 
 class LeastLoaded(Router):
     name = "least-loaded"
-    description = "fewest waiting_weight x waiting + running requests (vLLM's DP balancer counts, rotating ties)"
-    options_schema = {
-        "type": "object", "additionalProperties": False,
-        "properties": {"waiting_weight": {
-            "type": "number", "minimum": 0, "maximum": 1000, "default": 1,
-            "description": "weight of a waiting request against a running one: 1 counts requests in flight "
-                           "(waiting + running), 4 is vLLM's classic DP score"}},
+    description = (
+        "fewest waiting_weight x waiting + running requests (vLLM's DP balancer counts, rotating ties)"
+    )
+    options_schema: ClassVar[dict[str, Any]] = {
+        "type": "object",
+        "additionalProperties": False,
+        "properties": {
+            "waiting_weight": {
+                "type": "number",
+                "minimum": 0,
+                "maximum": 1000,
+                "default": 1,
+                "description": "weight of a waiting request against a running one: 1 counts requests in flight "
+                "(waiting + running), 4 is vLLM's classic DP score",
+            }
+        },
     }
 
     def __init__(self, waiting_weight: float) -> None:
@@ -76,7 +86,7 @@ class LeastLoaded(Router):
         self.ties = _Rotating()
 
     @classmethod
-    def build(cls, options: Mapping[str, Any], ctx: RouterContext) -> "LeastLoaded":
+    def build(cls, options: Mapping[str, Any], ctx: RouterContext) -> LeastLoaded:
         return cls(float(options.get("waiting_weight", 1)))
 
     def route(self, request: Request, replicas: Sequence[ReplicaView]) -> int:
@@ -94,7 +104,7 @@ class PowerOfTwo(Router):
         self.rng = random.Random(f"power-of-two:{pool}:{seed}")
 
     @classmethod
-    def build(cls, options: Mapping[str, Any], ctx: RouterContext) -> "PowerOfTwo":
+    def build(cls, options: Mapping[str, Any], ctx: RouterContext) -> PowerOfTwo:
         return cls(ctx.seed, ctx.pool)
 
     def route(self, request: Request, replicas: Sequence[ReplicaView]) -> int:
@@ -107,11 +117,19 @@ class PowerOfTwo(Router):
 
 class SessionAffinity(Router):
     name = "session-affinity"
-    description = "a stable hash of the request's tenant (or lane) picks its replica; least-loaded without one"
-    options_schema = {
-        "type": "object", "additionalProperties": False,
-        "properties": {"key": {"enum": ["tenant", "lane"], "default": "tenant",
-                               "description": "the request field that names the session"}},
+    description = (
+        "a stable hash of the request's tenant (or lane) picks its replica; least-loaded without one"
+    )
+    options_schema: ClassVar[dict[str, Any]] = {
+        "type": "object",
+        "additionalProperties": False,
+        "properties": {
+            "key": {
+                "enum": ["tenant", "lane"],
+                "default": "tenant",
+                "description": "the request field that names the session",
+            }
+        },
     }
 
     def __init__(self, key: str) -> None:
@@ -119,7 +137,7 @@ class SessionAffinity(Router):
         self.fallback = LeastLoaded(1.0)
 
     @classmethod
-    def build(cls, options: Mapping[str, Any], ctx: RouterContext) -> "SessionAffinity":
+    def build(cls, options: Mapping[str, Any], ctx: RouterContext) -> SessionAffinity:
         return cls(options.get("key", "tenant"))
 
     def route(self, request: Request, replicas: Sequence[ReplicaView]) -> int:
@@ -139,8 +157,8 @@ class PrefixAware(Router):
 
     per replica, where ``uncached`` is the request's prompt tokens beyond the
     longest prefix the replica holds (its KV events, or with ``prefix_source:
-    routed`` or a scheduler without them, what was routed there), ``pending_prefill`` the prompt tokens routed there not yet computed
-    (routed uncached tokens less the tokens its prefills computed) and
+    routed`` or a scheduler without them, what was routed there), ``pending_prefill`` the prompt
+    tokens routed there not yet computed (routed uncached tokens less the tokens its prefills computed) and
     ``active`` the prompt tokens of its requests in flight (Dynamo's active
     blocks, ``assume_kv_reuse``: cached blocks are shared, not new). Dynamo
     divides by the block size; one size for the whole pool leaves the argmin
@@ -150,18 +168,27 @@ class PrefixAware(Router):
     name = "prefix-aware"
     description = "Dynamo's KV-router cost: prefill tokens not cached (weighted) + active tokens, lowest wins"
     reads_cached_prefixes = True
-    options_schema = {
-        "type": "object", "additionalProperties": False,
+    options_schema: ClassVar[dict[str, Any]] = {
+        "type": "object",
+        "additionalProperties": False,
         "properties": {
             "overlap_weight": {
-                "type": "number", "minimum": 0, "maximum": 1000, "default": 1,
+                "type": "number",
+                "minimum": 0,
+                "maximum": 1000,
+                "default": 1,
                 "description": "weight of the prefill work against the decode load (Dynamo's "
-                               "--router-kv-overlap-score-weight, default 1)"},
+                "--router-kv-overlap-score-weight, default 1)",
+            },
             "prefix_source": {
-                "enum": ["events", "routed"], "default": "events",
+                "enum": ["events", "routed"],
+                "default": "events",
                 "description": "events: each replica's KV events (schedulers that record them; the "
-                               "others as 'routed'); routed: what was routed there (Dynamo without events)"}},
+                "others as 'routed'); routed: what was routed there (Dynamo without events)",
+            },
+        },
     }
+
     def __init__(self, n: int, overlap_weight: float, prefix_source: str = "events") -> None:
         self.w = overlap_weight
         self.prefix_source = prefix_source  # read by the fleet: where cached_prefix_tokens looks
@@ -170,8 +197,10 @@ class PrefixAware(Router):
         self.ties = _Rotating()
 
     @classmethod
-    def build(cls, options: Mapping[str, Any], ctx: RouterContext) -> "PrefixAware":
-        return cls(ctx.replicas, float(options.get("overlap_weight", 1)), options.get("prefix_source", "events"))
+    def build(cls, options: Mapping[str, Any], ctx: RouterContext) -> PrefixAware:
+        return cls(
+            ctx.replicas, float(options.get("overlap_weight", 1)), options.get("prefix_source", "events")
+        )
 
     def route(self, request: Request, replicas: Sequence[ReplicaView]) -> int:
         w = self.w

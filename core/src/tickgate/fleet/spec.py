@@ -11,14 +11,15 @@ schemas) and locates every refusal in the policy file.
 
 from __future__ import annotations
 
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 import attrs
 
-from ..util.errors import InputError
-from ..interfaces import optional_attribute
-from ..host.registry import Registry, get_registry
 from ..host.policy import Policy, Selection, _select
+from ..host.registry import Registry, get_registry
+from ..interfaces import optional_attribute
+from ..util.errors import InputError
 
 __all__ = ["DEFAULT_ROUTER", "FleetSpec", "PoolSpec", "TransferSpec", "fleet_spec"]
 
@@ -42,8 +43,12 @@ class TransferSpec:
         return self.latency_ms + tokens * self.kv_bytes_per_token / self.bandwidth_bytes_per_ms
 
     def to_json(self) -> dict[str, Any]:
-        return {"bandwidth_gb_s": self.bandwidth_bytes_per_ms / 1e6, "latency_ms": self.latency_ms,
-                "kv_bytes_per_token": self.kv_bytes_per_token, "kv_bytes_source": self.bytes_source}
+        return {
+            "bandwidth_gb_s": self.bandwidth_bytes_per_ms / 1e6,
+            "latency_ms": self.latency_ms,
+            "kv_bytes_per_token": self.kv_bytes_per_token,
+            "kv_bytes_source": self.bytes_source,
+        }
 
 
 @attrs.frozen
@@ -71,11 +76,21 @@ class FleetSpec:
 
     def to_json(self) -> dict[str, Any]:
         """The fleet as the report's ``inputs.cluster`` gives it."""
-        out: dict[str, Any] = {"seed": self.seed, "pools": [
-            {"name": p.name, "role": p.role, "replicas": p.replicas, "data_parallel_size": p.data_parallel_size,
-             "lockstep": p.lockstep, "scheduler": p.scheduler.plugin.name,
-             "router": {"name": p.router.plugin.name, "options": dict(p.router.options)}}
-            for p in self.pools]}
+        out: dict[str, Any] = {
+            "seed": self.seed,
+            "pools": [
+                {
+                    "name": p.name,
+                    "role": p.role,
+                    "replicas": p.replicas,
+                    "data_parallel_size": p.data_parallel_size,
+                    "lockstep": p.lockstep,
+                    "scheduler": p.scheduler.plugin.name,
+                    "router": {"name": p.router.plugin.name, "options": dict(p.router.options)},
+                }
+                for p in self.pools
+            ],
+        }
         if self.transfer is not None:
             out["transfer"] = self.transfer.to_json()
         return out
@@ -91,10 +106,15 @@ def fleet_spec(policy: Policy, registry: Registry | None = None) -> FleetSpec | 
     if policy.timing is None:
         raise _error(policy, "a fleet runs on a clock in ms: add a 'timing' section (docs/timing.md)", where)
     if "replicas" in cluster and "pools" in cluster:
-        raise _error(policy, "give either 'replicas' (copies of the scheduler section) or 'pools', not both",
-                     (*where, "pools"))
+        raise _error(
+            policy,
+            "give either 'replicas' (copies of the scheduler section) or 'pools', not both",
+            (*where, "pools"),
+        )
     default_router = _router(policy, registry, cluster.get("router"), (*where, "router"))
-    pools_doc: Mapping[str, Any] = cluster.get("pools") or {"default": {"replicas": cluster.get("replicas", 1)}}
+    pools_doc: Mapping[str, Any] = cluster.get("pools") or {
+        "default": {"replicas": cluster.get("replicas", 1)}
+    }
     pools = []
     for name, doc in pools_doc.items():
         at = (*where, "pools", name) if "pools" in cluster else where
@@ -104,77 +124,147 @@ def fleet_spec(policy: Policy, registry: Registry | None = None) -> FleetSpec | 
     roles = {p.role for p in spec_pools}
     if roles != {"mixed"}:
         if "mixed" in roles or roles != {"prefill", "decode"}:
-            raise _error(policy, "a disaggregated fleet has prefill and decode pools only (roles: "
-                         f"{', '.join(sorted(roles))})", (*where, "pools"))
+            raise _error(
+                policy,
+                "a disaggregated fleet has prefill and decode pools only (roles: "
+                f"{', '.join(sorted(roles))})",
+                (*where, "pools"),
+            )
         transfer = _transfer(policy, cluster.get("transfer"), (*where, "transfer"))
         for p in spec_pools:
-            if p.role == "decode" and not optional_attribute(p.scheduler.plugin.obj, "accepts_transferred_kv"):
-                at = (*where, "pools", p.name, "scheduler", "name") if "scheduler" in pools_doc[p.name] \
+            if p.role == "decode" and not optional_attribute(
+                p.scheduler.plugin.obj, "accepts_transferred_kv"
+            ):
+                at = (
+                    (*where, "pools", p.name, "scheduler", "name")
+                    if "scheduler" in pools_doc[p.name]
                     else ("scheduler", "name")
-                raise _error(policy, f'the decode pool\'s scheduler "{p.scheduler.plugin.name}" cannot take a '
-                             "request whose prompt KV arrives computed (a disaggregated decode side); "
-                             "schedulers that can: vllm-v1", at)
+                )
+                raise _error(
+                    policy,
+                    f'the decode pool\'s scheduler "{p.scheduler.plugin.name}" cannot take a '
+                    "request whose prompt KV arrives computed (a disaggregated decode side); "
+                    "schedulers that can: vllm-v1",
+                    at,
+                )
     elif any("router" in doc for doc in pools_doc.values()):
         name = next(n for n, doc in pools_doc.items() if "router" in doc)
-        raise _error(policy, "one router (cluster.router) routes over every replica of a fleet without roles; "
-                     "a pool's own router is for the prefill and decode pools of a disaggregated fleet",
-                     (*where, "pools", name, "router"))
+        raise _error(
+            policy,
+            "one router (cluster.router) routes over every replica of a fleet without roles; "
+            "a pool's own router is for the prefill and decode pools of a disaggregated fleet",
+            (*where, "pools", name, "router"),
+        )
     elif "transfer" in cluster:
-        raise _error(policy, "'transfer' is for disaggregated fleets (pools with roles prefill and decode)",
-                     (*where, "transfer"))
+        raise _error(
+            policy,
+            "'transfer' is for disaggregated fleets (pools with roles prefill and decode)",
+            (*where, "transfer"),
+        )
     return FleetSpec(spec_pools, int(cluster.get("seed", 0)), transfer)
 
 
-def _pool(policy: Policy, registry: Registry, name: str, doc: Mapping[str, Any], at: tuple[Any, ...],
-          cluster: Mapping[str, Any], default_router: Selection) -> PoolSpec:
+def _pool(
+    policy: Policy,
+    registry: Registry,
+    name: str,
+    doc: Mapping[str, Any],
+    at: tuple[Any, ...],
+    cluster: Mapping[str, Any],
+    default_router: Selection,
+) -> PoolSpec:
     if "scheduler" in doc:
         block = doc["scheduler"]
-        sel = _select(registry, "scheduler", block["name"], block.get("options", {}), policy.path,
-                      policy.locations, (*at, "scheduler", "name"), (*at, "scheduler", "options"))
-        pool_policy = attrs.evolve(policy, selections={**policy.selections, "scheduler": sel},
-                                   scheduler_at=(*at, "scheduler"))
+        sel = _select(
+            registry,
+            "scheduler",
+            block["name"],
+            block.get("options", {}),
+            policy.path,
+            policy.locations,
+            (*at, "scheduler", "name"),
+            (*at, "scheduler", "options"),
+        )
+        pool_policy = attrs.evolve(
+            policy, selections={**policy.selections, "scheduler": sel}, scheduler_at=(*at, "scheduler")
+        )
     else:
         sel = policy.selection("scheduler")
         if sel is None:
-            raise _error(policy, f"pool {name!r} needs a scheduler: give it one, or the policy a 'scheduler' "
-                         "section", at)
+            raise _error(
+                policy,
+                f"pool {name!r} needs a scheduler: give it one, or the policy a 'scheduler' section",
+                at,
+            )
         pool_policy = policy
     router = _router(policy, registry, doc["router"], (*at, "router")) if "router" in doc else default_router
     dp = int(doc.get("data_parallel_size", cluster.get("data_parallel_size", 1)))
     if dp > 1 and not optional_attribute(sel.plugin.obj, "supports_data_parallel"):
-        key = (*at, "data_parallel_size") if "data_parallel_size" in doc else ("cluster", "data_parallel_size")
-        raise _error(policy, f'scheduler "{sel.plugin.name}" has no data-parallel ranks (an engine mirror '
-                     "such as vllm-v1, sglang or trtllm has)", key)
-    return PoolSpec(name=name, role=doc.get("role", "mixed"), replicas=int(doc.get("replicas", 1)), scheduler=sel,
-                    router=router, data_parallel_size=dp,
-                    lockstep=bool(doc.get("lockstep", cluster.get("lockstep", False))), policy=pool_policy)
+        key = (
+            (*at, "data_parallel_size") if "data_parallel_size" in doc else ("cluster", "data_parallel_size")
+        )
+        raise _error(
+            policy,
+            f'scheduler "{sel.plugin.name}" has no data-parallel ranks (an engine mirror '
+            "such as vllm-v1, sglang or trtllm has)",
+            key,
+        )
+    return PoolSpec(
+        name=name,
+        role=doc.get("role", "mixed"),
+        replicas=int(doc.get("replicas", 1)),
+        scheduler=sel,
+        router=router,
+        data_parallel_size=dp,
+        lockstep=bool(doc.get("lockstep", cluster.get("lockstep", False))),
+        policy=pool_policy,
+    )
 
 
-def _router(policy: Policy, registry: Registry, block: Mapping[str, Any] | None, at: tuple[Any, ...]) -> Selection:
+def _router(
+    policy: Policy, registry: Registry, block: Mapping[str, Any] | None, at: tuple[Any, ...]
+) -> Selection:
     block = block or {"name": DEFAULT_ROUTER}
-    return _select(registry, "router", block["name"], block.get("options", {}), policy.path, policy.locations,
-                   (*at, "name"), (*at, "options"))
+    return _select(
+        registry,
+        "router",
+        block["name"],
+        block.get("options", {}),
+        policy.path,
+        policy.locations,
+        (*at, "name"),
+        (*at, "options"),
+    )
 
 
 def _transfer(policy: Policy, doc: Mapping[str, Any] | None, at: tuple[Any, ...]) -> TransferSpec:
     if doc is None or "bandwidth_gb_s" not in doc:
-        raise _error(policy, "a disaggregated fleet needs the KV transfer's figures: 'transfer: "
-                     "{bandwidth_gb_s: ..., latency_ms: ...}' (docs/fleets.md)",
-                     at if doc is not None else ("cluster", "pools"))
+        raise _error(
+            policy,
+            "a disaggregated fleet needs the KV transfer's figures: 'transfer: "
+            "{bandwidth_gb_s: ..., latency_ms: ...}' (docs/fleets.md)",
+            at if doc is not None else ("cluster", "pools"),
+        )
     per_token = doc.get("kv_bytes_per_token")
     source = "policy"
     if per_token is None:
         timing = policy.timing
         gpu_bytes = getattr(timing, "kv_token_bytes", None)
         if not gpu_bytes:
-            raise _error(policy, "the timing model does not know the model's KV bytes per token: give "
-                         "'kv_bytes_per_token'", at)
+            raise _error(
+                policy,
+                "the timing model does not know the model's KV bytes per token: give 'kv_bytes_per_token'",
+                at,
+            )
         per_token = gpu_bytes * int(getattr(timing, "tp", 1) or 1)
         model = getattr(timing, "model", None)
         source = f"timing model ({getattr(model, 'key', model)})"
-    return TransferSpec(bandwidth_bytes_per_ms=float(doc["bandwidth_gb_s"]) * 1e6,
-                        latency_ms=float(doc.get("latency_ms", 0.0)), kv_bytes_per_token=float(per_token),
-                        bytes_source=source)
+    return TransferSpec(
+        bandwidth_bytes_per_ms=float(doc["bandwidth_gb_s"]) * 1e6,
+        latency_ms=float(doc.get("latency_ms", 0.0)),
+        kv_bytes_per_token=float(per_token),
+        bytes_source=source,
+    )
 
 
 def _error(policy: Policy, message: str, at: tuple[Any, ...]) -> InputError:

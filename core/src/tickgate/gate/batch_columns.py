@@ -21,9 +21,10 @@ was the costliest step at a million requests.
 from __future__ import annotations
 
 import struct
+from collections.abc import Sequence
 from itertools import repeat
 from operator import itemgetter
-from typing import Any, Sequence
+from typing import Any
 
 from .observations import CATEGORIES, NAN, REQUEST_KEYS, Category, Side
 
@@ -33,9 +34,14 @@ _NONE = type(None)
 _NUMBER = frozenset({int, float})
 #: column -> (allowed types, maximum)
 _NUMERIC = {
-    "latency_ms": (_NUMBER, 1e12), "ttft_ms": (_NUMBER, 1e12), "itl_p95_ms": (_NUMBER, 1e12),
-    "tokens_in": (frozenset({int}), 1_000_000_000_000), "tokens_out": (frozenset({int}), 1_000_000_000_000),
-    "memory_pressure": (_NUMBER, 1.0), "start_ms": (_NUMBER, 1e12), "tpot_ms": (_NUMBER, 1e12),
+    "latency_ms": (_NUMBER, 1e12),
+    "ttft_ms": (_NUMBER, 1e12),
+    "itl_p95_ms": (_NUMBER, 1e12),
+    "tokens_in": (frozenset({int}), 1_000_000_000_000),
+    "tokens_out": (frozenset({int}), 1_000_000_000_000),
+    "memory_pressure": (_NUMBER, 1.0),
+    "start_ms": (_NUMBER, 1e12),
+    "tpot_ms": (_NUMBER, 1e12),
 }
 _ORDER = ("request_id", *CATEGORIES, "output_fingerprint", "prompt_identity", "error", *_NUMERIC)
 #: category code -1 (absent) as stored in an array('i')
@@ -108,8 +114,9 @@ def _mixed_columns(batch: list[Any]) -> Columns | None:
     present = set().union(*batch)
     if not present <= _FAST_KEYS:
         return None
-    columns: Columns = {key: list(map(dict.get, batch, repeat(key))) if key in present else None
-                        for key in _ORDER}
+    columns: Columns = {
+        key: list(map(dict.get, batch, repeat(key))) if key in present else None for key in _ORDER
+    }
     non_null = 0
     for col in columns.values():
         if col is not None:
@@ -134,21 +141,24 @@ def _valid(columns: Columns, nullable: bool) -> bool:
         return False
     for key in ("output_fingerprint", "prompt_identity"):
         strings = columns[key]
-        if strings is not None and not (set(map(type, strings)) <= {str, _NONE} if nullable
-                                        else _strings(strings)):
+        if strings is not None and not (
+            set(map(type, strings)) <= {str, _NONE} if nullable else _strings(strings)
+        ):
             return False
     prompts = columns["prompt_identity"]
     if prompts is not None and "" in prompts:
         return False
     errors = columns["error"]
-    if errors is not None and errors.count(None) != len(errors):
-        if not set(map(type, errors)) <= {str, _NONE}:
-            return False
-    return True
+    return not (
+        errors is not None
+        and errors.count(None) != len(errors)
+        and not set(map(type, errors)) <= {str, _NONE}
+    )
 
 
-def _numbers(col: Sequence[Any] | None, n: int, nullable: bool, types: frozenset[type],
-             top: float) -> bytes | None:
+def _numbers(
+    col: Sequence[Any] | None, n: int, nullable: bool, types: frozenset[type], top: float
+) -> bytes | None:
     """A numeric column checked (type, 0..top) and packed as array('d')
     bytes, NaN where absent; None when a value does not fit."""
     if col is None:
@@ -203,8 +213,9 @@ def _codes(cat: Category, col: Sequence[Any] | None, n: int, nullable: bool) -> 
     return b"".join(map(table.__getitem__, col)), new
 
 
-def _append(side: Side, columns: Columns, codes: dict[str, _Codes], numbers: dict[str, bytes],
-            n: int) -> None:
+def _append(
+    side: Side, columns: Columns, codes: dict[str, _Codes], numbers: dict[str, bytes], n: int
+) -> None:
     """Append checked columns (ids already appended by ``side.extend_ids``)."""
     row = len(side.fingerprints)
     for key in CATEGORIES:

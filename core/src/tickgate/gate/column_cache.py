@@ -16,8 +16,9 @@ every time, never cached by an id that could be reused.
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from itertools import compress
-from typing import Any, Sequence
+from typing import Any
 
 from .stats import select_quantile
 from .tail_quantiles import MIN_VALUES, Tail

@@ -19,9 +19,10 @@ from __future__ import annotations
 
 import math
 from array import array
+from collections.abc import Sequence
 from itertools import compress
 from operator import itemgetter
-from typing import Any, Sequence
+from typing import Any
 
 import attrs
 
@@ -132,8 +133,11 @@ class Comparison:
             col = self.aligned(which, column)
             rows = self.groups(key)[value]
             cached = self._in_group[ck] = self._memo.keep(
-                array("d", gather(col, rows)) if isinstance(col, array) and col.typecode == "d"
-                else gather(col, rows), within=col)
+                array("d", gather(col, rows))
+                if isinstance(col, array) and col.typecode == "d"
+                else gather(col, rows),
+                within=col,
+            )
         return cached
 
     def group_quantile(self, which: str, column: str, key: str, value: str, q: float) -> float:
@@ -152,8 +156,11 @@ class Comparison:
             masks = self._masks(key)
             if masks is not None and not self.has_nan(col):
                 mask = masks[value]
-                cached = (self.quantile(col, q) if mask is None else
-                          self._memo.selection_quantile(col, mask, self.group_sizes(key)[value], q))
+                cached = (
+                    self.quantile(col, q)
+                    if mask is None
+                    else self._memo.selection_quantile(col, mask, self.group_sizes(key)[value], q)
+                )
             else:
                 cached = self.quantile(self.in_group(which, column, key, value), q)
             self._group_quantiles[ck] = cached
@@ -193,8 +200,12 @@ class Comparison:
             return list(pairs), bv, cv, []
         keep = [not (math.isnan(b) or math.isnan(c)) for b, c in zip(bv, cv)]
         missing = [p for p, k in zip(pairs, keep) if not k]
-        return (list(compress(pairs, keep)), array("d", compress(bv, keep)), array("d", compress(cv, keep)),
-                missing)
+        return (
+            list(compress(pairs, keep)),
+            array("d", compress(bv, keep)),
+            array("d", compress(cv, keep)),
+            missing,
+        )
 
     def recorded_by_neither(self, column: str, pairs: list[int]) -> bool:
         """True when no pair in ``pairs`` has ``column`` on either side (NaN or
@@ -223,7 +234,8 @@ class Comparison:
                 n = len(self.pairs_b)
                 cached = self._group_cache[key] = {
                     value: self._all_pairs() if mask is None else list(compress(range(n), mask))
-                    for value, mask in masks.items()}
+                    for value, mask in masks.items()
+                }
         if cached is None:
             cached = {}
             values = self.segment_values(key)
@@ -271,8 +283,9 @@ class Comparison:
                     masks = {cat.values[distinct[0]]: None}
                 elif len(distinct) <= 16 and max(distinct, default=0) < 256:
                     labels = bytes(codes.tolist())  # one byte per pair: its code
-                    masks = {cat.values[c]: labels.translate(bytes(c) + b"\x01" + bytes(255 - c))
-                             for c in distinct}
+                    masks = {
+                        cat.values[c]: labels.translate(bytes(c) + b"\x01" + bytes(255 - c)) for c in distinct
+                    }
         self._group_masks[key] = masks
         return masks
 
@@ -336,20 +349,29 @@ def join(baseline: Side, candidate: Side, seed: int = 0) -> Comparison:
     pairs_c = array("q", compress(order, found))
     candidate_only = [cids[row] for row, f in zip(order, found) if not f] if len(pairs_b) < len(order) else []
     cindex = candidate.index
-    baseline_only = sorted(rid for rid in baseline.ids if rid not in cindex) if len(pairs_b) < len(baseline) else []
+    baseline_only = (
+        sorted(rid for rid in baseline.ids if rid not in cindex) if len(pairs_b) < len(baseline) else []
+    )
     pairs_b, pairs_c, mismatches = _same_prompts(baseline, candidate, pairs_b, pairs_c)
     return Comparison(baseline, candidate, pairs_b, pairs_c, baseline_only, candidate_only, seed, mismatches)
 
 
-def _same_prompts(baseline: Side, candidate: Side, pairs_b: array, pairs_c: array,  # type: ignore[type-arg]
-                  ) -> tuple[array, array, list[tuple[str, str, str]]]:  # type: ignore[type-arg]
+def _same_prompts(
+    baseline: Side,
+    candidate: Side,
+    pairs_b: array,
+    pairs_c: array,  # type: ignore[type-arg]
+) -> tuple[array, array, list[tuple[str, str, str]]]:  # type: ignore[type-arg]
     """The pairs, or none when any two known prompt identities differ (then
     also the differing pairs, in id order)."""
     bp, cp = gather(baseline.prompts, pairs_b), gather(candidate.prompts, pairs_c)
     if bp == cp:
         return pairs_b, pairs_c, []
-    mismatches = [(candidate.ids[row], b, c) for row, b, c in zip(pairs_c, bp, cp)
-                  if b is not None and c is not None and b != c]
+    mismatches = [
+        (candidate.ids[row], b, c)
+        for row, b, c in zip(pairs_c, bp, cp)
+        if b is not None and c is not None and b != c
+    ]
     if not mismatches:
         return pairs_b, pairs_c, []
     return array("q"), array("q"), mismatches

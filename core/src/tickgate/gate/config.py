@@ -9,9 +9,9 @@ from typing import Any
 
 import attrs
 
-from ..util.errors import InputError, PluginError, TickgateError
-from ..host.registry import PluginInfo, Registry, get_registry
 from ..host.policy import Policy
+from ..host.registry import PluginInfo, Registry, get_registry
+from ..util.errors import InputError, PluginError, TickgateError
 from ..util.schemas import load_schema, validate
 
 
@@ -39,8 +39,13 @@ def load_gate_config(policy: Policy, registry: Registry | None = None) -> GateCo
     if "gate" not in policy.data:
         raise InputError(path, "the policy has no 'gate' section; see policies/gate-default.yaml", line=1)
     section = policy.data["gate"]
-    validate(section, load_schema("gate-section.schema.json"), file=path, locations=policy.locations,
-             prefix=("gate",))
+    validate(
+        section,
+        load_schema("gate-section.schema.json"),
+        file=path,
+        locations=policy.locations,
+        prefix=("gate",),
+    )
     registry = registry or get_registry()
     signals: list[ConfiguredSignal] = []
     seen: dict[str, int] = {}
@@ -51,23 +56,42 @@ def load_gate_config(policy: Policy, registry: Registry | None = None) -> GateCo
             raise InputError(path, str(exc), **policy.locate("gate", "signals", i, "name")) from None
         sid = entry.get("id", entry["name"])
         if sid in seen:
-            raise InputError(path, f"signal id {sid!r} is used twice (also gate.signals[{seen[sid]}]); "
-                             "give one an 'id'", **policy.locate("gate", "signals", i))
+            raise InputError(
+                path,
+                f"signal id {sid!r} is used twice (also gate.signals[{seen[sid]}]); give one an 'id'",
+                **policy.locate("gate", "signals", i),
+            )
         seen[sid] = i
         options = dict(entry.get("options", {}))
         schema = getattr(info.obj, "options_schema", None)
         if schema:
-            validate(options, schema, file=path, locations=policy.locations,
-                     prefix=("gate", "signals", i, "options"))
+            validate(
+                options,
+                schema,
+                file=path,
+                locations=policy.locations,
+                prefix=("gate", "signals", i, "options"),
+            )
         try:
             signal = info.obj.build(options)
         except (ValueError, TypeError) as exc:
-            raise InputError(path, f"{info.name}: {exc}", **policy.locate("gate", "signals", i, "options")) from None
+            raise InputError(
+                path, f"{info.name}: {exc}", **policy.locate("gate", "signals", i, "options")
+            ) from None
         except TickgateError:
             raise
         except Exception as exc:
-            raise PluginError(f"{info.label('gate signal')} failed to build: "
-                              f"{type(exc).__name__}: {exc}") from exc
-        signals.append(ConfiguredSignal(sid, info, signal, bool(entry.get("dry_run", False)), options,
-                                        bool(entry.get("required", False))))
+            raise PluginError(
+                f"{info.label('gate signal')} failed to build: {type(exc).__name__}: {exc}"
+            ) from exc
+        signals.append(
+            ConfiguredSignal(
+                sid,
+                info,
+                signal,
+                bool(entry.get("dry_run", False)),
+                options,
+                bool(entry.get("required", False)),
+            )
+        )
     return GateConfig(policy.source or path, int(section.get("seed", 0)), section.get("segments"), signals)

@@ -16,11 +16,11 @@ from typing import Any
 
 import attrs
 
+from ..interfaces.gate import RANK, SignalResult
 from ..util.errors import PluginError
 from ..util.progress import OFF, Progress
-from .config import ConfiguredSignal, GateConfig
 from .comparison import Comparison
-from ..interfaces.gate import RANK, SignalResult
+from .config import ConfiguredSignal, GateConfig
 
 DECISIONS = {"pass": "promote", "hold": "hold", "rollback": "rollback"}
 
@@ -60,13 +60,18 @@ def evaluate(config: GateConfig, comparison: Comparison, progress: Progress = OF
         except PluginError:
             raise
         except Exception as exc:
-            raise PluginError(f"{configured.info.label('gate signal')} failed: "
-                              f"{type(exc).__name__}: {exc}") from exc
+            raise PluginError(
+                f"{configured.info.label('gate signal')} failed: {type(exc).__name__}: {exc}"
+            ) from exc
         result = _check(configured, result)
         if result.status == "not_evaluated" and configured.required:
-            result = attrs.evolve(result, status="hold", reason="missing_evidence",
-                                  message=f"required, but {result.message}",
-                                  next_action=result.next_action or "record the evidence this signal needs")
+            result = attrs.evolve(
+                result,
+                status="hold",
+                reason="missing_evidence",
+                message=f"required, but {result.message}",
+                next_action=result.next_action or "record the evidence this signal needs",
+            )
         outcomes.append(Outcome(configured, result))
         progress.step(configured.id)
     return outcomes

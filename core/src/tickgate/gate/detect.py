@@ -2,8 +2,8 @@
 function that turns any supported file into a neutral observation document.
 
 Mirrors are registered as classes (like every other plugin kind) and
-instantiated without arguments for each use. Every mirror's ``sniff`` sees the first 64 KiB of the file. Exactly one must
-claim it: none or several is an error listing the formats known, so a user
+instantiated without arguments for each use. Every mirror's ``sniff`` sees the first 64 KiB of the
+file. Exactly one must claim it: none or several is an error listing the formats known, so a user
 can force one with ``--format NAME``. Built-in readers get no special
 treatment: they are found in the registry like any third party's.
 
@@ -17,10 +17,10 @@ import re
 from pathlib import Path
 from typing import Any
 
-from ..util.errors import InputError, PluginError, TickgateError
-from ..interfaces import optional_attribute
 from ..host.registry import PluginInfo, Registry, get_registry
+from ..interfaces import optional_attribute
 from ..readers.common import read_head
+from ..util.errors import InputError, PluginError, TickgateError
 
 KIND = "backend_mirror"
 _SELECTOR = re.compile(r"^(?P<base>.+)#(?P<line>[1-9][0-9]*)$")
@@ -58,13 +58,15 @@ def detect_format(path: Path | str, registry: Registry | None = None) -> PluginI
         try:
             claimed = bool(info.obj().sniff(path, head))
         except Exception as exc:  # a plugin bug must not become a traceback
-            raise PluginError(f'{info.label("backend mirror")} failed to sniff {path}: '
-                              f"{type(exc).__name__}: {exc}") from exc
+            raise PluginError(
+                f"{info.label('backend mirror')} failed to sniff {path}: {type(exc).__name__}: {exc}"
+            ) from exc
         if claimed:
             matches.append(info)
     if not matches:
-        raise InputError(path, f"matches no known format; known formats: {_known(registry)} "
-                         "(force one with --format NAME)")
+        raise InputError(
+            path, f"matches no known format; known formats: {_known(registry)} (force one with --format NAME)"
+        )
     if len(matches) > 1:
         names = ", ".join(m.name for m in matches)
         raise InputError(path, f"matches several formats ({names}); choose one with --format NAME")
@@ -78,7 +80,9 @@ def mirror(name: str, registry: Registry | None = None, path: Path | str | None 
     return registry.get(KIND, name)
 
 
-def read_observations(path: Path | str, format: str = "auto", registry: Registry | None = None) -> dict[str, Any]:
+def read_observations(
+    path: Path | str, format: str = "auto", registry: Registry | None = None
+) -> dict[str, Any]:
     """Read any supported file as a schema-valid observation document."""
     from .observations import side_from_document
 
@@ -90,8 +94,11 @@ def read_observations(path: Path | str, format: str = "auto", registry: Registry
         reader = info.obj()
         if line is not None:
             if not optional_attribute(reader, "accepts_line"):
-                raise InputError(path, f'format "{info.name}" holds one run per file; "#LINE" selects a run '
-                                 "only in appended JSONL results")
+                raise InputError(
+                    path,
+                    f'format "{info.name}" holds one run per file; "#LINE" selects a run '
+                    "only in appended JSONL results",
+                )
             doc = reader.read(base, line=line)
         else:
             doc = reader.read(base)
@@ -114,6 +121,7 @@ def read_observations(path: Path | str, format: str = "auto", registry: Registry
         if optional_attribute(info.obj, "declared_kind"):
             raise  # the file itself is an observations document: its own error, located
         # a mirror's output is plugin data: an invalid document is the mirror's to fix
-        raise PluginError(f"{label} returned an invalid observations document for {base}: "
-                          f"{exc.json_path}: {exc.message}") from None
+        raise PluginError(
+            f"{label} returned an invalid observations document for {base}: {exc.json_path}: {exc.message}"
+        ) from None
     return doc

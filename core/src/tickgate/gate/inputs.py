@@ -12,12 +12,12 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from ..util.errors import InputError
 from ..host.registry import Registry
-from ..util.schemas import load_schema, validate
+from ..readers.common import read_head
+from ..util.errors import InputError
 from ..util.jsonstream import JsonStream, json_key
 from ..util.locations import open_binary
-from ..readers.common import read_head
+from ..util.schemas import load_schema, validate
 from .batch_columns import add_batch
 from .observations import Side, check_envelope, side_from_document
 
@@ -32,8 +32,9 @@ def looks_neutral(head: bytes, kind: str = NEUTRAL_KIND) -> bool:
     return text.startswith(b"{") and f'"{kind}"'.encode() in text
 
 
-def load_observations(path: Path | str, format: str = "auto", *,
-                      registry: Registry | None = None) -> dict[str, Any]:
+def load_observations(
+    path: Path | str, format: str = "auto", *, registry: Registry | None = None
+) -> dict[str, Any]:
     """Read ``path`` into a neutral observations document (a dict valid against
     ``schemas/observations.schema.json``) through the registered backend
     mirrors: the one named by ``format``, or the one whose ``sniff`` claims the
@@ -55,8 +56,13 @@ class _SideReader:
     def _fail(self, sub: str, message: str) -> InputError:
         index, k, base = self._where
         line, col = self.s.element_position(k)
-        return InputError(self.s.path, message, line=line, column=col,
-                          json_path=f"{base}[{index}]" + (f".{sub}" if sub else ""))
+        return InputError(
+            self.s.path,
+            message,
+            line=line,
+            column=col,
+            json_path=f"{base}[{index}]" + (f".{sub}" if sub else ""),
+        )
 
     def _requests(self, json_path: str) -> None:
         """Column-wise fast path per batch; the exact per-request path where it declines."""
@@ -83,16 +89,18 @@ class _SideReader:
         try:
             check_envelope(other, s.path, parts)
         except InputError as exc:
-            raise InputError(s.path, exc.message, line=start[0], column=start[1],
-                             json_path=exc.json_path) from None
+            raise InputError(
+                s.path, exc.message, line=start[0], column=start[1], json_path=exc.json_path
+            ) from None
         self.side.run = other["run"]
         self.side.has_requests = bool(self.side.ids)
         self.side.finish()
         return self.side
 
 
-def read_side(path: Path | str, label: str, format: str = "auto", *,
-              registry: Registry | None = None) -> Side:
+def read_side(
+    path: Path | str, label: str, format: str = "auto", *, registry: Registry | None = None
+) -> Side:
     """One side of a gate. A neutral document is streamed straight into
     columns (observation files can hold a million requests); any other file
     goes through :func:`load_observations`."""

@@ -14,12 +14,13 @@ from __future__ import annotations
 import math
 import operator
 from array import array
+from collections.abc import Callable
 from itertools import islice
-from typing import Any, Callable
+from typing import Any
 
 from ..util.errors import InputError
-from ..util.schemas import load_schema, validate
 from ..util.quantile import quantile
+from ..util.schemas import load_schema, validate
 
 NAN = math.nan
 #: categorical request fields that default to the run-level value
@@ -28,17 +29,55 @@ CATEGORIES = ("backend", "model", "accelerator", "route", "scheduler")
 #: numeric columns: latency, time to first token, per-request p95 and mean
 #: (``tpot_ms``: given, else the mean of the ``itl_ms`` gaps) of the
 #: inter-token gaps, token counts, peak memory pressure and the send time
-NUMERIC = ("latency_ms", "ttft_ms", "itl_p95_ms", "tpot_ms", "tokens_in", "tokens_out", "memory_pressure",
-           "start_ms")
+NUMERIC = (
+    "latency_ms",
+    "ttft_ms",
+    "itl_p95_ms",
+    "tpot_ms",
+    "tokens_in",
+    "tokens_out",
+    "memory_pressure",
+    "start_ms",
+)
 _MS_MAX = 1e12
 _COUNT_MAX = 1_000_000_000_000
-REQUEST_KEYS = frozenset({
-    "request_id", "backend", "model", "accelerator", "route", "scheduler", "output_fingerprint",
-    "output_values", "error", "latency_ms", "ttft_ms", "itl_ms", "itl_p95_ms", "tokens_in",
-    "tokens_out", "memory_pressure", "streaming", "segments", "prompt_identity", "start_ms", "tpot_ms",
-})
-STREAMING_KEYS = frozenset({"timestamps", "first_token_ms", "gaps_ms", "token_count", "chunk_count",
-                            "finish_reason", "usage", "complete"})
+REQUEST_KEYS = frozenset(
+    {
+        "request_id",
+        "backend",
+        "model",
+        "accelerator",
+        "route",
+        "scheduler",
+        "output_fingerprint",
+        "output_values",
+        "error",
+        "latency_ms",
+        "ttft_ms",
+        "itl_ms",
+        "itl_p95_ms",
+        "tokens_in",
+        "tokens_out",
+        "memory_pressure",
+        "streaming",
+        "segments",
+        "prompt_identity",
+        "start_ms",
+        "tpot_ms",
+    }
+)
+STREAMING_KEYS = frozenset(
+    {
+        "timestamps",
+        "first_token_ms",
+        "gaps_ms",
+        "token_count",
+        "chunk_count",
+        "finish_reason",
+        "usage",
+        "complete",
+    }
+)
 #: streaming column values
 NO_STREAM, INCOMPLETE_STREAM, COMPLETE_STREAM = -1, 0, 1
 
@@ -108,7 +147,7 @@ def check_streaming(s: Any, fail: Fail) -> tuple[int, float, list[float] | None]
 class Category:
     """A categorical column: small integer codes and their values (-1: absent)."""
 
-    __slots__ = ("codes", "values", "_lookup")
+    __slots__ = ("_lookup", "codes", "values")
 
     def __init__(self, rows: int = 0) -> None:
         self.codes = array("i", [-1]) * rows
@@ -218,8 +257,11 @@ class Side:
         if self._ascending and row and not self.ids[-1] < rid:
             self._ascending = False
         if self.index.setdefault(rid, row) != row:
-            raise fail("request_id", f"duplicate request_id {rid!r} (first at requests[{self.index[rid]}]); "
-                       "ids must be unique per run to be joined")
+            raise fail(
+                "request_id",
+                f"duplicate request_id {rid!r} (first at requests[{self.index[rid]}]); "
+                "ids must be unique per run to be joined",
+            )
         for key in CATEGORIES:
             v = d.get(key)
             col = self.cats[key]
@@ -252,7 +294,8 @@ class Side:
         num["start_ms"].append(NAN if v is None and "start_ms" not in d else _ms(v, "start_ms", fail))
         v = d.get("memory_pressure")
         num["memory_pressure"].append(
-            NAN if v is None and "memory_pressure" not in d else _fraction(v, "memory_pressure", fail))
+            NAN if v is None and "memory_pressure" not in d else _fraction(v, "memory_pressure", fail)
+        )
         stream, first, gaps = NO_STREAM, NAN, None
         if "streaming" in d:
             stream, first, gaps = check_streaming(d["streaming"], fail)
@@ -387,10 +430,11 @@ def side_from_document(doc: Any, label: str, path: str, prefix: str = "$") -> Si
     if requests is not None and not isinstance(requests, list):
         raise InputError(path, "expected an array", json_path=f"{prefix}.requests")
     for i, item in enumerate(requests or ()):
+
         def fail(sub: str, msg: str, _i: int = i) -> InputError:
             return InputError(path, msg, json_path=f"{prefix}.requests[{_i}]" + (f".{sub}" if sub else ""))
+
         side.add(item, fail)
     side.has_requests = bool(side.ids)
     side.finish()
     return side
-

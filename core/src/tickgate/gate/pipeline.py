@@ -5,15 +5,15 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from ..host.registry import Registry, get_registry
 from ..host.policy import load_policy
+from ..host.registry import Registry, get_registry
 from ..util.progress import OFF, Progress
-from .config import GateConfig, load_gate_config
-from .inputs import read_bundle, read_side
 from .comparison import join
+from .config import GateConfig, load_gate_config
+from .decision import evaluate
+from .inputs import read_bundle, read_side
 from .observations import Side
 from .report import build_report
-from .decision import evaluate
 from .segments import segment_summaries
 
 
@@ -24,10 +24,16 @@ def run_gate(baseline: Side, candidate: Side, config: GateConfig, progress: Prog
     return build_report(config, comparison, outcomes, segment_summaries(comparison, config.segments))
 
 
-def gate_files(policy_path: Path | str, *, bundle: Path | str | None = None,
-               baseline: Path | str | None = None, candidate: Path | str | None = None,
-               format: str = "auto", registry: Registry | None = None,
-               progress: Progress = OFF) -> dict[str, Any]:
+def gate_files(
+    policy_path: Path | str,
+    *,
+    bundle: Path | str | None = None,
+    baseline: Path | str | None = None,
+    candidate: Path | str | None = None,
+    format: str = "auto",
+    registry: Registry | None = None,
+    progress: Progress = OFF,
+) -> dict[str, Any]:
     """Read the inputs, validate the policy first (cheap errors before big reads), gate.
     ``progress`` counts the stages: reading, joining, each signal."""
     config = load_gate_config(load_policy(policy_path, registry=registry), registry)

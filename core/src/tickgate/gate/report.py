@@ -8,10 +8,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from .config import GateConfig
 from .comparison import Comparison
-from .observations import Side
+from .config import GateConfig
 from .decision import Outcome, decide
+from .observations import Side
 
 #: documented in docs/gate.md; distinct from 2 (invalid input) and 3 (internal error)
 EXIT_CODES = {"promote": 0, "hold": 10, "rollback": 20}
@@ -31,8 +31,7 @@ def _round(value: Any) -> Any:
 def _side(side: Side) -> dict[str, Any]:
     run = side.run
     prov = run.get("provenance") or {}
-    out: dict[str, Any] = {"file": side.path, "format": prov.get("format", "neutral"),
-                           "requests": len(side)}
+    out: dict[str, Any] = {"file": side.path, "format": prov.get("format", "neutral"), "requests": len(side)}
     for key in ("label", "backend", "model", "accelerator", "scheduler"):
         if isinstance(run.get(key), str):
             out[key] = run[key]
@@ -46,11 +45,21 @@ def _side(side: Side) -> dict[str, Any]:
 def _signal(outcome: Outcome) -> dict[str, Any]:
     c, r = outcome.configured, outcome.result
     out: dict[str, Any] = {
-        "id": c.id, "signal": c.info.name, "distribution": c.info.distribution, "dry_run": c.dry_run,
-        "status": r.status, "reason": r.reason, "message": r.message,
-        "baseline": r.baseline, "candidate": r.candidate, "delta": r.delta, "threshold": r.threshold,
-        "unit": r.unit, "confidence_interval": list(r.ci) if r.ci is not None else None,
-        "confidence": r.confidence, "evidence": dict(sorted(r.evidence.items())),
+        "id": c.id,
+        "signal": c.info.name,
+        "distribution": c.info.distribution,
+        "dry_run": c.dry_run,
+        "status": r.status,
+        "reason": r.reason,
+        "message": r.message,
+        "baseline": r.baseline,
+        "candidate": r.candidate,
+        "delta": r.delta,
+        "threshold": r.threshold,
+        "unit": r.unit,
+        "confidence_interval": list(r.ci) if r.ci is not None else None,
+        "confidence": r.confidence,
+        "evidence": dict(sorted(r.evidence.items())),
     }
     if r.next_action and r.status != "pass":
         out["next_action"] = r.next_action
@@ -59,34 +68,56 @@ def _signal(outcome: Outcome) -> dict[str, Any]:
     return out
 
 
-def build_report(config: GateConfig, comparison: Comparison, outcomes: list[Outcome],
-                 segments: dict[str, Any]) -> dict[str, Any]:
+def build_report(
+    config: GateConfig, comparison: Comparison, outcomes: list[Outcome], segments: dict[str, Any]
+) -> dict[str, Any]:
     decision = decide(outcomes)
     triage = []
-    not_evaluated = [{"signal": o.configured.id, "dry_run": o.configured.dry_run, "message": o.result.message}
-                     for o in outcomes if o.result.status == "not_evaluated"]
+    not_evaluated = [
+        {"signal": o.configured.id, "dry_run": o.configured.dry_run, "message": o.result.message}
+        for o in outcomes
+        if o.result.status == "not_evaluated"
+    ]
     for o in outcomes:
         if o.result.status in ("pass", "not_evaluated"):
             continue
         r = o.result
-        triage.append({"signal": o.configured.id, "status": r.status, "dry_run": o.configured.dry_run,
-                       "reason": r.reason, "message": r.message, "baseline": r.baseline,
-                       "candidate": r.candidate, "delta": r.delta, "threshold": r.threshold,
-                       "next_action": r.next_action or "see the signal's message"})
+        triage.append(
+            {
+                "signal": o.configured.id,
+                "status": r.status,
+                "dry_run": o.configured.dry_run,
+                "reason": r.reason,
+                "message": r.message,
+                "baseline": r.baseline,
+                "candidate": r.candidate,
+                "delta": r.delta,
+                "threshold": r.threshold,
+                "next_action": r.next_action or "see the signal's message",
+            }
+        )
     triage.sort(key=lambda t: (t["dry_run"], -{"rollback": 2, "hold": 1}[t["status"]], t["signal"]))
     notes = []
     if not comparison.per_request:
-        notes.append("no per-request join was possible: at least one side has only run aggregates; "
-                     "signals compared run-level figures without confidence intervals")
+        notes.append(
+            "no per-request join was possible: at least one side has only run aggregates; "
+            "signals compared run-level figures without confidence intervals"
+        )
     if not any(not o.configured.dry_run for o in outcomes):
         notes.append("every signal is dry-run: nothing decided, so the gate holds")
     elif not any(not o.configured.dry_run and o.result.status != "not_evaluated" for o in outcomes):
-        notes.append("no deciding signal could be evaluated (neither side has their evidence), so the gate holds")
+        notes.append(
+            "no deciding signal could be evaluated (neither side has their evidence), so the gate holds"
+        )
     deciding = [t for t in triage if not t["dry_run"]]
     if decision == "promote":
-        summary = ("promote: complete evidence within policy" if not not_evaluated else
-                   "promote: every evaluated signal within policy (not evaluated: "
-                   + ", ".join(n["signal"] for n in not_evaluated) + ")")
+        summary = (
+            "promote: complete evidence within policy"
+            if not not_evaluated
+            else "promote: every evaluated signal within policy (not evaluated: "
+            + ", ".join(n["signal"] for n in not_evaluated)
+            + ")"
+        )
     elif deciding:
         summary = f"{decision}: " + "; ".join(f"{t['signal']} {t['status']}" for t in deciding)
     elif not_evaluated and any(not o.configured.dry_run for o in outcomes):
@@ -109,14 +140,26 @@ def build_report(config: GateConfig, comparison: Comparison, outcomes: list[Outc
             "matched": comparison.matched,
             "baseline_only": {"count": len(bo), "ids": bo[:UNMATCHED_LIMIT]},
             "candidate_only": {"count": len(co), "ids": co[:UNMATCHED_LIMIT]},
-            **({"prompt_mismatches": {
-                "count": len(comparison.prompt_mismatches),
-                "pairs": [{"request_id": r, "baseline": b, "candidate": c}
-                          for r, b, c in comparison.prompt_mismatches[:UNMATCHED_LIMIT]]}}
-               if comparison.prompt_mismatches else {}),
+            **(
+                {
+                    "prompt_mismatches": {
+                        "count": len(comparison.prompt_mismatches),
+                        "pairs": [
+                            {"request_id": r, "baseline": b, "candidate": c}
+                            for r, b, c in comparison.prompt_mismatches[:UNMATCHED_LIMIT]
+                        ],
+                    }
+                }
+                if comparison.prompt_mismatches
+                else {}
+            ),
         },
         "segments": segments,
-        "inputs": {"policy": config.policy_path, "seed": config.seed,
-                   "baseline": _side(comparison.baseline), "candidate": _side(comparison.candidate)},
+        "inputs": {
+            "policy": config.policy_path,
+            "seed": config.seed,
+            "baseline": _side(comparison.baseline),
+            "candidate": _side(comparison.candidate),
+        },
     }
     return _round(report)

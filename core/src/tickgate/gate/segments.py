@@ -20,12 +20,10 @@ SIDES = ("baseline", "candidate")
 METRICS = (("latency_p95_ms", "latency_ms"), ("ttft_p95_ms", "ttft_ms"))
 
 
-
-
-def _summary(comparison: Comparison, group: tuple[str, str] | None,
-             clean: bool) -> dict[str, Any]:
+def _summary(comparison: Comparison, group: tuple[str, str] | None, clean: bool) -> dict[str, Any]:
     """Figures over one segment's pairs (``group`` None: every pair). ``clean``:
     no pair has an error or an output mismatch at all, so neither can a segment."""
+
     def column(which: str, name: str, pairs: list[int] | None) -> Any:
         if group is None:
             col = comparison.aligned(which, name)
@@ -44,14 +42,20 @@ def _summary(comparison: Comparison, group: tuple[str, str] | None,
         base_rows = rows if rows is not None else range(len(berr))
         ok = list(compress(base_rows, [not (b or c) for b, c in zip(berr, cerr)]))
         bf, cf = column("baseline", "fingerprints", ok), column("candidate", "fingerprints", ok)
-        out["output_mismatches"] = sum(1 for b, c in zip(bf, cf) if b != c and b is not None and c is not None)
+        out["output_mismatches"] = sum(
+            1 for b, c in zip(bf, cf) if b != c and b is not None and c is not None
+        )
     for field, name in METRICS:
         qb: float | None
         qc: float | None
         if ok is None and not any(comparison.has_nan(comparison.aligned(w, name)) for w in SIDES):
             # every pair of the segment counts: the quantiles the signals computed
-            qb, qc = (comparison.quantile(comparison.aligned(w, name), 0.95) if group is None
-                      else comparison.group_quantile(w, name, *group, 0.95) for w in SIDES)
+            qb, qc = (
+                comparison.quantile(comparison.aligned(w, name), 0.95)
+                if group is None
+                else comparison.group_quantile(w, name, *group, 0.95)
+                for w in SIDES
+            )
         else:
             bv, cv = column("baseline", name, ok), column("candidate", name, ok)
             if comparison.has_nan(bv) or comparison.has_nan(cv):
@@ -59,8 +63,11 @@ def _summary(comparison: Comparison, group: tuple[str, str] | None,
                 bv, cv = list(compress(bv, both)), list(compress(cv, both))
             qb = comparison.quantile(bv, 0.95) if bv else None
             qc = comparison.quantile(cv, 0.95) if cv else None
-        out[field] = {"baseline": qb, "candidate": qc,
-                      "delta_pct": (qc / qb - 1.0) * 100.0 if qb and qc is not None else None}
+        out[field] = {
+            "baseline": qb,
+            "candidate": qc,
+            "delta_pct": (qc / qb - 1.0) * 100.0 if qb and qc is not None else None,
+        }
     return out
 
 

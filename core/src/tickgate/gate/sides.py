@@ -15,10 +15,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from .inputs import read_side
-from .observations import Side
 from ..parallel import switch
 from ..parallel.helper import Helper
+from .inputs import read_side
+from .observations import Side
 
 
 def worth_it(baseline: Path, candidate: Path) -> bool:
@@ -28,8 +28,12 @@ def worth_it(baseline: Path, candidate: Path) -> bool:
 
 def read_pair(baseline: Path, candidate: Path, format: str) -> tuple[Side, Side]:
     """(baseline, candidate) read concurrently; the same Sides as reading in turn."""
-    with Helper(lambda channel: read_side(str(baseline), "baseline", format), role=f"reading {baseline}",
-                instead="reads it in this process instead", doing="reading") as helper:
+    with Helper(
+        lambda channel: read_side(str(baseline), "baseline", format),
+        role=f"reading {baseline}",
+        instead="reads it in this process instead",
+        doing="reading",
+    ) as helper:
         failed: Exception | None = None
         try:
             cand = read_side(str(candidate), "candidate", format)

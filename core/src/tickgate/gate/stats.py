@@ -24,8 +24,9 @@ import random
 import sys
 import zlib
 from array import array
+from collections.abc import Sequence
 from itertools import compress, repeat
-from typing import Any, Sequence
+from typing import Any
 
 import attrs
 
@@ -113,9 +114,18 @@ def point_delta(qb: float, qc: float, relative: bool) -> Delta:
     return Delta(qb, qc, _delta(qb, qc, relative), None, None, 0, 0)
 
 
-def paired_quantile_delta(base: Sequence[float], cand: Sequence[float], *, q: float,
-                          relative: bool, confidence: float, resamples: int, max_pairs: int,
-                          seed: int, point: tuple[float, float] | None = None) -> Delta:
+def paired_quantile_delta(
+    base: Sequence[float],
+    cand: Sequence[float],
+    *,
+    q: float,
+    relative: bool,
+    confidence: float,
+    resamples: int,
+    max_pairs: int,
+    seed: int,
+    point: tuple[float, float] | None = None,
+) -> Delta:
     """Point estimate of ``Q_q(cand) vs Q_q(base)`` over all pairs plus a
     seeded percentile-bootstrap interval (see module docstring). ``resamples``
     0 gives the point estimate only. ``point``: the two full-sample quantiles
@@ -148,8 +158,7 @@ def paired_quantile_delta(base: Sequence[float], cand: Sequence[float], *, q: fl
     alpha = (1.0 - confidence) / 2.0
     lo = quantile(deltas, alpha)
     hi = quantile(deltas, 1.0 - alpha)
-    return Delta(qb, qc, d_full, d_full + (lo - d_sub) * scale, d_full + (hi - d_sub) * scale,
-                 resamples, m)
+    return Delta(qb, qc, d_full, d_full + (lo - d_sub) * scale, d_full + (hi - d_sub) * scale, resamples, m)
 
 
 def resample_indices(rng: random.Random, m: int) -> list[int]:

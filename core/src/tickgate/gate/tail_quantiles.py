@@ -17,8 +17,8 @@ caller selects from the segment's own values: slower, never different.
 from __future__ import annotations
 
 import operator
+from collections.abc import Sequence
 from itertools import compress, repeat
-from typing import Sequence
 
 from ..util.quantile import quantile
 
@@ -35,7 +35,7 @@ class Tail:
         n = len(values)
         self.n = n
         self.q = q
-        probe = sorted(values[::max(1, n // 4000)])
+        probe = sorted(values[:: max(1, n // 4000)])
         cut = quantile(probe, max(0.0, q - MARGIN))
         self.mask = bytes(map(operator.le, repeat(cut), values))
         self.values = list(compress(values, self.mask))

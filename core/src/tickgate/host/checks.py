@@ -49,8 +49,9 @@ def _arguments(function: Any) -> list[str]:
     return [p.name for p in params if p.kind in positional and p.default is p.empty]
 
 
-def bad_signature(pm: pluggy.PluginManager, module: Any, label: str,
-                  error: pluggy.PluginValidationError) -> str:
+def bad_signature(
+    pm: pluggy.PluginManager, module: Any, label: str, error: pluggy.PluginValidationError
+) -> str:
     """``register_schedulers(reg)``: the argument that does not match the spec, and its name there."""
     for hook, function, _ in _implementations(pm, module):
         caller = getattr(pm.hook, hook, None)
@@ -60,17 +61,22 @@ def bad_signature(pm: pluggy.PluginManager, module: Any, label: str,
         given = _arguments(function)
         unknown = [name for name in given if name not in expected]
         if unknown:
-            return (f"{label}: {hook}({', '.join(given)}) does not match the hook spec "
-                    f"{hook}({', '.join(expected)}): rename {', '.join(unknown)} "
-                    f"(pluggy passes arguments by name)")
+            return (
+                f"{label}: {hook}({', '.join(given)}) does not match the hook spec "
+                f"{hook}({', '.join(expected)}): rename {', '.join(unknown)} "
+                f"(pluggy passes arguments by name)"
+            )
     return f"{label}: {' '.join(str(error).split())}"  # any other refusal, squeezed to one line
 
 
 def unknown_hooks(pm: pluggy.PluginManager, module: Any, label: str, known: list[str]) -> str | None:
     """A ``@hookimpl`` no spec declares (``register_scheduler``), with the nearest real hook name;
     None when ``module`` has none (the pending hook belongs to another plugin)."""
-    unknown = [hook for hook, _, opts in _implementations(pm, module)
-               if hook not in known and not opts.get("optionalhook")]
+    unknown = [
+        hook
+        for hook, _, opts in _implementations(pm, module)
+        if hook not in known and not opts.get("optionalhook")
+    ]
     if not unknown:
         return None
     hook = unknown[0]

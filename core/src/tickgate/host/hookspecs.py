@@ -27,8 +27,9 @@ from __future__ import annotations
 
 import inspect
 import sys
+from collections.abc import Callable
 from types import ModuleType
-from typing import Any, Callable, TypeVar
+from typing import Any, TypeVar
 
 import pluggy
 
@@ -182,7 +183,7 @@ def hook_kinds(module: ModuleType | None = None) -> dict[str, str]:
             continue
         kind = getattr(value, KIND_ATTRIBUTE, None)
         if not isinstance(kind, str) or not kind:
-            raise TypeError(f"hook spec {name} declares no plugin kind: decorate it with @spec(\"<kind>\")")
+            raise TypeError(f'hook spec {name} declares no plugin kind: decorate it with @spec("<kind>")')
         kinds[name] = kind
     return kinds
 

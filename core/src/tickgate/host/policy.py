@@ -7,16 +7,17 @@ Every error is located: ``policies/x.yaml:12:5: $.scheduler.options.page_size:
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 import attrs
 
-from ..util.errors import ConfigError, InputError, PluginError, TickgateError
 from ..interfaces import TimingModel
+from ..util.errors import ConfigError, InputError, PluginError, TickgateError
 from ..util.locations import Locations, load_yaml
-from .registry import PluginInfo, Registry, get_registry
 from ..util.schemas import data_file, load_schema, validate
+from .registry import PluginInfo, Registry, get_registry
 
 #: policy section -> the kind of plugin it names (``tickgate schema`` closes the same sections)
 SECTIONS = {"scheduler": "scheduler", "admission": "admission", "kv_allocator": "kv_allocator"}
@@ -99,15 +100,31 @@ def load_policy(path: Path | str | None = None, *, registry: Registry | None = N
     for section, kind in SECTIONS.items():
         if section in data:
             block = data[section]
-            selections[section] = _select(registry, kind, block["name"], block.get("options", {}),
-                                          path, locs, (section, "name"), (section, "options"))
+            selections[section] = _select(
+                registry,
+                kind,
+                block["name"],
+                block.get("options", {}),
+                path,
+                locs,
+                (section, "name"),
+                (section, "options"),
+            )
     block = data.get("timing")
     named = block is not None and "name" in block
     if block is not None:
         name, options = (block["name"], block.get("options", {})) if named else (DEFAULT_TIMING, block)
         at = ("timing", "name") if named else ("timing",)
-        selections["timing"] = _select(registry, TIMING_KIND, name, options, path, locs,
-                                       at, ("timing", "options") if named else ("timing",))
+        selections["timing"] = _select(
+            registry,
+            TIMING_KIND,
+            name,
+            options,
+            path,
+            locs,
+            at,
+            ("timing", "options") if named else ("timing",),
+        )
     limits = data.get("limits", {})
     policy = Policy(str(path), data, locs, selections, None, limits.get("max_ticks"), policy_source(path))
     chosen = selections.get("timing")
@@ -117,8 +134,16 @@ def load_policy(path: Path | str | None = None, *, registry: Registry | None = N
     return attrs.evolve(policy, timing=model)
 
 
-def _select(registry: Registry, kind: str, name: str, options: Any, path: Path, locs: Locations,
-            name_at: tuple[str, ...], options_at: tuple[str, ...]) -> Selection:
+def _select(
+    registry: Registry,
+    kind: str,
+    name: str,
+    options: Any,
+    path: Path,
+    locs: Locations,
+    name_at: tuple[str, ...],
+    options_at: tuple[str, ...],
+) -> Selection:
     """The plugin a section names, its options validated by its own schema; errors located."""
     try:
         info = registry.get(kind, name)
@@ -162,11 +187,13 @@ def check_requires(requirements: Any, path: Path, locs: Locations) -> None:
         try:
             version = md.version(req.name)
         except md.PackageNotFoundError:
-            raise InputError(path, f"this policy requires {text}, which is not installed "
-                             f"(pip install '{text}')", **where) from None
+            raise InputError(
+                path, f"this policy requires {text}, which is not installed (pip install '{text}')", **where
+            ) from None
         if req.specifier and not req.specifier.contains(version, prereleases=True):
-            raise InputError(path, f"this policy requires {text}, but {req.name} {version} is installed",
-                             **where)
+            raise InputError(
+                path, f"this policy requires {text}, but {req.name} {version} is installed", **where
+            )
 
 
 def require_section(policy: Policy, section: str) -> Selection:

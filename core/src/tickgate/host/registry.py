@@ -20,14 +20,15 @@ from __future__ import annotations
 
 import importlib.metadata as md
 import os
+from collections.abc import Iterator
 from types import ModuleType
-from typing import Any, Iterator
+from typing import Any
 
 import attrs
 import pluggy
 
-from . import checks, hookspecs
 from ..util.errors import PluginError, one_line
+from . import checks, hookspecs
 
 ENTRY_POINT_GROUP = "tickgate"
 CORE_DISTRIBUTION = "tickgate"
@@ -160,8 +161,9 @@ class Registry:
                     raise PluginError(f"{label} failed in {hook_name}: {type(exc).__name__}: {exc}") from exc
         return added
 
-    def _register(self, kind: str, obj: Any, source: _Source,
-                  added: dict[tuple[str, str], PluginInfo]) -> None:
+    def _register(
+        self, kind: str, obj: Any, source: _Source, added: dict[tuple[str, str], PluginInfo]
+    ) -> None:
         name = getattr(obj, "name", None)
         if not isinstance(name, str) or not name:
             raise PluginError(
@@ -205,8 +207,9 @@ class Registry:
                 try:
                     module = ep.load()
                 except Exception as exc:
-                    raise PluginError(f"Error importing {checks.where(ep.name, dist, version)}: "
-                                      f"{type(exc).__name__}: {exc}") from exc
+                    raise PluginError(
+                        f"Error importing {checks.where(ep.name, dist, version)}: {type(exc).__name__}: {exc}"
+                    ) from exc
                 self.add_module(module, source)
             except PluginError as exc:  # kept, not raised: `tickgate plugins` shows it as a row
                 self.broken.append(BrokenPlugin(source, one_line(str(exc))))
@@ -216,14 +219,23 @@ class Registry:
         if not self.broken:
             return
         first, rest = self.broken[0], len(self.broken) - 1
-        more = f" (and {rest} more broken plugin{'s' if rest > 1 else ''}: see tickgate plugins)" if rest else ""
+        more = (
+            f" (and {rest} more broken plugin{'s' if rest > 1 else ''}: see tickgate plugins)" if rest else ""
+        )
         raise PluginError(first.reason + more)
 
-    def register_module(self, module: Any, *, distribution: str = "<in-process>",
-                        version: str = "0", entry_point: str | None = None) -> None:
+    def register_module(
+        self,
+        module: Any,
+        *,
+        distribution: str = "<in-process>",
+        version: str = "0",
+        entry_point: str | None = None,
+    ) -> None:
         """Register an in-process plugin module (tests, embedding applications)."""
-        self.add_module(module, _Source(entry_point or getattr(module, "__name__", "plugin"),
-                                        distribution, version))
+        self.add_module(
+            module, _Source(entry_point or getattr(module, "__name__", "plugin"), distribution, version)
+        )
 
     # -- lookup ------------------------------------------------------------
     def get(self, kind: str, name: str) -> PluginInfo:

@@ -15,8 +15,12 @@ from typing import Any
 from . import inputs, views
 from .page import render_page
 
-TITLES = {"replay": "tickgate replay report", "fleet": "tickgate fleet replay report",
-          "gate": "tickgate gate report", "sweep": "tickgate sweep"}
+TITLES = {
+    "replay": "tickgate replay report",
+    "fleet": "tickgate fleet replay report",
+    "gate": "tickgate gate report",
+    "sweep": "tickgate sweep",
+}
 
 
 def build(path: Path) -> tuple[str, str]:

@@ -18,7 +18,8 @@ SVG every time with the same vl-convert.
 
 from __future__ import annotations
 
-from typing import Any, Iterable
+from collections.abc import Iterable
+from typing import Any
 
 from ..util.errors import TickgateError
 
@@ -27,8 +28,15 @@ VEGA_LITE = "6.4"
 WIDTH = 720
 HEIGHT = 180
 #: the colours of the charts (Tableau 10, Vega's default scheme), by role
-COLOURS = {"max": "#f28e2b", "mean": "#4e79a7", "pass": "#59a14f", "hold": "#f28e2b", "rollback": "#e15759",
-           "front": "#e15759", "other": "#bab0ac"}
+COLOURS = {
+    "max": "#f28e2b",
+    "mean": "#4e79a7",
+    "pass": "#59a14f",
+    "hold": "#f28e2b",
+    "rollback": "#e15759",
+    "front": "#e15759",
+    "other": "#bab0ac",
+}
 
 _EXTRA = "pip install 'tickgate[html]'"
 
@@ -53,34 +61,56 @@ def render(spec: dict[str, Any]) -> str:
     except ImportError:
         raise missing_extra() from None
     try:
-        return str(vl_convert.vegalite_to_svg(spec, vl_version=VEGA_LITE, allowed_base_urls=[],
-                                              format_locale="en-US", time_format_locale="en-US"))
+        return str(
+            vl_convert.vegalite_to_svg(
+                spec,
+                vl_version=VEGA_LITE,
+                allowed_base_urls=[],
+                format_locale="en-US",
+                time_format_locale="en-US",
+            )
+        )
     except ValueError as exc:  # pragma: no cover - a spec of ours Vega-Lite refuses: a bug
         raise RuntimeError(f"vl-convert refused a chart: {exc}") from exc
 
 
-def _base(title: str, rows: list[dict[str, Any]], *, width: int = WIDTH,
-          height: int = HEIGHT) -> dict[str, Any]:
-    return {"title": {"text": title, "anchor": "start"}, "width": width, "height": height,
-            "data": {"values": rows}, "config": {"font": "sans-serif", "view": {"stroke": "#ddd"}}}
+def _base(
+    title: str, rows: list[dict[str, Any]], *, width: int = WIDTH, height: int = HEIGHT
+) -> dict[str, Any]:
+    return {
+        "title": {"text": title, "anchor": "start"},
+        "width": width,
+        "height": height,
+        "data": {"values": rows},
+        "config": {"font": "sans-serif", "view": {"stroke": "#ddd"}},
+    }
 
 
-def over_time(title: str, x_title: str, xs: list[float], columns: dict[str, list[float]],
-              y_title: str) -> dict[str, Any]:
+def over_time(
+    title: str, x_title: str, xs: list[float], columns: dict[str, list[float]], y_title: str
+) -> dict[str, Any]:
     """Lines over time, one per column (``max``, ``mean``), in the column order given."""
-    rows = [{"x": x, "value": values[i], "of": name} for name, values in columns.items()
-            for i, x in enumerate(xs)]
+    rows = [
+        {"x": x, "value": values[i], "of": name} for name, values in columns.items() for i, x in enumerate(xs)
+    ]
     names = list(columns)
     spec = _base(title, rows)
-    spec.update({
-        "mark": {"type": "line", "interpolate": "step-after", "strokeWidth": 1.5},
-        "encoding": {
-            "x": {"field": "x", "type": "quantitative", "title": x_title},
-            "y": {"field": "value", "type": "quantitative", "title": y_title},
-            "color": {"field": "of", "type": "nominal", "title": None, "sort": names,
-                      "scale": {"domain": names, "range": [COLOURS.get(n, COLOURS["other"]) for n in names]}},
-        },
-    })
+    spec.update(
+        {
+            "mark": {"type": "line", "interpolate": "step-after", "strokeWidth": 1.5},
+            "encoding": {
+                "x": {"field": "x", "type": "quantitative", "title": x_title},
+                "y": {"field": "value", "type": "quantitative", "title": y_title},
+                "color": {
+                    "field": "of",
+                    "type": "nominal",
+                    "title": None,
+                    "sort": names,
+                    "scale": {"domain": names, "range": [COLOURS.get(n, COLOURS["other"]) for n in names]},
+                },
+            },
+        }
+    )
     return spec
 
 
@@ -88,8 +118,12 @@ def quantiles(title: str, blocks: dict[str, dict[str, Any]], unit: str) -> dict[
     """Each distribution's p50/p90/p95/p99/max as bars, one panel per distribution
     (independent y scales: TTFT and inter-token gaps differ by orders of magnitude)."""
     order = ["p50", "p90", "p95", "p99", "max"]
-    rows = [{"of": name, "q": q, "value": block[q]} for name, block in blocks.items() for q in order
-            if isinstance(block.get(q), (int, float))]
+    rows = [
+        {"of": name, "q": q, "value": block[q]}
+        for name, block in blocks.items()
+        for q in order
+        if isinstance(block.get(q), (int, float))
+    ]
     return {
         "title": {"text": title, "anchor": "start"},
         "data": {"values": rows},
@@ -97,39 +131,64 @@ def quantiles(title: str, blocks: dict[str, dict[str, Any]], unit: str) -> dict[
         "facet": {"column": {"field": "of", "type": "nominal", "title": None, "sort": list(blocks)}},
         "resolve": {"scale": {"y": "independent"}},
         "spec": {
-            "width": 200, "height": HEIGHT,
+            "width": 200,
+            "height": HEIGHT,
             "layer": [
-                {"mark": {"type": "bar", "color": COLOURS["mean"]},
-                 "encoding": {"x": {"field": "q", "type": "ordinal", "sort": order, "title": None},
-                              "y": {"field": "value", "type": "quantitative", "title": unit}}},
-                {"mark": {"type": "text", "dy": -6, "fontSize": 10},
-                 "encoding": {"x": {"field": "q", "type": "ordinal", "sort": order},
-                              "y": {"field": "value", "type": "quantitative"},
-                              "text": {"field": "value", "type": "quantitative", "format": ",.1f"}}},
+                {
+                    "mark": {"type": "bar", "color": COLOURS["mean"]},
+                    "encoding": {
+                        "x": {"field": "q", "type": "ordinal", "sort": order, "title": None},
+                        "y": {"field": "value", "type": "quantitative", "title": unit},
+                    },
+                },
+                {
+                    "mark": {"type": "text", "dy": -6, "fontSize": 10},
+                    "encoding": {
+                        "x": {"field": "q", "type": "ordinal", "sort": order},
+                        "y": {"field": "value", "type": "quantitative"},
+                        "text": {"field": "value", "type": "quantitative", "format": ",.1f"},
+                    },
+                },
             ],
         },
     }
 
 
-def grouped_bars(title: str, categories: list[str], series: dict[str, list[float]],
-                 y_title: str) -> dict[str, Any]:
+def grouped_bars(
+    title: str, categories: list[str], series: dict[str, list[float]], y_title: str
+) -> dict[str, Any]:
     """Bars per category (replica), one bar per series side by side."""
-    rows = [{"category": c, "of": name, "value": values[i]} for name, values in series.items()
-            for i, c in enumerate(categories)]
+    rows = [
+        {"category": c, "of": name, "value": values[i]}
+        for name, values in series.items()
+        for i, c in enumerate(categories)
+    ]
     names = list(series)
     palette = ["#4e79a7", "#59a14f", "#f28e2b", "#76b7b2"]
     spec = _base(title, rows, height=HEIGHT)
-    spec.update({
-        "mark": "bar",
-        "encoding": {
-            "x": {"field": "category", "type": "nominal", "sort": categories, "title": None,
-                  "axis": {"labelAngle": 0}},
-            "xOffset": {"field": "of", "type": "nominal", "sort": names},
-            "y": {"field": "value", "type": "quantitative", "title": y_title},
-            "color": {"field": "of", "type": "nominal", "title": None, "sort": names,
-                      "scale": {"domain": names, "range": palette[:len(names)]}},
-        },
-    })
+    spec.update(
+        {
+            "mark": "bar",
+            "encoding": {
+                "x": {
+                    "field": "category",
+                    "type": "nominal",
+                    "sort": categories,
+                    "title": None,
+                    "axis": {"labelAngle": 0},
+                },
+                "xOffset": {"field": "of", "type": "nominal", "sort": names},
+                "y": {"field": "value", "type": "quantitative", "title": y_title},
+                "color": {
+                    "field": "of",
+                    "type": "nominal",
+                    "title": None,
+                    "sort": names,
+                    "scale": {"domain": names, "range": palette[: len(names)]},
+                },
+            },
+        }
+    )
     return spec
 
 
@@ -137,21 +196,39 @@ def intervals(title: str, rows: list[dict[str, Any]], x_title: str) -> dict[str,
     """Gate signals: a point at each delta, a rule over its confidence interval, a tick at
     its threshold; coloured by status. ``rows``: signal, delta, lo, hi, threshold, status."""
     statuses = sorted({r["status"] for r in rows})
-    colour = {"field": "status", "type": "nominal", "title": None,
-              "scale": {"domain": statuses, "range": [COLOURS.get(s, COLOURS["other"]) for s in statuses]}}
+    colour = {
+        "field": "status",
+        "type": "nominal",
+        "title": None,
+        "scale": {"domain": statuses, "range": [COLOURS.get(s, COLOURS["other"]) for s in statuses]},
+    }
     y = {"field": "signal", "type": "nominal", "title": None, "sort": [r["signal"] for r in rows]}
     spec = _base(title, rows, height=max(40, 28 * len(rows)))
     spec["layer"] = [
-        {"mark": {"type": "rule", "strokeWidth": 3}, "transform": [{"filter": "datum.lo != null"}],
-         "encoding": {"y": y, "x": {"field": "lo", "type": "quantitative", "title": x_title},
-                      "x2": {"field": "hi"}, "color": colour}},
-        {"mark": {"type": "tick", "color": "#333", "thickness": 2},
-         "transform": [{"filter": "datum.threshold != null"}],
-         "encoding": {"y": y, "x": {"field": "threshold", "type": "quantitative"}}},
-        {"mark": {"type": "point", "filled": True, "size": 80},
-         "encoding": {"y": y, "x": {"field": "delta", "type": "quantitative"}, "color": colour}},
-        {"mark": {"type": "rule", "color": "#999", "strokeDash": [4, 3]}, "data": {"values": [{"zero": 0}]},
-         "encoding": {"x": {"field": "zero", "type": "quantitative"}}},
+        {
+            "mark": {"type": "rule", "strokeWidth": 3},
+            "transform": [{"filter": "datum.lo != null"}],
+            "encoding": {
+                "y": y,
+                "x": {"field": "lo", "type": "quantitative", "title": x_title},
+                "x2": {"field": "hi"},
+                "color": colour,
+            },
+        },
+        {
+            "mark": {"type": "tick", "color": "#333", "thickness": 2},
+            "transform": [{"filter": "datum.threshold != null"}],
+            "encoding": {"y": y, "x": {"field": "threshold", "type": "quantitative"}},
+        },
+        {
+            "mark": {"type": "point", "filled": True, "size": 80},
+            "encoding": {"y": y, "x": {"field": "delta", "type": "quantitative"}, "color": colour},
+        },
+        {
+            "mark": {"type": "rule", "color": "#999", "strokeDash": [4, 3]},
+            "data": {"values": [{"zero": 0}]},
+            "encoding": {"x": {"field": "zero", "type": "quantitative"}},
+        },
     ]
     return spec
 
@@ -164,15 +241,30 @@ def pareto(title: str, points: Iterable[dict[str, Any]]) -> dict[str, Any]:
     x = {"field": "ttft", "type": "quantitative", "title": "TTFT p99 (ms)", "scale": {"zero": False}}
     y = {"field": "throughput", "type": "quantitative", "title": "output tokens/s", "scale": {"zero": False}}
     spec["layer"] = [
-        {"mark": {"type": "line", "color": COLOURS["front"], "strokeWidth": 1.5},
-         "transform": [{"filter": "datum.front == 'on the front'"}],
-         "encoding": {"x": x, "y": y, "order": {"field": "ttft"}}},
-        {"mark": {"type": "point", "filled": True, "size": 70},
-         "encoding": {"x": x, "y": y,
-                      "color": {"field": "front", "type": "nominal", "title": None,
-                                "scale": {"domain": ["on the front", "dominated"],
-                                          "range": [COLOURS["front"], COLOURS["mean"]]}}}},
-        {"mark": {"type": "text", "dx": 8, "align": "left", "fontSize": 10},
-         "encoding": {"x": x, "y": y, "text": {"field": "label"}}},
+        {
+            "mark": {"type": "line", "color": COLOURS["front"], "strokeWidth": 1.5},
+            "transform": [{"filter": "datum.front == 'on the front'"}],
+            "encoding": {"x": x, "y": y, "order": {"field": "ttft"}},
+        },
+        {
+            "mark": {"type": "point", "filled": True, "size": 70},
+            "encoding": {
+                "x": x,
+                "y": y,
+                "color": {
+                    "field": "front",
+                    "type": "nominal",
+                    "title": None,
+                    "scale": {
+                        "domain": ["on the front", "dominated"],
+                        "range": [COLOURS["front"], COLOURS["mean"]],
+                    },
+                },
+            },
+        },
+        {
+            "mark": {"type": "text", "dx": 8, "align": "left", "fontSize": 10},
+            "encoding": {"x": x, "y": y, "text": {"field": "label"}},
+        },
     ]
     return spec

@@ -19,11 +19,25 @@ GATE_KIND = "tickgate.gate-report"
 RESULTS = "results.jsonl"  # tickgate.sweep.run.RESULTS (not imported: it pulls in the sweep runner)
 
 #: the headline metrics of results.jsonl a sweep page shows (tickgate.sweep.headline.metrics)
-SWEEP_METRICS = ("completed", "rejected", "ttft_ms_p50", "ttft_ms_p99", "itl_ms_p99", "e2e_ms_p99",
-                 "output_tokens_per_s")
+SWEEP_METRICS = (
+    "completed",
+    "rejected",
+    "ttft_ms_p50",
+    "ttft_ms_p99",
+    "itl_ms_p99",
+    "e2e_ms_p99",
+    "output_tokens_per_s",
+)
 
-_NAMES = {dict: "an object", list: "an array", str: "a string", bool: "true or false", int: "an integer",
-          float: "a number", type(None): "null"}
+_NAMES = {
+    dict: "an object",
+    list: "an array",
+    str: "a string",
+    bool: "true or false",
+    int: "an integer",
+    float: "a number",
+    type(None): "null",
+}
 
 
 def _kind_of(value: Any) -> str:
@@ -55,10 +69,13 @@ class Doc:
         value = parent[key]
         if kind.endswith("?") and value is None:
             return None
-        ok = {"object": isinstance(value, dict), "array": isinstance(value, list),
-              "string": isinstance(value, str),
-              "number": isinstance(value, (int, float)) and not isinstance(value, bool),
-              "integer": isinstance(value, int) and not isinstance(value, bool)}[kind.rstrip("?")]
+        ok = {
+            "object": isinstance(value, dict),
+            "array": isinstance(value, list),
+            "string": isinstance(value, str),
+            "number": isinstance(value, (int, float)) and not isinstance(value, bool),
+            "integer": isinstance(value, int) and not isinstance(value, bool),
+        }[kind.rstrip("?")]
         if not ok:
             raise self.fail(at, f"expected {_expected(kind)}, not {_kind_of(value)}")
         return value
@@ -66,8 +83,13 @@ class Doc:
 
 def _expected(kind: str) -> str:
     base = kind.rstrip("?")
-    text = {"object": "an object", "array": "an array", "string": "a string", "number": "a number",
-            "integer": "an integer"}[base]
+    text = {
+        "object": "an object",
+        "array": "an array",
+        "string": "a string",
+        "number": "a number",
+        "integer": "an integer",
+    }[base]
     return text + " or null" if kind.endswith("?") else text
 
 
@@ -76,8 +98,11 @@ def load(path: Path) -> tuple[str, Any]:
     if path.is_dir():
         results = path / RESULTS
         if not results.is_file():
-            raise InputError(path, f"a directory, but not a sweep's output: it has no {RESULTS} "
-                             "(give a replay or gate report, a sweep directory or its results.jsonl)")
+            raise InputError(
+                path,
+                f"a directory, but not a sweep's output: it has no {RESULTS} "
+                "(give a replay or gate report, a sweep directory or its results.jsonl)",
+            )
         return "sweep", load_results(results)
     if path.suffix == ".jsonl":
         return "sweep", load_results(path)
@@ -92,8 +117,11 @@ def load(path: Path) -> tuple[str, Any]:
     if "summary" in report:
         check_replay(doc, report)
         return ("fleet" if "fleet" in report else "replay"), report
-    raise doc.fail("$", "not a report tickgate knows: expected a replay report (with \"summary\"), a gate "
-                   f"report (\"kind\": \"{GATE_KIND}\") or a sweep's {RESULTS}")
+    raise doc.fail(
+        "$",
+        'not a report tickgate knows: expected a replay report (with "summary"), a gate '
+        f'report ("kind": "{GATE_KIND}") or a sweep\'s {RESULTS}',
+    )
 
 
 def check_replay(doc: Doc, report: dict[str, Any]) -> None:
@@ -184,8 +212,9 @@ def check_gate(doc: Doc, report: dict[str, Any]) -> None:
             doc.get(s, key, where, "number?", optional=True)
         doc.get(s, "unit", where, "string?", optional=True)
         ci = doc.get(s, "confidence_interval", where, "array?", optional=True)
-        if ci is not None and (len(ci) != 2 or not all(isinstance(v, (int, float)) and not isinstance(v, bool)
-                                                       for v in ci)):
+        if ci is not None and (
+            len(ci) != 2 or not all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in ci)
+        ):
             raise doc.fail(f"{where}.confidence_interval", "expected [low, high] (two numbers)")
 
 

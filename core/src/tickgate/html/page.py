@@ -73,16 +73,22 @@ def _table(t: Table) -> str:
             cls = ' class="n"' if isinstance(v, (int, float)) and not isinstance(v, bool) else ""
             cells.append(f"<td{cls}>{html.escape(fmt(v))}</td>")
         body.append("<tr>" + "".join(cells) + "</tr>")
-    return (f"<table><caption>{html.escape(t.caption)}</caption><thead><tr>{head}</tr></thead>"
-            f"<tbody>{''.join(body)}</tbody></table>")
+    return (
+        f"<table><caption>{html.escape(t.caption)}</caption><thead><tr>{head}</tr></thead>"
+        f"<tbody>{''.join(body)}</tbody></table>"
+    )
 
 
 def render_page(title: str, subtitle: str, sections: list[Section]) -> str:
-    parts = ["<!DOCTYPE html>", '<html lang="en"><head><meta charset="utf-8">',
-             f'<meta http-equiv="Content-Security-Policy" content="{CSP}">',
-             '<meta name="viewport" content="width=device-width, initial-scale=1">',
-             f"<title>{html.escape(title)}</title><style>{_CSS}</style></head><body>",
-             f"<h1>{html.escape(title)}</h1>", f'<p class="sub">{html.escape(subtitle)}</p>']
+    parts = [
+        "<!DOCTYPE html>",
+        '<html lang="en"><head><meta charset="utf-8">',
+        f'<meta http-equiv="Content-Security-Policy" content="{CSP}">',
+        '<meta name="viewport" content="width=device-width, initial-scale=1">',
+        f"<title>{html.escape(title)}</title><style>{_CSS}</style></head><body>",
+        f"<h1>{html.escape(title)}</h1>",
+        f'<p class="sub">{html.escape(subtitle)}</p>',
+    ]
     for s in sections:
         parts.append(f"<section><h2>{html.escape(s.title)}</h2>")
         if s.badge is not None:
@@ -95,8 +101,10 @@ def render_page(title: str, subtitle: str, sections: list[Section]) -> str:
         for t in s.tables:
             parts.append(_table(t))
         parts.append("</section>")
-    parts.append('<p class="note">Written by tickgate report --html; charts: Vega-Lite rendered to SVG by '
-                 "vl-convert (docs/html.md).</p></body></html>")
+    parts.append(
+        '<p class="note">Written by tickgate report --html; charts: Vega-Lite rendered to SVG by '
+        "vl-convert (docs/html.md).</p></body></html>"
+    )
     return "\n".join(parts) + "\n"
 
 
@@ -104,5 +112,5 @@ def _inline(svg: str) -> str:
     """vl-convert's SVG as an element of the page (an XML declaration, if any, dropped)."""
     text = svg.strip()
     if text.startswith("<?xml"):
-        text = text[text.index("?>") + 2:].lstrip()
+        text = text[text.index("?>") + 2 :].lstrip()
     return text

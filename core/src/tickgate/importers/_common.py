@@ -20,13 +20,14 @@ Rules common to all formats (see docs/importers.md):
 from __future__ import annotations
 
 import csv
+from collections.abc import Iterator, Mapping
 from pathlib import Path
-from typing import Any, Iterator, Mapping
+from typing import Any
 
-from ..util.errors import InputError, TickgateError
 from ..interfaces import WorkloadReader
-from ..util.locations import MAX_INT, open_text
 from ..interfaces.model import Request
+from ..util.errors import InputError, TickgateError
+from ..util.locations import MAX_INT, open_text
 from ..workload.format import MAX_TOKENS
 
 #: how many skipped line numbers the provenance record keeps
@@ -52,8 +53,10 @@ class SkipTally:
         return sum(e["count"] for e in self.by_reason.values())
 
     def to_json(self) -> dict[str, Any]:
-        return {reason: {"count": e["count"], "first_lines": list(e["first_lines"])}
-                for reason, e in sorted(self.by_reason.items())}
+        return {
+            reason: {"count": e["count"], "first_lines": list(e["first_lines"])}
+            for reason, e in sorted(self.by_reason.items())
+        }
 
 
 class TraceReader(WorkloadReader):
@@ -84,8 +87,13 @@ class TraceReader(WorkloadReader):
 
     def start(self, path: Path, options: Mapping[str, Any]) -> None:
         self.skipped = SkipTally()
-        self.source = {"format": self.name, "file": str(path), "rows": 0, "requests": 0,
-                       "time_origin": "arrival_ms is relative to the first row"}
+        self.source = {
+            "format": self.name,
+            "file": str(path),
+            "rows": 0,
+            "requests": 0,
+            "time_origin": "arrival_ms is relative to the first row",
+        }
         bs = self.block_size(options)
         if bs is not None:
             self.source["block_size"] = bs
@@ -143,7 +151,7 @@ class CsvRow:
     """One data row of a CSV trace, read by column name, with errors that name
     the file and line."""
 
-    __slots__ = ("path", "line", "cells", "index")
+    __slots__ = ("cells", "index", "line", "path")
 
     def __init__(self, path: Path, line: int, cells: list[str], index: dict[str, int]) -> None:
         self.path = path
@@ -199,7 +207,7 @@ class CsvTraceReader(TraceReader):
             yield got  # type: ignore[misc]
         self.progress(rows, requests)
 
-    def request(self, row: CsvRow, order: "ArrivalOrder") -> Request | str:
+    def request(self, row: CsvRow, order: ArrivalOrder) -> Request | str:
         """The request of one data row (its time checked with ``order``), or
         why the row is skipped: a reason as :class:`SkipTally` counts it."""
         raise NotImplementedError
@@ -215,8 +223,9 @@ def parse_count(path: Path, line: int, column: str, text: str) -> int:
         except ValueError:
             f = None  # type: ignore[assignment]
         if f is None or not f.is_integer():
-            raise InputError(path, f"{column}: expected a whole number of tokens, found {text!r}",
-                             line=line) from None
+            raise InputError(
+                path, f"{column}: expected a whole number of tokens, found {text!r}", line=line
+            ) from None
         value = int(f)
     if value < 0 or value > MAX_TOKENS:
         raise InputError(path, f"{column}: expected 0..{MAX_TOKENS} tokens, found {value}", line=line)
@@ -283,13 +292,18 @@ def check_header(path: Path, found: list[str], required: tuple[str, ...], fmt: s
     index = {name: i for i, name in reversed(list(enumerate(names)))}
     missing = [c for c in required if c not in index]
     if missing:
-        raise InputError(path, f"missing column(s) {', '.join(missing)} for a {fmt} CSV; "
-                         f"expected a header with {', '.join(required)}, found {', '.join(names) or 'nothing'}",
-                         line=1)
+        raise InputError(
+            path,
+            f"missing column(s) {', '.join(missing)} for a {fmt} CSV; "
+            f"expected a header with {', '.join(required)}, found {', '.join(names) or 'nothing'}",
+            line=1,
+        )
     return index
 
 
-def csv_rows(path: Path, required: tuple[str, ...], fmt: str) -> Iterator[tuple[int, list[str], dict[str, int]]]:
+def csv_rows(
+    path: Path, required: tuple[str, ...], fmt: str
+) -> Iterator[tuple[int, list[str], dict[str, int]]]:
     """The data rows of a CSV trace as ``(line, row, column index)``, blank lines
     skipped, after checking the header; a malformed file names its line."""
     with open_text(path, "a trace file") as fh:
@@ -309,6 +323,7 @@ def csv_rows(path: Path, required: tuple[str, ...], fmt: str) -> Iterator[tuple[
 
 def field(path: Path, row: list[str], index: int, column: str, line: int) -> str:
     if index >= len(row):
-        raise InputError(path, f"expected a value for column {column}, the row has only {len(row)} "
-                         "fields", line=line)
+        raise InputError(
+            path, f"expected a value for column {column}, the row has only {len(row)} fields", line=line
+        )
     return row[index].strip()

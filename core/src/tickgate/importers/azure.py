@@ -14,8 +14,8 @@ import functools
 import re
 from pathlib import Path
 
-from ..util.errors import InputError
 from ..interfaces.model import Request
+from ..util.errors import InputError
 from ._common import ArrivalOrder, CsvRow, CsvTraceReader
 
 _TS = re.compile(r"(\d{4})-(\d{2})-(\d{2})[ T](\d{2}):(\d{2}):(\d{2})(?:\.(\d{1,9}))?")
@@ -33,7 +33,9 @@ def _ns(path: Path, text: str, line: int) -> int:
     """A TIMESTAMP value as integer nanoseconds."""
     m = _TS.fullmatch(text)
     if m is None:
-        raise InputError(path, f"TIMESTAMP: expected 'YYYY-MM-DD HH:MM:SS.fffffff', found {text!r}", line=line)
+        raise InputError(
+            path, f"TIMESTAMP: expected 'YYYY-MM-DD HH:MM:SS.fffffff', found {text!r}", line=line
+        )
     try:
         day = _day(text[:10])
     except ValueError as exc:
@@ -61,5 +63,9 @@ class AzureReader(CsvTraceReader):
         output = row.count("GeneratedTokens")
         if prompt == 0 or output == 0:
             return "zero ContextTokens" if prompt == 0 else "zero GeneratedTokens"
-        return Request(id=self.request_id(row.line), prompt_tokens=prompt, max_output_tokens=output,
-                       arrival_ms=(ns - order.origin) / 1e6)  # type: ignore[operator]
+        return Request(
+            id=self.request_id(row.line),
+            prompt_tokens=prompt,
+            max_output_tokens=output,
+            arrival_ms=(ns - order.origin) / 1e6,
+        )  # type: ignore[operator]

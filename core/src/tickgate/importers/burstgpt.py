@@ -27,7 +27,9 @@ FAILED = "failed request (Response tokens == 0)"
 
 class BurstGptReader(CsvTraceReader):
     name = "burstgpt"
-    description = "BurstGPT CSV (Timestamp s, Model, Request/Response tokens, Log Type); failed rows reported."
+    description = (
+        "BurstGPT CSV (Timestamp s, Model, Request/Response tokens, Log Type); failed rows reported."
+    )
     id_prefix = "bg"
     columns = COLUMNS
     time_column = "Timestamp"
@@ -46,6 +48,11 @@ class BurstGptReader(CsvTraceReader):
             return FAILED
         if prompt == 0:
             return "zero Request tokens"
-        return Request(id=self.request_id(row.line), prompt_tokens=prompt, max_output_tokens=output,
-                       arrival_ms=(ts - order.origin) * 1000.0,  # type: ignore[operator]
-                       tenant=log_type, lane=model)
+        return Request(
+            id=self.request_id(row.line),
+            prompt_tokens=prompt,
+            max_output_tokens=output,
+            arrival_ms=(ts - order.origin) * 1000.0,  # type: ignore[operator]
+            tenant=log_type,
+            lane=model,
+        )

@@ -21,14 +21,15 @@ process: every block id crossed the pipe.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
-from typing import IO, Any, Callable, Iterable, Mapping
+from typing import IO, Any
 
 from ..interfaces import FilePart, WorkloadReader, optional_attribute
 from ..interfaces.model import Request
-from ..workload.format import write_requests
 from ..parallel.helper import Channel, Helper
 from ..parallel.switch import helpers_wanted
+from ..workload.format import write_requests
 
 #: bytes read at a time while counting the lines before the cut
 _CHUNK = 1 << 20
@@ -66,13 +67,21 @@ def split(path: Path) -> tuple[FilePart, FilePart] | None:
     return FilePart(0, 1, lines + 1), FilePart(start, lines + 1, None)
 
 
-def read_in_parts(reader: WorkloadReader, path: Path, options: Mapping[str, Any], parts: tuple[FilePart, FilePart],
-                  first_spool: IO[str], second_spool: IO[str], *,
-                  counted: Callable[[Iterable[Request]], Iterable[Request]] = iter) -> tuple[int, int]:
+def read_in_parts(
+    reader: WorkloadReader,
+    path: Path,
+    options: Mapping[str, Any],
+    parts: tuple[FilePart, FilePart],
+    first_spool: IO[str],
+    second_spool: IO[str],
+    *,
+    counted: Callable[[Iterable[Request]], Iterable[Request]] = iter,
+) -> tuple[int, int]:
     """Write the requests of ``parts[0]`` to ``first_spool`` here and those of
     ``parts[1]`` to ``second_spool`` in a child; the number of each. The
     reader's ``source`` describes the whole file afterwards. ``counted`` wraps
     this process's requests (progress: :meth:`tickgate.util.progress.Progress.counted`)."""
+
     def second_half(channel: Channel) -> None:  # pragma: no cover - runs in the child
         count = None  # the second half failed
         try:
@@ -83,8 +92,12 @@ def read_in_parts(reader: WorkloadReader, path: Path, options: Mapping[str, Any]
             channel.send((count, reader.part_state()))
 
     # an error in the first half leaves the block: the child is stopped, its half does not matter
-    with Helper(second_half, role=f"reading the second half of {path}",
-                instead="reads it in this process instead", doing="reading a trace") as helper:
+    with Helper(
+        second_half,
+        role=f"reading the second half of {path}",
+        instead="reads it in this process instead",
+        doing="reading a trace",
+    ) as helper:
         first = write_requests(first_spool, counted(reader.read_part(path, options, parts[0])))
         first_state = reader.part_state()
         second, second_state = helper.receive()

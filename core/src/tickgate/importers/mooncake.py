@@ -18,15 +18,16 @@ segment per conversation would make the report as long as the trace).
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator, Mapping
 from pathlib import Path
-from typing import Any, Iterator, Mapping
+from typing import Any
 
-from ..workload.block_runs import run_starts
-from ..util.errors import InputError, json_problem
 from ..interfaces import FilePart
+from ..interfaces.model import Request
+from ..util.errors import InputError, json_problem
 from ..util.jsonio import loads
 from ..util.locations import MAX_INT, open_text
-from ..interfaces.model import Request
+from ..workload.block_runs import run_starts
 from ..workload.format import MAX_TOKENS
 from ._common import ArrivalOrder, TraceReader
 
@@ -70,7 +71,9 @@ def _count(path: Path, line: int, obj: Mapping[str, Any], key: str) -> int:
 
 class MooncakeReader(TraceReader):
     name = "mooncake"
-    description = "Mooncake-style JSONL (timestamp ms, input/output_length, hash_ids); --block-size, default 512."
+    description = (
+        "Mooncake-style JSONL (timestamp ms, input/output_length, hash_ids); --block-size, default 512."
+    )
     id_prefix = "mc"
     default_block_size = 512
 
@@ -81,13 +84,17 @@ class MooncakeReader(TraceReader):
         self.order = ArrivalOrder(path, "timestamp")
         with open_text(path, "a trace file") as fh:
             yield from self._rows(path, fh, 1, None)
-        if self.source["rows"] == 0:  # like the CSV readers' missing header: a truncated download, not a trace
+        if (
+            self.source["rows"] == 0
+        ):  # like the CSV readers' missing header: a truncated download, not a trace
             raise InputError(path, "empty file: expected one JSON object per line", line=1)
 
     def read_part(self, path: Path, options: Mapping[str, Any], part: FilePart) -> Iterator[Request]:
         self.start(path, options)
         # arrival_ms counts from the file's first row, wherever the part starts
-        self.order = ArrivalOrder(path, "timestamp", origin=None if part.start == 0 else _first_timestamp(path))
+        self.order = ArrivalOrder(
+            path, "timestamp", origin=None if part.start == 0 else _first_timestamp(path)
+        )
         with open_text(path, "a trace file") as fh:
             fh.seek(part.start)  # a line start: a clean point for the UTF-8 decoder
             yield from self._rows(path, fh, part.first_line, part.stop_line)
@@ -148,9 +155,14 @@ class MooncakeReader(TraceReader):
                     raise _reject(path, line, "hash_ids: expected non-negative integer block ids")
             need = -(-prompt // block)
             if len(ids) != need:
-                raise _reject(path, line, (
-                    f"hash_ids has {len(ids)} ids but input_length {prompt} needs {need} at block size "
-                    f"{block}; is --block-size right? (the Mooncake release uses 512)"))
+                raise _reject(
+                    path,
+                    line,
+                    (
+                        f"hash_ids has {len(ids)} ids but input_length {prompt} needs {need} at block size "
+                        f"{block}; is --block-size right? (the Mooncake release uses 512)"
+                    ),
+                )
             priority = obj.get("priority", 0)
             if type(priority) is not int or not -MAX_INT <= priority <= MAX_INT:
                 raise _reject(path, line, f"priority: expected an integer, found {json.dumps(priority)[:40]}")

@@ -12,14 +12,22 @@ an error rather than a silent reinterpretation.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 from ..interfaces.model import Request
 from ._common import ArrivalOrder, CsvRow, CsvTraceReader
 
-COLUMNS = ("request_id", "request_type", "application_id", "arrival_timestamp", "batch_size", "prompt_size",
-           "token_size")
+COLUMNS = (
+    "request_id",
+    "request_type",
+    "application_id",
+    "arrival_timestamp",
+    "batch_size",
+    "prompt_size",
+    "token_size",
+)
 
 
 class SplitwiseReader(CsvTraceReader):
@@ -52,6 +60,10 @@ class SplitwiseReader(CsvTraceReader):
         app = row.text("application_id")
         if prompt == 0 or output == 0:
             return "zero prompt_size" if prompt == 0 else "zero token_size"
-        return Request(id=rid, prompt_tokens=prompt, max_output_tokens=output,
-                       arrival_ms=(ts - order.origin) * 1000.0,  # type: ignore[operator]
-                       tenant=app or None)
+        return Request(
+            id=rid,
+            prompt_tokens=prompt,
+            max_output_tokens=output,
+            arrival_ms=(ts - order.origin) * 1000.0,  # type: ignore[operator]
+            tenant=app or None,
+        )

@@ -13,13 +13,11 @@ default. Every plugin class has
   the plugin is built, errors located in the policy file).
 """
 
-
 from __future__ import annotations
 
 from typing import Any
 
-from .engine import (AdmissionContext, AdmissionPolicy, BuildContext, Clock, Horizon, KvAllocator,
-                     Scheduler)
+from .engine import AdmissionContext, AdmissionPolicy, BuildContext, Clock, Horizon, KvAllocator, Scheduler
 from .gate import GateSignal, SignalResult
 from .kv_events import AllBlocksCleared, BlockRemoved, BlockStored, KvEvent
 from .model import Request, RequestOutcome, TickRecord
@@ -30,14 +28,23 @@ from .timing import SPAN_CHUNK, TimingModel
 
 #: optional plugin attribute -> the base that declares it with its default
 _OPTIONAL: dict[str, type] = {
-    "uses_admission_policy": Scheduler, "supported_admission": Scheduler, "uses_kv_allocator": Scheduler,
-    "admission_note": Scheduler, "decoded_lists_every_sample": Scheduler, "records_kv_events": Scheduler,
-    "supports_data_parallel": Scheduler, "accepts_transferred_kv": Scheduler,
+    "uses_admission_policy": Scheduler,
+    "supported_admission": Scheduler,
+    "uses_kv_allocator": Scheduler,
+    "admission_note": Scheduler,
+    "decoded_lists_every_sample": Scheduler,
+    "records_kv_events": Scheduler,
+    "supports_data_parallel": Scheduler,
+    "accepts_transferred_kv": Scheduler,
     "has_prefix_cache": KvAllocator,
     "dynamic": AdmissionPolicy,
-    "declared_kind": BackendMirror, "accepts_line": BackendMirror, "reads_parts": WorkloadReader,
-    "default_block_size": WorkloadReader, "source": WorkloadReader,
-    "uses_replica_state": Router, "reads_cached_prefixes": Router,
+    "declared_kind": BackendMirror,
+    "accepts_line": BackendMirror,
+    "reads_parts": WorkloadReader,
+    "default_block_size": WorkloadReader,
+    "source": WorkloadReader,
+    "uses_replica_state": Router,
+    "reads_cached_prefixes": Router,
 }
 
 
@@ -49,7 +56,6 @@ def optional_attribute(plugin: Any, attribute: str) -> Any:
     all here, where the default is the base's own, never a second copy.
     """
     return getattr(plugin, attribute, getattr(_OPTIONAL[attribute], attribute))
-
 
 
 __all__ = [

@@ -3,12 +3,14 @@ scheduler, KV allocator and admission-policy bases, and what they are built with
 
 from __future__ import annotations
 
-from typing import Any, ClassVar, Iterable, Iterator, Mapping
+from collections.abc import Iterator, Mapping
+from typing import Any, ClassVar
 
 import attrs
 
+from .kv_events import KvEvent
 from .model import Request, RequestOutcome, TickRecord
-from .plugin import EMPTY_OPTIONS, Plugin
+from .plugin import Plugin
 from .timing import TimingModel
 
 
@@ -57,10 +59,12 @@ class BuildContext:
     #: or the importer's ``--block-size``); None when the workload does not say.
     prefix_block_size: int | None = None
 
-    def kv_allocator(self, capacity: int, page_size: int, default: str = "paged") -> "KvAllocator":
+    def kv_allocator(self, capacity: int, page_size: int, default: str = "paged") -> KvAllocator:
         return self.make_kv_allocator(capacity, page_size, default)
 
-    def admission(self, actx: "AdmissionContext", default: str | None = "priority-fcfs") -> "AdmissionPolicy | None":
+    def admission(
+        self, actx: AdmissionContext, default: str | None = "priority-fcfs"
+    ) -> AdmissionPolicy | None:
         return self.make_admission(actx, default)
 
 
@@ -102,7 +106,7 @@ class Scheduler(Plugin):
     accepts_transferred_kv: ClassVar[bool] = False
 
     @classmethod
-    def build(cls, options: Mapping[str, Any], ctx: BuildContext) -> "Scheduler":
+    def build(cls, options: Mapping[str, Any], ctx: BuildContext) -> Scheduler:
         raise NotImplementedError
 
     def add(self, request: Request) -> None:
@@ -158,7 +162,7 @@ class Scheduler(Plugin):
         records nothing and must cost nothing for the capability."""
         raise NotImplementedError
 
-    def drain_kv_events(self) -> "list[KvEvent]":
+    def drain_kv_events(self) -> list[KvEvent]:
         """The events (``BlockStored``, ``BlockRemoved``, ``AllBlocksCleared``)
         recorded since the last call, in the order the engine would emit them;
         called after every step's record. Empty when nothing changed the cache."""
@@ -182,7 +186,7 @@ class KvAllocator(Plugin):
     """
 
     @classmethod
-    def build(cls, options: Mapping[str, Any], capacity: int, page_size: int) -> "KvAllocator":
+    def build(cls, options: Mapping[str, Any], capacity: int, page_size: int) -> KvAllocator:
         raise NotImplementedError
 
     capacity: int
@@ -253,7 +257,7 @@ class AdmissionPolicy(Plugin):
     dynamic: ClassVar[bool] = False
 
     @classmethod
-    def build(cls, options: Mapping[str, Any], ctx: "AdmissionContext") -> "AdmissionPolicy":
+    def build(cls, options: Mapping[str, Any], ctx: AdmissionContext) -> AdmissionPolicy:
         return cls()  # type: ignore[call-arg]
 
     def enqueue(self, request: Request, tick: int) -> str | None:
@@ -267,7 +271,7 @@ class AdmissionPolicy(Plugin):
     def candidates(self, tick: int) -> Iterator[Request]:
         raise NotImplementedError
 
-    def admitted(self, request: Request, tick: int) -> "tuple[str, ...] | None":
+    def admitted(self, request: Request, tick: int) -> tuple[str, ...] | None:
         """``request`` is admitted (remove it from the queue). May return flags
         (e.g. ``("deadline_at_risk",)``) that the scheduler attaches to the
         request's outcome: admitted, but the policy wants it noted."""

@@ -30,11 +30,13 @@ plugin authors import both names from ``tickgate``.
 from __future__ import annotations
 
 import math
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any, ClassVar
 
 import attrs
 
 from .plugin import Plugin
+
 
 class GateSignal(Plugin):
     """One release-gate check (the protocol: :mod:`tickgate.interfaces.gate`).
@@ -53,7 +55,7 @@ class GateSignal(Plugin):
     response: ClassVar[str] = "hold"
 
     @classmethod
-    def build(cls, options: Mapping[str, Any]) -> "GateSignal":
+    def build(cls, options: Mapping[str, Any]) -> GateSignal:
         signal = cls()
         signal.configure(dict(options))
         return signal
@@ -62,7 +64,7 @@ class GateSignal(Plugin):
         """Store validated options (defaults already applied by the schema's author)."""
         self.options = options
 
-    def evaluate(self, comparison: Any) -> "SignalResult":
+    def evaluate(self, comparison: Any) -> SignalResult:
         raise NotImplementedError
 
 
@@ -110,4 +112,4 @@ class SignalResult:
     details: Mapping[str, Any] = attrs.field(factory=dict)
 
 
-__all__ = ["GateSignal", "RANK", "STATUSES", "SignalResult"]
+__all__ = ["RANK", "STATUSES", "GateSignal", "SignalResult"]

@@ -28,14 +28,23 @@ values are the mirror's own, never vLLM's (which hash token ids with a seed).
 
 from __future__ import annotations
 
-from typing import Any, Hashable, Union
+from collections.abc import Hashable
+from typing import Any
 
 import attrs
 
 from ..util.errors import TickgateError
 
-__all__ = ["BlockStored", "BlockRemoved", "AllBlocksCleared", "KvEvent", "MEDIUM_GPU", "external_block_hash",
-           "records_kv_events", "require_kv_events"]
+__all__ = [
+    "MEDIUM_GPU",
+    "AllBlocksCleared",
+    "BlockRemoved",
+    "BlockStored",
+    "KvEvent",
+    "external_block_hash",
+    "records_kv_events",
+    "require_kv_events",
+]
 
 #: vLLM's ``MEDIUM_GPU`` (``vllm/v1/core/kv_cache_utils.py``)
 MEDIUM_GPU = "GPU"
@@ -72,7 +81,7 @@ class AllBlocksCleared:
     """The whole prefix cache dropped (vLLM ``reset_prefix_cache``)."""
 
 
-KvEvent = Union[BlockStored, BlockRemoved, AllBlocksCleared]
+KvEvent = BlockStored | BlockRemoved | AllBlocksCleared
 
 
 def external_block_hash(key: Hashable) -> int:
@@ -98,6 +107,8 @@ def require_kv_events(scheduler: Any, name: str) -> None:
     """Refuse a scheduler that cannot record KV events, naming it; the one-line error
     the CLI prints (a fleet's router or ``tickgate replay --kv-events``)."""
     if not records_kv_events(scheduler):
-        raise TickgateError(f'scheduler "{name}" does not record KV-cache events (records_kv_events is '
-                            "false); --kv-events and the prefix-aware router need a scheduler that keeps a "
-                            "prefix cache and records them, such as vllm-v1 (docs/plugins.md)")
+        raise TickgateError(
+            f'scheduler "{name}" does not record KV-cache events (records_kv_events is '
+            "false); --kv-events and the prefix-aware router need a scheduler that keeps a "
+            "prefix cache and records them, such as vllm-v1 (docs/plugins.md)"
+        )

@@ -7,7 +7,8 @@ frozen values. Slots keep a million of them affordable.
 
 from __future__ import annotations
 
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 import attrs
 
@@ -96,16 +97,43 @@ class TickRecord:
 
 # The slots TickRecord's fields live in, set directly (attrs' frozen __init__
 # goes through object.__setattr__, and keyword arguments cost their matching).
-(_set_tick, _set_admitted, _set_prefill_tokens, _set_decoded, _set_decode_tokens, _set_queued, _set_active,
- _set_kv_pages_used, _set_kv_pages_reserved, _set_completed, _set_preempted, _set_rejected, _set_span,
- _set_duration_ms, _set_detail) = (TickRecord.__dict__[a.name].__set__ for a in attrs.fields(TickRecord))
+(
+    _set_tick,
+    _set_admitted,
+    _set_prefill_tokens,
+    _set_decoded,
+    _set_decode_tokens,
+    _set_queued,
+    _set_active,
+    _set_kv_pages_used,
+    _set_kv_pages_reserved,
+    _set_completed,
+    _set_preempted,
+    _set_rejected,
+    _set_span,
+    _set_duration_ms,
+    _set_detail,
+) = (TickRecord.__dict__[a.name].__set__ for a in attrs.fields(TickRecord))
 _new = object.__new__
 
 
-def tick_record(tick: int, admitted: tuple[str, ...], prefill_tokens: int, decoded: tuple[str, ...],
-                decode_tokens: int, queued: int, active: int, kv_pages_used: int, kv_pages_reserved: int,
-                completed: tuple[str, ...], preempted: tuple[str, ...], rejected: tuple[str, ...], span: int,
-                duration_ms: float | None, detail: Mapping[str, Any] | None) -> TickRecord:
+def tick_record(
+    tick: int,
+    admitted: tuple[str, ...],
+    prefill_tokens: int,
+    decoded: tuple[str, ...],
+    decode_tokens: int,
+    queued: int,
+    active: int,
+    kv_pages_used: int,
+    kv_pages_reserved: int,
+    completed: tuple[str, ...],
+    preempted: tuple[str, ...],
+    rejected: tuple[str, ...],
+    span: int,
+    duration_ms: float | None,
+    detail: Mapping[str, Any] | None,
+) -> TickRecord:
     """``TickRecord(...)`` with every field given, in field order, for a scheduler
     that builds one per step: the same frozen value in about 60 % of the time of
     the keyword constructor (a large replay builds hundreds of thousands). Nothing
@@ -202,18 +230,38 @@ def completed_outcome(
     elif request.deadline_ms is not None and finished_ms is not None:
         missed = finished_ms > request.deadline_ms
     return RequestOutcome(
-        id=request.id, status="completed", arrival_tick=arrival_tick, admitted_tick=admitted_tick,
-        first_token_tick=first_token_tick, finished_tick=finished_tick, output_tokens=output_tokens,
-        prompt_tokens=request.prompt_tokens, preemptions=preemptions, prefix_hit_tokens=prefix_hit_tokens,
-        priority=request.priority, tenant=request.tenant, lane=request.lane, deadline_missed=missed,
+        id=request.id,
+        status="completed",
+        arrival_tick=arrival_tick,
+        admitted_tick=admitted_tick,
+        first_token_tick=first_token_tick,
+        finished_tick=finished_tick,
+        output_tokens=output_tokens,
+        prompt_tokens=request.prompt_tokens,
+        preemptions=preemptions,
+        prefix_hit_tokens=prefix_hit_tokens,
+        priority=request.priority,
+        tenant=request.tenant,
+        lane=request.lane,
+        deadline_missed=missed,
         arrival_ms=request.arrival_ms if request.arrival_ms is not None else arrival_ms,
-        admitted_ms=admitted_ms, first_token_ms=first_token_ms, finished_ms=finished_ms, flags=flags,
+        admitted_ms=admitted_ms,
+        first_token_ms=first_token_ms,
+        finished_ms=finished_ms,
+        flags=flags,
     )
 
 
-def rejected_outcome(request: Request, reason: str, *, tick: int, arrival_tick: int | None = None,
-                     arrival_ms: float | None = None, key: str | None = None,
-                     figures: Mapping[str, int] | None = None) -> RequestOutcome:
+def rejected_outcome(
+    request: Request,
+    reason: str,
+    *,
+    tick: int,
+    arrival_tick: int | None = None,
+    arrival_ms: float | None = None,
+    key: str | None = None,
+    figures: Mapping[str, int] | None = None,
+) -> RequestOutcome:
     """The outcome of a request a scheduler or policy refused at ``tick``, with the reason.
 
     A reason that quotes the request's own numbers gives ``key`` (the same text with
@@ -221,9 +269,16 @@ def rejected_outcome(request: Request, reason: str, *, tick: int, arrival_tick: 
     one reason, not one per request (:class:`~tickgate.replay.report.SummarySink`).
     """
     return RequestOutcome(
-        id=request.id, status="rejected", reason=reason,
-        arrival_tick=arrival_tick if arrival_tick is not None else tick, finished_tick=tick,
-        prompt_tokens=request.prompt_tokens, priority=request.priority, tenant=request.tenant,
-        lane=request.lane, arrival_ms=request.arrival_ms if request.arrival_ms is not None else arrival_ms,
-        reason_key=key, reason_figures=tuple(figures.items()) if figures else (),
+        id=request.id,
+        status="rejected",
+        reason=reason,
+        arrival_tick=arrival_tick if arrival_tick is not None else tick,
+        finished_tick=tick,
+        prompt_tokens=request.prompt_tokens,
+        priority=request.priority,
+        tenant=request.tenant,
+        lane=request.lane,
+        arrival_ms=request.arrival_ms if request.arrival_ms is not None else arrival_ms,
+        reason_key=key,
+        reason_figures=tuple(figures.items()) if figures else (),
     )

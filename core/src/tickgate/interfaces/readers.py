@@ -3,8 +3,9 @@ mirrors (engine and client output into observations) and evidence parsers."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator, Mapping
 from pathlib import Path
-from typing import Any, ClassVar, Iterator, Mapping
+from typing import Any, ClassVar
 
 import attrs
 

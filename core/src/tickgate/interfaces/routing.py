@@ -18,7 +18,8 @@ string or the order of a set; ties are broken by a rule it documents.
 
 from __future__ import annotations
 
-from typing import Any, ClassVar, Mapping, Protocol, Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any, ClassVar, Protocol
 
 import attrs
 
@@ -85,7 +86,7 @@ class Router(Plugin):
     reads_cached_prefixes: ClassVar[bool] = False
 
     @classmethod
-    def build(cls, options: Mapping[str, Any], ctx: RouterContext) -> "Router":
+    def build(cls, options: Mapping[str, Any], ctx: RouterContext) -> Router:
         raise NotImplementedError
 
     def route(self, request: Request, replicas: Sequence[ReplicaView]) -> int:

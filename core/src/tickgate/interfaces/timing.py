@@ -6,10 +6,11 @@ behaviour of its own (pricing spans of decode steps in closed form)."""
 from __future__ import annotations
 
 from bisect import bisect_left
+from collections.abc import Iterator, Mapping
 from functools import partial, reduce
 from itertools import accumulate, repeat
 from operator import add
-from typing import Any, Iterator, Mapping
+from typing import Any
 
 from .plugin import Plugin
 
@@ -55,7 +56,7 @@ class TimingModel(Plugin):
         return type(self).frontend_service_ms is not TimingModel.frontend_service_ms
 
     @classmethod
-    def build(cls, options: Mapping[str, Any]) -> "TimingModel":
+    def build(cls, options: Mapping[str, Any]) -> TimingModel:
         """A model from its validated ``options`` (this base keeps them as ``self.options``).
         Raise :class:`tickgate.util.errors.ConfigError` for options that cannot work."""
         model = cls()
@@ -69,8 +70,15 @@ class TimingModel(Plugin):
         more context (:meth:`decode_span` relies on it)."""
         raise NotImplementedError
 
-    def price_step(self, prefill_tokens: int, decode_seqs: int, context_tokens: int,
-                   prefill_seqs: int, prefill_pairs: float, prefill_context: int) -> float:
+    def price_step(
+        self,
+        prefill_tokens: int,
+        decode_seqs: int,
+        context_tokens: int,
+        prefill_seqs: int,
+        prefill_pairs: float,
+        prefill_context: int,
+    ) -> float:
         """:meth:`step_ms` with the shape of the step's prefill, which schedulers
         that know it call instead: ``prefill_seqs`` chunks of prompt are computed,
         attending ``prefill_pairs`` (query, key) pairs in all (a causal chunk of c
@@ -93,8 +101,9 @@ class TimingModel(Plugin):
         the shape of a step's prefill chunks to it)."""
         return type(self).price_step is not TimingModel.price_step
 
-    def decode_span(self, start_ms: float, seqs: int, context: int, steps: int,
-                    until_ms: float | None = None) -> tuple[int, float]:
+    def decode_span(
+        self, start_ms: float, seqs: int, context: int, steps: int, until_ms: float | None = None
+    ) -> tuple[int, float]:
         """Price a run of up to ``steps`` identical decode-only steps in one call.
 
         Step k (0-based) decodes ``seqs`` sequences that read ``context + k * seqs``

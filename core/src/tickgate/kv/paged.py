@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
-from ..util.errors import PluginError
 from ..interfaces import KvAllocator
+from ..util.errors import PluginError
 
 
 class PagedAllocator(KvAllocator):
@@ -19,7 +20,7 @@ class PagedAllocator(KvAllocator):
         self._held: dict[str, int] = {}
 
     @classmethod
-    def build(cls, options: Mapping[str, Any], capacity: int, page_size: int) -> "PagedAllocator":
+    def build(cls, options: Mapping[str, Any], capacity: int, page_size: int) -> PagedAllocator:
         return cls(capacity, page_size)
 
     @property
@@ -40,8 +41,10 @@ class PagedAllocator(KvAllocator):
 
     def _take(self, pages: int) -> None:
         if pages < 0 or self._used + pages > self.capacity:
-            raise PluginError(f"paged allocator: taking {pages} pages with {self._used} of "
-                              f"{self.capacity} used would exceed capacity")
+            raise PluginError(
+                f"paged allocator: taking {pages} pages with {self._used} of "
+                f"{self.capacity} used would exceed capacity"
+            )
         self._used += pages
 
     def free(self, owner: str) -> int:

@@ -23,24 +23,31 @@ owner is freed ``used`` is 0.
 from __future__ import annotations
 
 from collections import OrderedDict
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
-from ..util.errors import PluginError
 from ..interfaces import KvAllocator
+from ..util.errors import PluginError
 
 OPTIONS_SCHEMA: Mapping[str, Any] = {
     "type": "object",
     "additionalProperties": False,
     "properties": {
-        "block_size": {"type": "integer", "minimum": 1, "maximum": 65536,
-                       "description": "Tokens per prefix_blocks id in the workload (default: the page size)."},
+        "block_size": {
+            "type": "integer",
+            "minimum": 1,
+            "maximum": 65536,
+            "description": "Tokens per prefix_blocks id in the workload (default: the page size).",
+        },
     },
 }
 
 
 class PrefixCacheAllocator(KvAllocator):
     name = "prefix-cache"
-    description = "Paged KV with a prefix cache: chained block hashes, refcounts, LRU eviction, hit accounting."
+    description = (
+        "Paged KV with a prefix cache: chained block hashes, refcounts, LRU eviction, hit accounting."
+    )
     options_schema = OPTIONS_SCHEMA
     has_prefix_cache = True
 
@@ -58,7 +65,7 @@ class PrefixCacheAllocator(KvAllocator):
         self.evicted = 0
 
     @classmethod
-    def build(cls, options: Mapping[str, Any], capacity: int, page_size: int) -> "PrefixCacheAllocator":
+    def build(cls, options: Mapping[str, Any], capacity: int, page_size: int) -> PrefixCacheAllocator:
         return cls(capacity, page_size, options.get("block_size"))
 
     # -- keys ---------------------------------------------------------------------
@@ -73,7 +80,7 @@ class PrefixCacheAllocator(KvAllocator):
         for i in range(covered // ps):
             start = i * ps
             lo, hi = start // bs, (start + ps - 1) // bs
-            h = hash((h, start - lo * bs, blocks[lo:hi + 1]))
+            h = hash((h, start - lo * bs, blocks[lo : hi + 1]))
             keys.append(h)
         return keys
 
@@ -167,8 +174,10 @@ class PrefixCacheAllocator(KvAllocator):
     # -- internals ---------------------------------------------------------------
     def _check(self, pages: int) -> None:
         if pages < 0 or self.used + pages > self.capacity:
-            raise PluginError(f"prefix-cache allocator: taking {pages} pages with {self.used} of "
-                              f"{self.capacity} used would exceed capacity")
+            raise PluginError(
+                f"prefix-cache allocator: taking {pages} pages with {self.used} of "
+                f"{self.capacity} used would exceed capacity"
+            )
 
     def _ref(self, key: int) -> None:
         if self.refs[key] == 0:

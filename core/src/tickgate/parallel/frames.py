@@ -53,13 +53,13 @@ def send(fd: int, value: Any) -> None:
     if done < len(head):  # a pipe may take less (a signal during a large write)
         _write_all(fd, head[done:])
         done = len(head)
-    _write_all(fd, memoryview(body)[done - len(head):])
+    _write_all(fd, memoryview(body)[done - len(head) :])
 
 
 def _write_all(fd: int, data: bytes | memoryview) -> None:
     view = memoryview(data)
     while view:
-        view = view[os.write(fd, view):]
+        view = view[os.write(fd, view) :]
 
 
 class End(Exception):

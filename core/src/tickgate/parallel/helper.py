@@ -21,7 +21,8 @@ from __future__ import annotations
 
 import os
 import signal
-from typing import IO, Any, Callable, Iterator
+from collections.abc import Callable, Iterator
+from typing import IO, Any
 
 from ..util.errors import TickgateError, error_as_data, error_from_data
 from . import frames
@@ -67,8 +68,16 @@ class Helper:
     ``doing`` names the work in an internal error ("{doing} in a child process
     failed: ...")."""
 
-    def __init__(self, body: Callable[[Channel], Any], *, role: str, instead: str, doing: str,
-                 early: str = "", to_child: bool = False) -> None:
+    def __init__(
+        self,
+        body: Callable[[Channel], Any],
+        *,
+        role: str,
+        instead: str,
+        doing: str,
+        early: str = "",
+        to_child: bool = False,
+    ) -> None:
         self._body = body
         self.role, self._instead, self._doing, self._early = role, instead, doing, early
         self._to_child = to_child
@@ -92,8 +101,11 @@ class Helper:
                 os.close(child_out)
                 raise
             parent_ends, child_ends = (from_child, to_child), (child_out, child_in)
-        self.pid = _fork(lambda: self._run_child(child_out, child_in if self._to_child else None),
-                         child_closes=parent_ends, parent_closes=child_ends)
+        self.pid = _fork(
+            lambda: self._run_child(child_out, child_in if self._to_child else None),
+            child_closes=parent_ends,
+            parent_closes=child_ends,
+        )
         self._stream = os.fdopen(from_child, "rb")  # closes from_child when closed
         self._out = to_child
         _held.update(parent_ends)
@@ -158,8 +170,9 @@ class Helper:
     def _expect(self, expected: str) -> Any:
         kind, value = self._next()
         if kind != expected:  # the parent and its body disagree on what comes next: a bug
-            raise RuntimeError(f"{self._doing} in a child process: a frame {kind!r} came, "
-                               f"{expected!r} was expected")
+            raise RuntimeError(
+                f"{self._doing} in a child process: a frame {kind!r} came, {expected!r} was expected"
+            )
         return value
 
     def _next(self) -> tuple[str, Any]:
@@ -177,8 +190,9 @@ class Helper:
     def _died(self) -> TickgateError:
         self._reaped = True
         how = _how_it_ended(self.pid)
-        return TickgateError(f"the process {self.role} (pid {self.pid}) {how}{self._early}; "
-                             f"{ENV}=0 {self._instead}")
+        return TickgateError(
+            f"the process {self.role} (pid {self.pid}) {how}{self._early}; {ENV}=0 {self._instead}"
+        )
 
     # -- the child -----------------------------------------------------------------------------
     def _run_child(self, out_fd: int, in_fd: int | None) -> None:  # pragma: no cover - runs in the child

@@ -3,15 +3,17 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Any
 
 from ..util.atomic import atomic_writer
 from .search import Question
 
 
-def document(question: Question, policy: str, recommendation: dict[str, Any] | None,
-             evidence: list[dict[str, Any]]) -> dict[str, Any]:
+def document(
+    question: Question, policy: str, recommendation: dict[str, Any] | None, evidence: list[dict[str, Any]]
+) -> dict[str, Any]:
     w = question.workload
     return {
         "version": 1,
@@ -51,8 +53,10 @@ def table(question: Question, evidence: Sequence[dict[str, Any]]) -> str:
             for name in slo_names:
                 f = entry["slos"][name]
                 measured = "-" if f["measured"] is None else _text(f["measured"])
-                row.append(f"{measured} {'<=' if name != 'goodput' else '>='} {_text(f['limit'])}"
-                           f"{'' if f['met'] else ' !'}")
+                row.append(
+                    f"{measured} {'<=' if name != 'goodput' else '>='} {_text(f['limit'])}"
+                    f"{'' if f['met'] else ' !'}"
+                )
             rejected = entry["rejected"]
             row.append("yes" if entry["met"] else (f"no ({rejected} rejected)" if rejected else "no"))
         lines.append(row)
@@ -64,8 +68,10 @@ def summary(recommendation: dict[str, Any], evidence: Sequence[dict[str, Any]], 
     runs = f"{len(evidence)} run{'s' if len(evidence) != 1 else ''}"
     values = " ".join(f"{k}={_text(v)}" for k, v in recommendation["values"].items())
     n = recommendation["cost"]["gpus"]
-    return (f"recommendation: {values} ({n} GPU{'s' if n != 1 else ''}, run {recommendation['run']}; "
-            f"{runs}) -> {output}")
+    return (
+        f"recommendation: {values} ({n} GPU{'s' if n != 1 else ''}, run {recommendation['run']}; "
+        f"{runs}) -> {output}"
+    )
 
 
 def _text(value: Any) -> str:

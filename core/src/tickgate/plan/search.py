@@ -24,14 +24,15 @@ from __future__ import annotations
 
 import copy
 import itertools
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any
 
 import attrs
 
-from ..sweep.task import Executor
 from ..sweep.run import write_task
 from ..sweep.spec import Point, Workload, set_path
+from ..sweep.task import Executor
 from .spec import Slo, Vary, gpus
 
 
@@ -63,8 +64,9 @@ class _Search:
 Entry = dict[str, Any]
 
 
-def search(question: Question, executor: Executor, root: Path,
-           on_run: Callable[[Entry], None] | None = None) -> tuple[Entry | None, list[Entry]]:
+def search(
+    question: Question, executor: Executor, root: Path, on_run: Callable[[Entry], None] | None = None
+) -> tuple[Entry | None, list[Entry]]:
     """Replay what the search needs; return (recommendation or None, evidence)."""
     lists = [v for v in question.varies if v.kind == "list"]
     ranged = next((v for v in question.varies if v.kind == "range"), None)
@@ -87,8 +89,10 @@ def search(question: Question, executor: Executor, root: Path,
                 params[ranged.path] = s.probe
             ordered = {v.path: params[v.path] for v in question.varies}
             points.append(_point(question, len(evidence) + len(points) + 1, ordered))
-        tasks = [write_task(p, root, question.workload_sha256, goodput=question.goodput_limits,
-                            keep_report=False) for p in points]
+        tasks = [
+            write_task(p, root, question.workload_sha256, goodput=question.goodput_limits, keep_report=False)
+            for p in points
+        ]
         results = dict(executor.run(tasks))
         for s, point in zip(batch, points):
             entry = judge(question, len(evidence) + 1, point, results[point.id])
@@ -145,14 +149,24 @@ def judge(question: Question, run: int, point: Point, result: tuple[str, Any]) -
     if question.goodput is not None:
         counts = payload["goodput"]
         share = round(counts["good"] / counts["requests"], 6) if counts["requests"] else 0.0
-        figures["goodput"] = {"limit": question.goodput, "measured": share,
-                              "margin": round(share - question.goodput, 6), "met": share >= question.goodput,
-                              "requests": counts["requests"], "good": counts["good"]}
+        figures["goodput"] = {
+            "limit": question.goodput,
+            "measured": share,
+            "margin": round(share - question.goodput, 6),
+            "met": share >= question.goodput,
+            "requests": counts["requests"],
+            "good": counts["good"],
+        }
     met = all(f["met"] for f in figures.values())
     if question.goodput is None and metrics["rejected"]:
         met = False  # latencies are over completed requests: rejecting some must not look fast
-    entry.update(met=met, slos=figures, completed=metrics["completed"], rejected=metrics["rejected"],
-                 fingerprint=payload["headline"]["fingerprint"])
+    entry.update(
+        met=met,
+        slos=figures,
+        completed=metrics["completed"],
+        rejected=metrics["rejected"],
+        fingerprint=payload["headline"]["fingerprint"],
+    )
     return entry
 
 

@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import math
 import re
-from typing import Any, Mapping, Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 import attrs
 
@@ -19,7 +20,7 @@ METRICS = ("ttft", "tpot", "itl", "e2e")
 STATS = ("p50", "p90", "p95", "p99", "mean", "max")
 #: metrics a request has on its own (its outcome): what --goodput counts against
 PER_REQUEST = ("ttft", "tpot", "e2e")
-_SLO = re.compile(r"^(%s)_(%s)_ms$" % ("|".join(METRICS), "|".join(STATS)))
+_SLO = re.compile(r"^({})_({})_ms$".format("|".join(METRICS), "|".join(STATS)))
 _RANGE = re.compile(r"^\s*(-?\d+)\s*\.\.\s*(-?\d+)\s*$")
 
 
@@ -69,13 +70,16 @@ def parse_slos(texts: Sequence[str]) -> tuple[Slo, ...]:
             raise PlanError(f"--slo {text}: expected NAME=MILLISECONDS, e.g. ttft_p99_ms=2000")
         match = _SLO.match(name)
         if match is None:
-            raise PlanError(f"--slo {text}: unknown SLO {name!r}; expected <metric>_<stat>_ms with metric "
-                            "one of "
-                            f"{', '.join(METRICS)} and stat one of {', '.join(STATS)} (e.g. ttft_p99_ms)")
+            raise PlanError(
+                f"--slo {text}: unknown SLO {name!r}; expected <metric>_<stat>_ms with metric "
+                "one of "
+                f"{', '.join(METRICS)} and stat one of {', '.join(STATS)} (e.g. ttft_p99_ms)"
+            )
         limit = _number(value)
         if limit is None or limit <= 0:
-            raise PlanError(f"--slo {text}: the limit must be a positive number of milliseconds, "
-                            f"not {value!r}")
+            raise PlanError(
+                f"--slo {text}: the limit must be a positive number of milliseconds, not {value!r}"
+            )
         if name in slos:
             raise PlanError(f"--slo {text}: {name} is given twice")
         slos[name] = Slo(name, match.group(1), match.group(2), limit)
@@ -95,8 +99,10 @@ def check_goodput(goodput: float | None, slos: Sequence[Slo]) -> dict[str, float
         if slo.metric in PER_REQUEST:
             limits[slo.metric] = max(limits.get(slo.metric, 0.0), slo.limit)
     if not limits:
-        raise PlanError(f"--goodput {goodput}: needs a per-request SLO (--slo on {', '.join(PER_REQUEST)}); "
-                        "inter-token gaps are not known per request")
+        raise PlanError(
+            f"--goodput {goodput}: needs a per-request SLO (--slo on {', '.join(PER_REQUEST)}); "
+            "inter-token gaps are not known per request"
+        )
     return limits
 
 
@@ -104,11 +110,13 @@ def parse_vary(text: str) -> Vary:
     path, sep, spec = text.partition("=")
     path = path.strip()
     if not sep or not path or not spec.strip():
-        raise PlanError(f"--vary {text}: expected PATH=LO..HI (integers, searched) or PATH=A,B,C "
-                        "(each replayed)")
+        raise PlanError(
+            f"--vary {text}: expected PATH=LO..HI (integers, searched) or PATH=A,B,C (each replayed)"
+        )
     if any(not part for part in path.split(".")):
-        raise PlanError(f"--vary {text}: {path!r} is not a dotted policy path "
-                        "(e.g. scheduler.options.max_num_seqs)")
+        raise PlanError(
+            f"--vary {text}: {path!r} is not a dotted policy path (e.g. scheduler.options.max_num_seqs)"
+        )
     if ".." in spec:
         match = _RANGE.match(spec)
         if match is None:
@@ -142,12 +150,16 @@ def check_varies(varies: Sequence[Vary], base: Mapping[str, Any], policy_path: s
             raise PlanError(f"{vary.option}: {problem}")
         current = get_path(base, vary.path)
         if vary.kind == "range" and (type(current) is not int):
-            raise PlanError(f"{vary.option}: a range varies an integer setting, and {vary.path} is "
-                            f"{current!r} in {policy_path}; list the values instead (PATH=A,B,C)")
+            raise PlanError(
+                f"{vary.option}: a range varies an integer setting, and {vary.path} is "
+                f"{current!r} in {policy_path}; list the values instead (PATH=A,B,C)"
+            )
     ranges = [v for v in varies if v.kind == "range"]
     if len(ranges) > 1:
-        raise PlanError(f"{ranges[1].option}: only one --vary may be a range (searched by bisection for each "
-                        f"combination of the others); list the values of {ranges[1].path} (PATH=A,B,C)")
+        raise PlanError(
+            f"{ranges[1].option}: only one --vary may be a range (searched by bisection for each "
+            f"combination of the others); list the values of {ranges[1].path} (PATH=A,B,C)"
+        )
 
 
 def _number(text: str) -> float | None:
@@ -188,8 +200,11 @@ def gpus(document: Mapping[str, Any]) -> int:
     if isinstance(cluster, Mapping):
         pools = cluster.get("pools")
         if isinstance(pools, Mapping) and pools:
-            return sum(_int(pool.get("replicas"), 1) * _per_replica(pool, document)
-                       for pool in pools.values() if isinstance(pool, Mapping))
+            return sum(
+                _int(pool.get("replicas"), 1) * _per_replica(pool, document)
+                for pool in pools.values()
+                if isinstance(pool, Mapping)
+            )
         return _int(cluster.get("replicas"), 1) * _per_replica(cluster, document)
     return _per_replica({}, document)
 
@@ -202,8 +217,11 @@ def _per_replica(section: Mapping[str, Any], document: Mapping[str, Any]) -> int
     sched_options = scheduler.get("options", {}) if isinstance(scheduler, Mapping) else {}
     dp = section.get("data_parallel_size")
     if dp is None:
-        dp = document.get("cluster", {}).get("data_parallel_size") if isinstance(document.get("cluster"),
-                                                                               Mapping) else None
+        dp = (
+            document.get("cluster", {}).get("data_parallel_size")
+            if isinstance(document.get("cluster"), Mapping)
+            else None
+        )
     if dp is None and isinstance(sched_options, Mapping):
         dp = sched_options.get("data_parallel_size")
     return tp * _int(dp, 1)

@@ -7,7 +7,8 @@ captures of one run. Such aggregates say so in the provenance notes.
 
 from __future__ import annotations
 
-from typing import Any, Iterable
+from collections.abc import Iterable
+from typing import Any
 
 from .stats import summarize
 

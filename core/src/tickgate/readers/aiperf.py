@@ -14,16 +14,30 @@ import re
 from pathlib import Path
 from typing import Any, ClassVar
 
-from ..util.errors import InputError
 from ..interfaces import BackendMirror
+from ..util.errors import InputError
 from .aggregate import from_requests
-from .common import (Fields, clean_aggregates, document, head_text, iter_json_lines, load_engine_json, provenance,
-                     read_text)
+from .common import (
+    Fields,
+    clean_aggregates,
+    document,
+    head_text,
+    iter_json_lines,
+    load_engine_json,
+    provenance,
+    read_text,
+)
 from .profile_export import aggregates_from_json, parse_csv, require_summary
 from .stats import summarize
 
-_SUMMARY_MARKERS = ('"benchmark_duration"', '"telemetry_data"', '"error_summary"', '"aiperf_version"',
-                    '"loadgen"', '"good_request_count"')
+_SUMMARY_MARKERS = (
+    '"benchmark_duration"',
+    '"telemetry_data"',
+    '"error_summary"',
+    '"aiperf_version"',
+    '"loadgen"',
+    '"good_request_count"',
+)
 _UNIT_TO_MS = {"ms": 1.0, "sec": 1000.0, "s": 1000.0, "us": 0.001, "ns": 1e-6}
 
 
@@ -37,10 +51,18 @@ def _sniff_kind(head: bytes) -> str | None:
     if not text.startswith("{"):
         return None
     first = text.split("\n", 1)[0]
-    if '"metadata"' in first and '"metrics"' in first and ('"x_request_id"' in first or '"request_start_ns"' in first):
+    if (
+        '"metadata"' in first
+        and '"metrics"' in first
+        and ('"x_request_id"' in first or '"request_start_ns"' in first)
+    ):
         return "records"
-    if ('"request_throughput"' in text and '"unit"' in text and any(m in text for m in _SUMMARY_MARKERS)
-            and not looks_like_genai_perf(head)):
+    if (
+        '"request_throughput"' in text
+        and '"unit"' in text
+        and any(m in text for m in _SUMMARY_MARKERS)
+        and not looks_like_genai_perf(head)
+    ):
         return "summary"
     return None
 
@@ -60,14 +82,23 @@ class AiperfMirror(BackendMirror):
         notes: list[str] = []
         if kind == "csv":
             agg = parse_csv(text, path, notes)
-            return document({"backend": None, "provenance": provenance(path, self.name, "csv", notes),
-                             "aggregates": clean_aggregates(agg)})
+            return document(
+                {
+                    "backend": None,
+                    "provenance": provenance(path, self.name, "csv", notes),
+                    "aggregates": clean_aggregates(agg),
+                }
+            )
         if kind == "records":
             return self._records(path, text, notes)
         data = load_engine_json(path)
         f = Fields(data, path, notes=notes)
-        require_summary(f, self.name, "per-request records (JSONL lines with 'metadata' and 'metrics') "
-                                      "or a profile_export_aiperf.json summary")
+        require_summary(
+            f,
+            self.name,
+            "per-request records (JSONL lines with 'metadata' and 'metrics') "
+            "or a profile_export_aiperf.json summary",
+        )
         agg = aggregates_from_json(f, notes)
         model = backend = None
         cfg = f.sub("input_config")
@@ -77,9 +108,14 @@ class AiperfMirror(BackendMirror):
             if names and isinstance(names[0], str):
                 model = names[0]
         version = f.string("aiperf_version") or f.string("schema_version") or "summary-json"
-        return document({"model": model, "backend": backend,
-                         "provenance": provenance(path, self.name, version, notes),
-                         "aggregates": clean_aggregates(agg)})
+        return document(
+            {
+                "model": model,
+                "backend": backend,
+                "provenance": provenance(path, self.name, version, notes),
+                "aggregates": clean_aggregates(agg),
+            }
+        )
 
     def _records(self, path: Path, text: str, notes: list[str]) -> dict[str, Any]:
         """Per-request records, keyed by the dataset entry they sent.
@@ -109,8 +145,12 @@ class AiperfMirror(BackendMirror):
             rid = req["request_id"]
             if rid in seen:
                 if key[0] != 0:
-                    raise InputError(path, f"request {rid!r} also on line {seen[rid]}", line=lineno,
-                                     json_path="$.metadata.x_request_id")
+                    raise InputError(
+                        path,
+                        f"request {rid!r} also on line {seen[rid]}",
+                        line=lineno,
+                        json_path="$.metadata.x_request_id",
+                    )
                 n = 2
                 while f"{rid}#{n}" in seen:
                     n += 1
@@ -122,11 +162,18 @@ class AiperfMirror(BackendMirror):
             requests.append(req)
         requests.sort(key=lambda r: r["request_id"])
         if by_entry:
-            notes.append("request ids are dataset entries (conversation_id:turn_index; '#N' for the N-th send "
-                         "of an entry): AIPerf's x_request_id is new in every run")
+            notes.append(
+                "request ids are dataset entries (conversation_id:turn_index; '#N' for the N-th send "
+                "of an entry): AIPerf's x_request_id is new in every run"
+            )
         notes.append("run aggregates computed by tickgate from the per-request records")
-        return document({"provenance": provenance(path, self.name, "records-jsonl", notes),
-                         "aggregates": clean_aggregates(from_requests(requests))}, requests)
+        return document(
+            {
+                "provenance": provenance(path, self.name, "records-jsonl", notes),
+                "aggregates": clean_aggregates(from_requests(requests)),
+            },
+            requests,
+        )
 
 
 def _metric_ms(metrics: Fields, name: str) -> float | list[float] | None:
@@ -187,8 +234,10 @@ def _request(f: Fields, lineno: int) -> tuple[dict[str, Any], tuple[Any, ...], i
         req["itl_ms"] = gaps
         if gaps:
             req["itl_p95_ms"] = summarize(gaps)["p95"]
-    for names, field in ((("input_sequence_length", "error_isl"), "tokens_in"),
-                         (("output_sequence_length",), "tokens_out")):
+    for names, field in (
+        (("input_sequence_length", "error_isl"), "tokens_in"),
+        (("output_sequence_length",), "tokens_out"),
+    ):
         for name in names:
             m = metrics.sub(name)
             if m is not None and m.count("value") is not None:

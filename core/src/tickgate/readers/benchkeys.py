@@ -11,13 +11,21 @@ are in **seconds**. Both adapters read them with these functions.
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 from ..util.errors import InputError
 from ..util.quantile import quantile
-from .common import (Fields, is_number, iter_json_lines, parse_engine_json, pick_line, read_text,
-                     require_any_key)
+from .common import (
+    Fields,
+    is_number,
+    iter_json_lines,
+    parse_engine_json,
+    pick_line,
+    read_text,
+    require_any_key,
+)
 from .streams import fingerprint
 
 _STAT = re.compile(r"^(mean|median|std|min|max|p(\d+(?:\.\d+)?))_(.+)_ms$")
@@ -25,7 +33,9 @@ _SCHEMA_P = {"50": "p50", "90": "p90", "95": "p95", "99": "p99", "99.9": "p999"}
 ARRAY_KEYS = ("input_lens", "output_lens", "ttfts", "itls", "generated_texts", "errors")
 
 
-def summary_percentiles(f: Fields, metrics: Mapping[str, str], extra: dict[str, Any]) -> dict[str, dict[str, float]]:
+def summary_percentiles(
+    f: Fields, metrics: Mapping[str, str], extra: dict[str, Any]
+) -> dict[str, dict[str, float]]:
     """Collect ``{stat}_{metric}_ms`` keys into schema percentile objects.
 
     ``metrics`` maps the bench's metric name (``ttft``, ``e2el``...) to the
@@ -54,11 +64,19 @@ def summary_percentiles(f: Fields, metrics: Mapping[str, str], extra: dict[str, 
 
 
 #: top-level keys both clients write and the readers read (besides the summary statistics)
-RESULT_KEYS = ("completed", "duration", "request_throughput", "output_throughput", "total_input_tokens",
-               "total_output_tokens")
+RESULT_KEYS = (
+    "completed",
+    "duration",
+    "request_throughput",
+    "output_throughput",
+    "total_input_tokens",
+    "total_output_tokens",
+)
 
 
-def require_result(f: Fields, fmt: str, metrics: Mapping[str, str], keys: tuple[str, ...] = RESULT_KEYS) -> None:
+def require_result(
+    f: Fields, fmt: str, metrics: Mapping[str, str], keys: tuple[str, ...] = RESULT_KEYS
+) -> None:
     """Reject an object with none of a bench result's keys (see
     :func:`tickgate.readers.common.require_any_key`): a forced ``--format`` on
     unrelated JSON is an error, not a run with empty aggregates."""
@@ -68,13 +86,19 @@ def require_result(f: Fields, fmt: str, metrics: Mapping[str, str], keys: tuple[
         return m is not None and m.group(3) in metrics
 
     stats = "{mean,median,std,pNN}_{" + ",".join(metrics) + "}_ms"
-    require_any_key(f, fmt, (*keys, "ttfts", "output_lens"), also=stat_key,
-                    expected=f"a bench result: at least one of {', '.join(keys)}, {stats} "
-                             "or the per-request arrays ttfts/output_lens")
+    require_any_key(
+        f,
+        fmt,
+        (*keys, "ttfts", "output_lens"),
+        also=stat_key,
+        expected=f"a bench result: at least one of {', '.join(keys)}, {stats} "
+        "or the per-request arrays ttfts/output_lens",
+    )
 
 
-def result_object(path: Path, line: int | None, expected: str, *,
-                  whole_document: bool = False) -> tuple[int | None, Any, list[str]]:
+def result_object(
+    path: Path, line: int | None, expected: str, *, whole_document: bool = False
+) -> tuple[int | None, Any, list[str]]:
     """The run a results file holds: ``(line number, JSON value, notes)``.
 
     The clients append one JSON line per run (``--append-result``,
@@ -109,9 +133,12 @@ def _is_jsonl(text: str) -> bool:
     return True
 
 
-def result_figures(f: Fields, metrics: Mapping[str, str], counts: tuple[str, ...],
-                   extra_numbers: tuple[str, ...],
-                   ) -> tuple[dict[str, Any], dict[str, Any], dict[str, int | None]]:
+def result_figures(
+    f: Fields,
+    metrics: Mapping[str, str],
+    counts: tuple[str, ...],
+    extra_numbers: tuple[str, ...],
+) -> tuple[dict[str, Any], dict[str, Any], dict[str, int | None]]:
     """The summary figures of a result: ``(aggregates, extra, counts)``.
 
     Read in one order, so the first bad field is the one reported: the
@@ -151,8 +178,9 @@ def has_arrays(obj: Mapping[str, Any]) -> bool:
     return isinstance(obj.get("ttfts"), list) and isinstance(obj.get("output_lens"), list)
 
 
-def requests_from_arrays(f: Fields, *, backend: str, model: str | None,
-                         notes: list[str]) -> list[dict[str, Any]]:
+def requests_from_arrays(
+    f: Fields, *, backend: str, model: str | None, notes: list[str]
+) -> list[dict[str, Any]]:
     """One observation per index of the per-request arrays (seconds -> ms).
 
     Request ids are positions in the bench's prompt list: two runs with the
@@ -191,8 +219,12 @@ def requests_from_arrays(f: Fields, *, backend: str, model: str | None,
             if key in present:
                 v = present[key][i]
                 if isinstance(v, bool) or not isinstance(v, int) or v < 0:
-                    raise InputError(f.path, f"expected a token count, got {v!r}", line=f.line,
-                                     json_path=f"{f.where(key)}[{i}]")
+                    raise InputError(
+                        f.path,
+                        f"expected a token count, got {v!r}",
+                        line=f.line,
+                        json_path=f"{f.where(key)}[{i}]",
+                    )
                 req[out_key] = v
         if "tokens_in" in req:
             req["prompt_identity"] = f"tokens:{req['tokens_in']}"
@@ -203,8 +235,9 @@ def requests_from_arrays(f: Fields, *, backend: str, model: str | None,
             ttft = _seconds(f, "ttfts", i, present["ttfts"][i])
             itls = itls_all[i]
             if not isinstance(itls, list):
-                raise InputError(f.path, "expected a list of seconds", line=f.line,
-                                 json_path=f"{f.where('itls')}[{i}]")
+                raise InputError(
+                    f.path, "expected a list of seconds", line=f.line, json_path=f"{f.where('itls')}[{i}]"
+                )
             gaps = [_seconds(f, f"itls[{i}]", j, v) for j, v in enumerate(itls)]
             req["ttft_ms"] = round(ttft * 1000, 6)
             req["itl_ms"] = [round(g * 1000, 6) for g in gaps]
@@ -219,19 +252,29 @@ def requests_from_arrays(f: Fields, *, backend: str, model: str | None,
             if texts is not None:
                 text = texts[i]
                 if not isinstance(text, str):
-                    raise InputError(f.path, f"expected a string, got {type(text).__name__}", line=f.line,
-                                     json_path=f"{f.where('generated_texts')}[{i}]")
+                    raise InputError(
+                        f.path,
+                        f"expected a string, got {type(text).__name__}",
+                        line=f.line,
+                        json_path=f"{f.where('generated_texts')}[{i}]",
+                    )
                 req["output_fingerprint"] = fingerprint(text)
         requests.append(req)
     if derived_latency:
-        notes.append("per-request latency_ms = ttft + sum(itls) (arrival of the last chunk); "
-                     "the file has no 'latencies' array")
+        notes.append(
+            "per-request latency_ms = ttft + sum(itls) (arrival of the last chunk); "
+            "the file has no 'latencies' array"
+        )
     notes.append("request ids are positions in the bench's prompt list (same dataset and seed: same prompts)")
     return requests
 
 
 def _seconds(f: Fields, key: str, i: int, v: Any) -> float:
     if not is_number(v) or not (v == v) or v < 0 or v == float("inf"):
-        raise InputError(f.path, f"expected seconds (a number >= 0), got {v!r}", line=f.line,
-                         json_path=f"{f.prefix}.{key}[{i}]")
+        raise InputError(
+            f.path,
+            f"expected seconds (a number >= 0), got {v!r}",
+            line=f.line,
+            json_path=f"{f.prefix}.{key}[{i}]",
+        )
     return float(v)

@@ -13,8 +13,9 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from pathlib import Path
-from typing import Any, Callable, Iterable, Iterator, Mapping
+from typing import Any
 
 from ..util.errors import InputError, json_problem
 from ..util.jsonio import loads
@@ -56,8 +57,12 @@ def parse_engine_json(text: str, path: Path | str, *, line: int | None = None) -
         return loads(text)
     except json.JSONDecodeError as exc:
         if line is None:
-            raise InputError(path, f"invalid JSON: {json_problem(exc.msg)}", line=exc.lineno, column=exc.colno) from None
-        raise InputError(path, f"invalid JSON: {json_problem(exc.msg)}", line=line, column=exc.colno) from None
+            raise InputError(
+                path, f"invalid JSON: {json_problem(exc.msg)}", line=exc.lineno, column=exc.colno
+            ) from None
+        raise InputError(
+            path, f"invalid JSON: {json_problem(exc.msg)}", line=line, column=exc.colno
+        ) from None
     except RecursionError:
         raise InputError(path, "invalid JSON: nested too deeply", line=line) from None
 
@@ -88,8 +93,15 @@ class Fields:
     path of the object. Non-finite numbers read as absent and are noted.
     """
 
-    def __init__(self, obj: Any, path: Path | str, *, line: int | None = None, prefix: str = "$",
-                 notes: list[str] | None = None) -> None:
+    def __init__(
+        self,
+        obj: Any,
+        path: Path | str,
+        *,
+        line: int | None = None,
+        prefix: str = "$",
+        notes: list[str] | None = None,
+    ) -> None:
         if not isinstance(obj, dict):
             raise InputError(path, f"expected a JSON object, got {_type(obj)}", line=line, json_path=prefix)
         self.obj = obj
@@ -107,8 +119,7 @@ class Fields:
     def has(self, key: str) -> bool:
         return self.obj.get(key) is not None
 
-    def _typed(self, key: str, required: bool, what: str, accepts: Callable[[Any], bool],
-               quote: bool) -> Any:
+    def _typed(self, key: str, required: bool, what: str, accepts: Callable[[Any], bool], quote: bool) -> Any:
         """The value at ``key``, None when absent (an error when ``required``), an
         error saying ``what`` was expected when ``accepts`` refuses it (with the
         value shortened when ``quote``)."""
@@ -118,8 +129,12 @@ class Fields:
                 raise self.fail(key, f"is required ({what})")
             return None
         if not accepts(v):
-            raise self.fail(key, f"expected {what}, got {_type(v)} {_short(v)}" if quote
-                            else f"expected {what}, got {_type(v)}")
+            raise self.fail(
+                key,
+                f"expected {what}, got {_type(v)} {_short(v)}"
+                if quote
+                else f"expected {what}, got {_type(v)}",
+            )
         return v
 
     def number(self, key: str, *, required: bool = False, minimum: float | None = 0.0) -> float | None:
@@ -144,7 +159,7 @@ class Fields:
     def string(self, key: str, *, required: bool = False) -> str | None:
         return self._typed(key, required, "a string", _is_str, True)
 
-    def sub(self, key: str, *, required: bool = False) -> "Fields | None":
+    def sub(self, key: str, *, required: bool = False) -> Fields | None:
         v = self._typed(key, required, "an object", _is_dict, False)
         if v is None:
             return None
@@ -166,8 +181,16 @@ def _is_list(v: Any) -> bool:
     return isinstance(v, list)
 
 
-def not_this_format(path: Path | str, fmt: str, expected: str, *, found: Iterable[Any] | None = None,
-                    found_what: str = "keys", line: int | None = None, json_path: str | None = None) -> InputError:
+def not_this_format(
+    path: Path | str,
+    fmt: str,
+    expected: str,
+    *,
+    found: Iterable[Any] | None = None,
+    found_what: str = "keys",
+    line: int | None = None,
+    json_path: str | None = None,
+) -> InputError:
     """The error for a file a reader was forced onto that is not its format.
 
     Every mirror must reject input that has none of its defining fields
@@ -186,8 +209,14 @@ def not_this_format(path: Path | str, fmt: str, expected: str, *, found: Iterabl
     return InputError(path, message, line=line, json_path=json_path)
 
 
-def require_any_key(f: Fields, fmt: str, keys: Iterable[str], *, expected: str | None = None,
-                    also: Callable[[str], bool] | None = None) -> None:
+def require_any_key(
+    f: Fields,
+    fmt: str,
+    keys: Iterable[str],
+    *,
+    expected: str | None = None,
+    also: Callable[[str], bool] | None = None,
+) -> None:
     """Reject an object holding none of a format's defining ``keys`` (null counts
     as absent) nor any key ``also`` accepts (patterns such as ``*_ttft_ms``)."""
     keys = tuple(keys)
@@ -195,13 +224,20 @@ def require_any_key(f: Fields, fmt: str, keys: Iterable[str], *, expected: str |
         return
     if also is not None and any(also(k) and f.obj[k] is not None for k in f.obj):
         return
-    raise not_this_format(f.path, fmt, expected or "at least one of " + ", ".join(keys), found=f.obj,
-                          line=f.line, json_path=f.prefix)
+    raise not_this_format(
+        f.path,
+        fmt,
+        expected or "at least one of " + ", ".join(keys),
+        found=f.obj,
+        line=f.line,
+        json_path=f.prefix,
+    )
 
 
 def _type(v: Any) -> str:
-    return {dict: "an object", list: "an array", str: "a string", bool: "a boolean",
-            type(None): "null"}.get(type(v), type(v).__name__)
+    return {dict: "an object", list: "an array", str: "a string", bool: "a boolean", type(None): "null"}.get(
+        type(v), type(v).__name__
+    )
 
 
 def _short(v: Any) -> str:
@@ -226,8 +262,11 @@ def provenance(path: Path | str, fmt: str, version: str, notes: list[str], **ext
 
 def document(run: Mapping[str, Any], requests: list[dict[str, Any]] | None = None) -> dict[str, Any]:
     """A neutral observation document (schemas/observations.schema.json)."""
-    doc: dict[str, Any] = {"version": 1, "kind": "tickgate.observations",
-                           "run": {k: v for k, v in run.items() if v is not None}}
+    doc: dict[str, Any] = {
+        "version": 1,
+        "kind": "tickgate.observations",
+        "run": {k: v for k, v in run.items() if v is not None},
+    }
     if requests is not None:
         doc["requests"] = requests
     return doc
@@ -241,8 +280,9 @@ def clean_aggregates(agg: dict[str, Any]) -> dict[str, Any]:
     return dict(sorted(out.items()))
 
 
-def pick_line(path: Path, lines: list[tuple[int, Any]], line: int | None, what: str,
-              notes: list[str]) -> tuple[int, Any]:
+def pick_line(
+    path: Path, lines: list[tuple[int, Any]], line: int | None, what: str, notes: list[str]
+) -> tuple[int, Any]:
     """Choose one run of an appended JSONL file: the given line, else the last.
 
     Bench clients append one result per run (``--append-result``,
@@ -252,11 +292,14 @@ def pick_line(path: Path, lines: list[tuple[int, Any]], line: int | None, what: 
         raise InputError(path, f"no {what} lines found (the file is empty)")
     if line is None:
         if len(lines) > 1:
-            notes.append(f"{len(lines)} runs in this file; read the last (line {lines[-1][0]}); "
-                         f"select another with FILE#LINE")
+            notes.append(
+                f"{len(lines)} runs in this file; read the last (line {lines[-1][0]}); "
+                f"select another with FILE#LINE"
+            )
         return lines[-1]
     for lineno, value in lines:
         if lineno == line:
             return lineno, value
-    raise InputError(path, f"no {what} on line {line}; runs are on lines "
-                     + ", ".join(str(n) for n, _ in lines))
+    raise InputError(
+        path, f"no {what} on line {line}; runs are on lines " + ", ".join(str(n) for n, _ in lines)
+    )

@@ -13,8 +13,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, ClassVar
 
-from ..util.errors import InputError
 from ..interfaces import BackendMirror
+from ..util.errors import InputError
 from .aiperf import looks_like_genai_perf
 from .common import Fields, clean_aggregates, document, head_text, load_engine_json, provenance, read_text
 from .genai_perf_requests import looks_like_profile_export, read_profile_export
@@ -23,15 +23,20 @@ from .profile_export import aggregates_from_json, parse_csv, require_summary
 
 class GenaiPerfMirror(BackendMirror):
     name: ClassVar[str] = "genai-perf"
-    description: ClassVar[str] = ("genai-perf profile_export.json (per request), "
-                                  "profile_export_genai_perf.json / .csv summaries")
+    description: ClassVar[str] = (
+        "genai-perf profile_export.json (per request), profile_export_genai_perf.json / .csv summaries"
+    )
 
     def sniff(self, path: Path, head: bytes) -> bool:
         text = head_text(head).lstrip()
         if text.startswith("Metric,avg,min,max,p99,") or looks_like_profile_export(text):
             return True
-        return (text.startswith("{") and '"request_throughput"' in text and '"unit"' in text
-                and looks_like_genai_perf(head))
+        return (
+            text.startswith("{")
+            and '"request_throughput"' in text
+            and '"unit"' in text
+            and looks_like_genai_perf(head)
+        )
 
     def read(self, path: Path) -> dict[str, Any]:
         text = read_text(path)
@@ -42,8 +47,9 @@ class GenaiPerfMirror(BackendMirror):
             return read_profile_export(path, self.name)
         if text.lstrip().startswith("Metric"):
             agg = parse_csv(text, path, notes)
-            return document({"provenance": provenance(path, self.name, "csv", notes),
-                             "aggregates": clean_aggregates(agg)})
+            return document(
+                {"provenance": provenance(path, self.name, "csv", notes), "aggregates": clean_aggregates(agg)}
+            )
         f = Fields(load_engine_json(path), path, notes=notes)
         require_summary(f, self.name, "a profile_export_genai_perf.json summary")
         agg = aggregates_from_json(f, notes)
@@ -55,8 +61,15 @@ class GenaiPerfMirror(BackendMirror):
                 model = models[0]
             backend = cfg.string("backend")
             if cfg.obj.get("streaming") is True:
-                notes.append("streaming run: genai-perf 24.11-24.12 over-counted streamed output tokens "
-                             "(maintainers, perf_analyzer#298); compare token counts across versions with care")
-        return document({"model": model, "backend": backend,
-                         "provenance": provenance(path, self.name, "profile-export-json", notes),
-                         "aggregates": clean_aggregates(agg)})
+                notes.append(
+                    "streaming run: genai-perf 24.11-24.12 over-counted streamed output tokens "
+                    "(maintainers, perf_analyzer#298); compare token counts across versions with care"
+                )
+        return document(
+            {
+                "model": model,
+                "backend": backend,
+                "provenance": provenance(path, self.name, "profile-export-json", notes),
+                "aggregates": clean_aggregates(agg),
+            }
+        )

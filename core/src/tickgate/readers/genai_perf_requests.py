@@ -29,6 +29,7 @@ no answer), with the server's error body when a response carried one (an
 from __future__ import annotations
 
 import hashlib
+import itertools
 import json
 from pathlib import Path
 from typing import Any
@@ -41,8 +42,11 @@ from .streams import fingerprint
 
 
 def looks_like_profile_export(text: str) -> bool:
-    return text.startswith("{") and '"experiments"' in text and (
-        '"response_timestamps"' in text or '"request_inputs"' in text)
+    return (
+        text.startswith("{")
+        and '"experiments"' in text
+        and ('"response_timestamps"' in text or '"request_inputs"' in text)
+    )
 
 
 def read_profile_export(path: Path, fmt: str) -> dict[str, Any]:
@@ -53,14 +57,19 @@ def read_profile_export(path: Path, fmt: str) -> dict[str, Any]:
     if experiments is None:
         raise f.fail("experiments", "expected perf_analyzer's list of experiments")
     if len(experiments) != 1:
-        raise f.fail("experiments", f"holds {len(experiments)} experiments; genai-perf writes one per "
-                                    "profile_export.json, gate one experiment's file at a time")
+        raise f.fail(
+            "experiments",
+            f"holds {len(experiments)} experiments; genai-perf writes one per "
+            "profile_export.json, gate one experiment's file at a time",
+        )
     exp = Fields(experiments[0], path, prefix="$.experiments[0]", notes=notes)
     raw = exp.array("requests")
     if raw is None:
         raise exp.fail("requests", "expected the experiment's list of requests")
-    parsed = [_request(Fields(r, path, prefix=f"{exp.where('requests')}[{i}]", notes=notes))
-              for i, r in enumerate(raw)]
+    parsed = [
+        _request(Fields(r, path, prefix=f"{exp.where('requests')}[{i}]", notes=notes))
+        for i, r in enumerate(raw)
+    ]
     parsed.sort(key=lambda r: r[0])  # send order = dataset order
     first = parsed[0][0] if parsed else 0
     width = max(5, len(str(len(parsed) - 1)))
@@ -73,23 +82,37 @@ def read_profile_export(path: Path, fmt: str) -> dict[str, Any]:
     spec = exp.sub("experiment")
     mode = spec.string("mode") if spec is not None else None
     value = spec.obj.get("value") if spec is not None else None
-    notes.append("request ids are positions in send order (perf_analyzer sends the dataset in order); "
-                 "prompt_identity hashes each request's messages")
-    notes.append("inter-token gaps are the gaps between content responses (one streamed chunk per token); "
-                 "a request with no content response counts as failed (genai-perf skips it)")
+    notes.append(
+        "request ids are positions in send order (perf_analyzer sends the dataset in order); "
+        "prompt_identity hashes each request's messages"
+    )
+    notes.append(
+        "inter-token gaps are the gaps between content responses (one streamed chunk per token); "
+        "a request with no content response counts as failed (genai-perf skips it)"
+    )
     agg = from_requests(requests)
     if mode and is_number(value):
         agg["extra"] = {f"experiment_{mode}": value}
-    run = {"model": model, "backend": f.string("service_kind"),
-           "provenance": provenance(path, fmt, f"profile-export-{f.string('version') or 'unknown'}", notes,
-                                    metadata={"endpoint": f.string("endpoint")} if f.string("endpoint") else None),
-           "aggregates": clean_aggregates(agg)}
+    run = {
+        "model": model,
+        "backend": f.string("service_kind"),
+        "provenance": provenance(
+            path,
+            fmt,
+            f"profile-export-{f.string('version') or 'unknown'}",
+            notes,
+            metadata={"endpoint": f.string("endpoint")} if f.string("endpoint") else None,
+        ),
+        "aggregates": clean_aggregates(agg),
+    }
     return document(run, requests)
 
 
 def _ns(f: Fields, value: Any, where: str) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-        raise InputError(f.path, f"expected a timestamp in ns (an integer >= 0), got {value!r}", json_path=where)
+        raise InputError(
+            f.path, f"expected a timestamp in ns (an integer >= 0), got {value!r}", json_path=where
+        )
     return value
 
 
@@ -114,7 +137,9 @@ def _request(f: Fields) -> tuple[int, dict[str, Any], str | None]:
     times = f.array("response_timestamps") or []
     outputs = f.array("response_outputs") or []
     if len(times) != len(outputs):
-        raise f.fail("response_outputs", f"has {len(outputs)} entries but response_timestamps has {len(times)}")
+        raise f.fail(
+            "response_outputs", f"has {len(outputs)} entries but response_timestamps has {len(times)}"
+        )
     content_times: list[int] = []
     texts: list[str] = []
     error: str | None = None
@@ -123,7 +148,7 @@ def _request(f: Fields) -> tuple[int, dict[str, Any], str | None]:
         body = out.get("response") if isinstance(out, dict) else None
         if not isinstance(body, str):
             where = f"{f.where('response_outputs')}[{j}]"
-            raise InputError(f.path, "expected {\"response\": <text>}", json_path=where)
+            raise InputError(f.path, 'expected {"response": <text>}', json_path=where)
         text, problem = _content(body)
         if problem is not None and error is None:
             error = problem
@@ -136,7 +161,7 @@ def _request(f: Fields) -> tuple[int, dict[str, Any], str | None]:
     req["error"] = None
     req["ttft_ms"] = round((content_times[0] - sent) / 1e6, 6)
     req["latency_ms"] = round((content_times[-1] - sent) / 1e6, 6)
-    gaps = [round((b - a) / 1e6, 6) for a, b in zip(content_times, content_times[1:])]
+    gaps = [round((b - a) / 1e6, 6) for a, b in itertools.pairwise(content_times)]
     req["itl_ms"] = gaps
     if gaps:
         req["itl_p95_ms"] = round(quantile(sorted(gaps), 0.95), 6)
@@ -169,7 +194,11 @@ def _content(body: str) -> tuple[str, str | None]:
         if not choices or not isinstance(choices[0], dict):
             continue  # a usage-only chunk
         choice = choices[0]
-        for holder, key in ((choice.get("delta"), "content"), (choice, "text"), (choice.get("message"), "content")):
+        for holder, key in (
+            (choice.get("delta"), "content"),
+            (choice, "text"),
+            (choice.get("message"), "content"),
+        ):
             if isinstance(holder, dict) and isinstance(holder.get(key), str):
                 text_parts.append(holder[key])
                 break

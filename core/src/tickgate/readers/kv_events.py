@@ -23,8 +23,9 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import attrs
 import msgspec
@@ -33,15 +34,24 @@ from ..util.errors import InputError
 
 EVENT_TYPES = ("BlockStored", "BlockRemoved", "AllBlocksCleared")
 #: positions of fields in the array-like encoding (index 0 is the tag)
-_STORED_FIELDS = ("block_hashes", "parent_block_hash", "token_ids", "block_size", "lora_id", "medium",
-                  "lora_name", "extra_keys", "group_idx")
+_STORED_FIELDS = (
+    "block_hashes",
+    "parent_block_hash",
+    "token_ids",
+    "block_size",
+    "lora_id",
+    "medium",
+    "lora_name",
+    "extra_keys",
+    "group_idx",
+)
 _REMOVED_FIELDS = ("block_hashes", "medium", "group_idx")
 
 
 @attrs.define
 class KvSummary:
     batches: int = 0
-    events: dict[str, int] = attrs.Factory(lambda: {t: 0 for t in EVENT_TYPES})
+    events: dict[str, int] = attrs.Factory(lambda: dict.fromkeys(EVENT_TYPES, 0))
     blocks_stored: int = 0
     blocks_removed: int = 0
     removed_unknown: int = 0
@@ -108,23 +118,33 @@ def _decode_one(view: memoryview, start: int, size: int, path: Path | str) -> An
     try:
         obj = _DECODER.decode(view)
     except RecursionError:
-        raise InputError(path, f"msgpack nesting too deep in the object that starts at byte {start}") from None
+        raise InputError(
+            path, f"msgpack nesting too deep in the object that starts at byte {start}"
+        ) from None
     except msgspec.DecodeError as exc:
         message = str(exc)
         trailing = _TRAILING.search(message)
         if trailing:
             raise _Trailing(int(trailing.group(1))) from None
         if message == "Input data was truncated":
-            raise InputError(path, f"msgpack data ends inside the object that starts at byte {start} "
-                             f"(the file ends at byte {size}): truncated?") from None
+            raise InputError(
+                path,
+                f"msgpack data ends inside the object that starts at byte {start} "
+                f"(the file ends at byte {size}): truncated?",
+            ) from None
         detail = message.replace("MessagePack data is malformed: ", "")
         detail = re.sub(r"\(byte (\d+)\)", lambda m: f"(byte {start + int(m.group(1))})", detail)
-        raise InputError(path, f"invalid msgpack in the object that starts at byte {start}: "
-                         f"{detail[:1].lower()}{detail[1:]}") from None
+        raise InputError(
+            path,
+            f"invalid msgpack in the object that starts at byte {start}: {detail[:1].lower()}{detail[1:]}",
+        ) from None
     ext = _find_ext(obj, "$") if _EXT_SEEN else None
     if ext is not None:
-        raise InputError(path, f"batch at byte {start}: unsupported msgpack ext type {ext[1]} at {ext[0]} "
-                         "(ext types are not KV-event data)")
+        raise InputError(
+            path,
+            f"batch at byte {start}: unsupported msgpack ext type {ext[1]} at {ext[0]} "
+            "(ext types are not KV-event data)",
+        )
     return obj
 
 
@@ -154,7 +174,9 @@ def _fail(path: Path | str, offset: int, where: str, msg: str) -> InputError:
     return InputError(path, f"batch at byte {offset}: {msg}", json_path=where)
 
 
-def _event_fields(ev: Any, path: Path | str, offset: int, where: str, summary: KvSummary) -> tuple[str, dict[str, Any]]:
+def _event_fields(
+    ev: Any, path: Path | str, offset: int, where: str, summary: KvSummary
+) -> tuple[str, dict[str, Any]]:
     if isinstance(ev, dict):
         summary.event_encoding.add("map")
         tag = ev.get("type")
@@ -171,13 +193,16 @@ def _event_fields(ev: Any, path: Path | str, offset: int, where: str, summary: K
     else:
         raise _fail(path, offset, where, f"expected an event (array or map), got {type(ev).__name__}")
     if tag not in EVENT_TYPES:
-        raise _fail(path, offset, where, f"unknown event type {tag!r}; expected one of {', '.join(EVENT_TYPES)}")
+        raise _fail(
+            path, offset, where, f"unknown event type {tag!r}; expected one of {', '.join(EVENT_TYPES)}"
+        )
     return tag, fields
 
 
 def _hashes(value: Any, path: Path | str, offset: int, where: str) -> list[Any]:
     if not isinstance(value, list) or not all(
-            isinstance(h, (int, bytes)) and not isinstance(h, bool) for h in value):
+        isinstance(h, (int, bytes)) and not isinstance(h, bool) for h in value
+    ):
         raise _fail(path, offset, where, "block_hashes must be a list of ints or bytes")
     return value
 
@@ -195,22 +220,30 @@ def summarize(data: bytes, path: Path | str) -> KvSummary:
             summary.batch_encoding.add("array")
             summary.batch_lengths.add(len(batch))
             if len(batch) not in (2, 3, 4):
-                raise _fail(path, offset, "$", "expected [ts, events], [ts, events, dp_rank] or [ts, events, "
-                            f"dp_rank, replica], got {len(batch)} items")
+                raise _fail(
+                    path,
+                    offset,
+                    "$",
+                    "expected [ts, events], [ts, events, dp_rank] or [ts, events, "
+                    f"dp_rank, replica], got {len(batch)} items",
+                )
             ts, events = batch[0], batch[1]
             rank = batch[2] if len(batch) >= 3 else None
             if len(batch) == 4:
                 replica = batch[3]
                 if not isinstance(replica, str):
-                    raise _fail(path, offset, "$[3]",
-                                f"expected the replica's name (a string), got {replica!r}")
+                    raise _fail(
+                        path, offset, "$[3]", f"expected the replica's name (a string), got {replica!r}"
+                    )
         elif isinstance(batch, dict):
             summary.batch_encoding.add("map")
             if "events" not in batch or "ts" not in batch:
                 raise _fail(path, offset, "$", "expected a map with 'ts' and 'events'")
             ts, events, rank = batch["ts"], batch["events"], batch.get("data_parallel_rank")
         else:
-            raise _fail(path, offset, "$", f"expected an EventBatch (array or map), got {type(batch).__name__}")
+            raise _fail(
+                path, offset, "$", f"expected an EventBatch (array or map), got {type(batch).__name__}"
+            )
         if isinstance(ts, bool) or not isinstance(ts, (int, float)) or not math.isfinite(ts):
             raise _fail(path, offset, "$.ts", f"expected a timestamp number, got {ts!r}")
         if not isinstance(events, list):

@@ -29,18 +29,23 @@ def read_kv_events(path: Path) -> KvSummary:
     return summarize(read_bytes(path), path)
 
 
-def kv_events_document(path: Path, s: KvSummary, fmt: str, backend: str, version: str,
-                       **details: Any) -> dict[str, Any]:
+def kv_events_document(
+    path: Path, s: KvSummary, fmt: str, backend: str, version: str, **details: Any
+) -> dict[str, Any]:
     """The run-level observation of a capture: the event counters in ``extra``,
     the capture's duration when it spans several batches; ``details`` go to the
     provenance (empty ones are left out)."""
     notes = ["KV events give cache activity only: blocks stored/removed and resident-set peaks, run-level"]
     if s.removed_unknown:
-        notes.append(f"{s.removed_unknown} removed block(s) were never seen stored "
-                     "(capture began mid-stream)")
+        notes.append(
+            f"{s.removed_unknown} removed block(s) were never seen stored (capture began mid-stream)"
+        )
     agg: dict[str, Any] = {"extra": to_extra(s)}
     if s.first_ts is not None and s.last_ts is not None and s.batches > 1:
         agg["duration_s"] = round(s.last_ts - s.first_ts, 6)
-    run = {"backend": backend, "provenance": provenance(path, fmt, version, notes, **details),
-           "aggregates": clean_aggregates(agg)}
+    run = {
+        "backend": backend,
+        "provenance": provenance(path, fmt, version, notes, **details),
+        "aggregates": clean_aggregates(agg),
+    }
     return document(run)

@@ -18,24 +18,52 @@ from ..util.errors import InputError
 from .common import Fields, is_number, require_any_key
 
 #: metric -> aggregate holding its distribution
-DISTRIBUTIONS = {"request_latency": "latency_ms", "time_to_first_token": "ttft_ms",
-                 "inter_token_latency": "itl_ms", "time_per_output_token": "tpot_ms"}
-_STATS = {"avg": "mean", "min": "min", "max": "max", "std": "std", "p50": "p50", "p90": "p90",
-          "p95": "p95", "p99": "p99"}
+DISTRIBUTIONS = {
+    "request_latency": "latency_ms",
+    "time_to_first_token": "ttft_ms",
+    "inter_token_latency": "itl_ms",
+    "time_per_output_token": "tpot_ms",
+}
+_STATS = {
+    "avg": "mean",
+    "min": "min",
+    "max": "max",
+    "std": "std",
+    "p50": "p50",
+    "p90": "p90",
+    "p95": "p95",
+    "p99": "p99",
+}
 _TIME_SCALE = {"ms": 1.0, "sec": 1000.0, "s": 1000.0, "us": 0.001, "ns": 1e-6}
 #: CSV row labels (lower case, unit stripped) -> metric key
-CSV_LABELS = {"request latency": "request_latency", "time to first token": "time_to_first_token",
-              "inter token latency": "inter_token_latency", "time per output token": "time_per_output_token",
-              "benchmark duration": "benchmark_duration", "request throughput": "request_throughput",
-              "request count": "request_count", "output token throughput": "output_token_throughput",
-              "output sequence length": "output_sequence_length",
-              "input sequence length": "input_sequence_length"}
+CSV_LABELS = {
+    "request latency": "request_latency",
+    "time to first token": "time_to_first_token",
+    "inter token latency": "inter_token_latency",
+    "time per output token": "time_per_output_token",
+    "benchmark duration": "benchmark_duration",
+    "request throughput": "request_throughput",
+    "request count": "request_count",
+    "output token throughput": "output_token_throughput",
+    "output sequence length": "output_sequence_length",
+    "input sequence length": "input_sequence_length",
+}
 
 
 #: top-level keys of a summary JSON that the mapping reads: a summary needs at least one
-SUMMARY_KEYS = (*DISTRIBUTIONS, "request_throughput", "output_token_throughput", "benchmark_duration",
-                "request_count", "total_isl", "total_osl", "error_request_count", "error_summary",
-                "output_sequence_length", "input_sequence_length")
+SUMMARY_KEYS = (
+    *DISTRIBUTIONS,
+    "request_throughput",
+    "output_token_throughput",
+    "benchmark_duration",
+    "request_count",
+    "total_isl",
+    "total_osl",
+    "error_request_count",
+    "error_summary",
+    "output_sequence_length",
+    "input_sequence_length",
+)
 
 
 def require_summary(f: Fields, fmt: str, what: str) -> None:
@@ -83,10 +111,18 @@ def aggregates_from_json(f: Fields, notes: list[str]) -> dict[str, Any]:
             agg[target] = round(m.number("avg") or 0.0, 6)
     duration = f.sub("benchmark_duration")
     if duration is not None and duration.number("avg") is not None:
-        agg["duration_s"] = round((duration.number("avg") or 0.0) * _time_scale(duration, duration.string("unit"),
-                                                                                 "benchmark_duration") / 1000, 6)
-    for metric, target in (("request_count", "request_count"), ("total_isl", "total_input_tokens"),
-                           ("total_osl", "total_output_tokens"), ("error_request_count", "failed")):
+        agg["duration_s"] = round(
+            (duration.number("avg") or 0.0)
+            * _time_scale(duration, duration.string("unit"), "benchmark_duration")
+            / 1000,
+            6,
+        )
+    for metric, target in (
+        ("request_count", "request_count"),
+        ("total_isl", "total_input_tokens"),
+        ("total_osl", "total_output_tokens"),
+        ("error_request_count", "failed"),
+    ):
         v = f.obj.get(metric)
         if isinstance(v, dict):
             v = Fields(v, f.path, prefix=f.where(metric), notes=notes).count("avg")
@@ -129,7 +165,9 @@ def parse_csv(text: str, path: Path | str, notes: list[str]) -> dict[str, Any]:
         if header is None:
             header = [c.strip() for c in row]
             if header[0] != "Metric":
-                notes.append(f"CSV section at line {lineno} ({header[0]},...) is not a client metric table; ignored")
+                notes.append(
+                    f"CSV section at line {lineno} ({header[0]},...) is not a client metric table; ignored"
+                )
             elif header[1:2] != ["Value"] and "avg" not in header:
                 raise InputError(path, "expected a header 'Metric,avg,...' or 'Metric,Value'", line=lineno)
             continue
@@ -151,8 +189,9 @@ def parse_csv(text: str, path: Path | str, notes: list[str]) -> dict[str, Any]:
             try:
                 number = float(cell.replace(",", ""))
             except ValueError:
-                raise InputError(path, f"{name} of {row[0]!r} is not a number: {cell!r}", line=lineno,
-                                 column=col) from None
+                raise InputError(
+                    path, f"{name} of {row[0]!r} is not a number: {cell!r}", line=lineno, column=col
+                ) from None
             values["avg" if name == "Value" else name] = number
         stats_obj[metric] = values
     if not stats_obj:

@@ -12,8 +12,8 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Iterable
 
 import attrs
 
@@ -69,13 +69,19 @@ class Scrape:
 
     def total(self, name: str, **match: str) -> float | None:
         """Sum of a counter or gauge over all its series (None when absent)."""
-        values = [s.value for s in self.series(name)
-                  if all(s.label(k) == v for k, v in match.items()) and not math.isnan(s.value)]
+        values = [
+            s.value
+            for s in self.series(name)
+            if all(s.label(k) == v for k, v in match.items()) and not math.isnan(s.value)
+        ]
         return math.fsum(values) if values else None
 
     def maximum(self, name: str, **match: str) -> float | None:
-        values = [s.value for s in self.series(name)
-                  if all(s.label(k) == v for k, v in match.items()) and not math.isnan(s.value)]
+        values = [
+            s.value
+            for s in self.series(name)
+            if all(s.label(k) == v for k, v in match.items()) and not math.isnan(s.value)
+        ]
         return max(values) if values else None
 
     def by_label(self, name: str, label: str) -> dict[str, float]:
@@ -135,7 +141,9 @@ def histogram_ms(h: Histogram, metric: str, notes: list[str], *, scale: float = 
     if missing and total:
         finite = [b for b, _ in h.buckets if not math.isinf(b)]
         top = f"{finite[-1]:g} s" if finite else "no finite bucket"
-        notes.append(f"{metric}: {', '.join(missing)} lie above the largest published bucket ({top}); omitted")
+        notes.append(
+            f"{metric}: {', '.join(missing)} lie above the largest published bucket ({top}); omitted"
+        )
     return out
 
 
@@ -189,7 +197,7 @@ def _parse_sample(raw: str, lineno: int, path: Path | str) -> Sample:
             if not lm:
                 raise InputError(path, "expected a label name or '}'", line=lineno, column=indent + pos + 1)
             pos = lm.end()
-            if line[pos:pos + 2] != '="':
+            if line[pos : pos + 2] != '="':
                 raise InputError(path, 'expected =" after label name', line=lineno, column=indent + pos + 1)
             pos += 2
             value_chars: list[str] = []
@@ -211,12 +219,20 @@ def _parse_sample(raw: str, lineno: int, path: Path | str) -> Sample:
                 pos += 1
     rest = line[pos:].split()
     if not rest or len(rest) > 2:
-        raise InputError(path, "expected a sample value (and optional timestamp) after the metric",
-                         line=lineno, column=indent + pos + 1)
+        raise InputError(
+            path,
+            "expected a sample value (and optional timestamp) after the metric",
+            line=lineno,
+            column=indent + pos + 1,
+        )
     value = _parse_value(rest[0])
     if value is None:
-        raise InputError(path, f"sample value {rest[0]!r} is not a number", line=lineno,
-                         column=indent + line.index(rest[0], pos) + 1)
+        raise InputError(
+            path,
+            f"sample value {rest[0]!r} is not a number",
+            line=lineno,
+            column=indent + line.index(rest[0], pos) + 1,
+        )
     return Sample(name, tuple(labels), value, lineno)
 
 
@@ -255,5 +271,10 @@ def require_families(s: Scrape, path: Path | str, fmt: str, prefix: str, familie
     if any(_family_key(n) in keys for n in present):
         return
     ours = sorted({family_of(n) for n in present if n.startswith(prefix)})
-    raise not_this_format(path, fmt, f"a scrape with at least one {prefix} metric this reader maps "
-                          f"({', '.join(wanted)})", found=ours, found_what="metrics")
+    raise not_this_format(
+        path,
+        fmt,
+        f"a scrape with at least one {prefix} metric this reader maps ({', '.join(wanted)})",
+        found=ours,
+        found_what="metrics",
+    )

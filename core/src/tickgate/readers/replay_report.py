@@ -32,8 +32,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, ClassVar
 
-from ..util.errors import InputError
 from ..interfaces import BackendMirror
+from ..util.errors import InputError
 from ..util.locations import load_json
 from .common import Fields, clean_aggregates, document, head_text, provenance
 
@@ -50,7 +50,9 @@ def looks_like_replay_report(text: str) -> bool:
 
 class ReplayReportMirror(BackendMirror):
     name: ClassVar[str] = "tickgate-replay"
-    description: ClassVar[str] = "tickgate replay reports (gate one policy or scheduler version against another)"
+    description: ClassVar[str] = (
+        "tickgate replay reports (gate one policy or scheduler version against another)"
+    )
 
     def sniff(self, path: Path, head: bytes) -> bool:
         return looks_like_replay_report(head_text(head).lstrip())
@@ -68,30 +70,48 @@ class ReplayReportMirror(BackendMirror):
             raise f.fail("outcomes", "expected the report's request outcomes")
         omitted = f.count("outcomes_omitted") or 0
         if omitted:
-            raise InputError(path, f"lists {len(outcomes)} of {total} request outcomes (the rest were cut by "
-                             f"--detail-limit), so requests cannot be joined; replay again with "
-                             f"--detail-limit {total}", json_path="$.outcomes_omitted")
+            raise InputError(
+                path,
+                f"lists {len(outcomes)} of {total} request outcomes (the rest were cut by "
+                f"--detail-limit), so requests cannot be joined; replay again with "
+                f"--detail-limit {total}",
+                json_path="$.outcomes_omitted",
+            )
         inputs = f.sub("inputs")
         frontend = _frontend_ms(inputs)
-        requests = [_request(Fields(o, path, prefix=f"$.outcomes[{i}]", notes=notes), frontend)
-                    for i, o in enumerate(outcomes)]
+        requests = [
+            _request(Fields(o, path, prefix=f"$.outcomes[{i}]", notes=notes), frontend)
+            for i, o in enumerate(outcomes)
+        ]
         timed = any("ttft_ms" in r for r in requests)
         if not timed:
-            notes.append("untimed replay: no milliseconds (add a timing section to the policy to gate latency)")
-        notes.append("a replay's per-token gaps are run-level only (latency.itl_ms): tpot_ms is each request's "
-                     "mean gap, itl_p95_ms is absent")
+            notes.append(
+                "untimed replay: no milliseconds (add a timing section to the policy to gate latency)"
+            )
+        notes.append(
+            "a replay's per-token gaps are run-level only (latency.itl_ms): tpot_ms is each request's "
+            "mean gap, itl_p95_ms is absent"
+        )
         plugins = f.sub("plugins")
         scheduler = None
         if plugins is not None:
             sched = plugins.sub("scheduler")
             scheduler = sched.string("name") if sched is not None else None
         policy = inputs.string("policy") if inputs is not None else None
-        run = {"label": policy, "scheduler": scheduler,
-               "provenance": provenance(path, self.name, f"report-{fingerprint}", notes,
-                                        trace_fingerprint=fingerprint,
-                                        workload=inputs.string("workload") if inputs is not None else None,
-                                        policy=policy),
-               "aggregates": clean_aggregates(_aggregates(f, summary, requests))}
+        run = {
+            "label": policy,
+            "scheduler": scheduler,
+            "provenance": provenance(
+                path,
+                self.name,
+                f"report-{fingerprint}",
+                notes,
+                trace_fingerprint=fingerprint,
+                workload=inputs.string("workload") if inputs is not None else None,
+                policy=policy,
+            ),
+            "aggregates": clean_aggregates(_aggregates(f, summary, requests)),
+        }
         return document(run, requests)
 
 
@@ -133,9 +153,13 @@ def _request(o: Fields, frontend_ms: float = 0.0) -> dict[str, Any]:
 
 def _aggregates(f: Fields, summary: Fields, requests: list[dict[str, Any]]) -> dict[str, Any]:
     failed = sum(1 for r in requests if r["error"])
-    agg: dict[str, Any] = {"request_count": len(requests), "completed": len(requests) - failed, "failed": failed,
-                           "total_input_tokens": summary.count("total_prompt_tokens"),
-                           "total_output_tokens": summary.count("total_decode_tokens")}
+    agg: dict[str, Any] = {
+        "request_count": len(requests),
+        "completed": len(requests) - failed,
+        "failed": failed,
+        "total_input_tokens": summary.count("total_prompt_tokens"),
+        "total_output_tokens": summary.count("total_decode_tokens"),
+    }
     if requests:
         agg["error_rate"] = round(failed / len(requests), 6)
     pressure = summary.number("peak_kv_pressure_pct")
@@ -151,7 +175,9 @@ def _aggregates(f: Fields, summary: Fields, requests: list[dict[str, Any]]) -> d
         for key, target in _LATENCY.items():
             dist = latency.sub(key)
             if dist is not None:
-                agg[target] = {name: round(v, 6) for name in _PERCENTILES if (v := dist.number(name)) is not None}
+                agg[target] = {
+                    name: round(v, 6) for name in _PERCENTILES if (v := dist.number(name)) is not None
+                }
     scheduler = f.sub("scheduler")
     if scheduler is not None:
         preemptions = scheduler.count("preemptions")

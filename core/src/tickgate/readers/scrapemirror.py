@@ -11,11 +11,12 @@ the adapter's: names, units, generations.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, ClassVar, Mapping
+from typing import Any, ClassVar
 
-from ..util.errors import InputError
 from ..interfaces import BackendMirror
+from ..util.errors import InputError
 from .common import read_text
 from .prometheus import Scrape, histogram_ms, metric_names_in, parse_text, require_families
 
@@ -46,8 +47,14 @@ class ScrapeMirror(BackendMirror):
         return s
 
 
-def histogram_figures(s: Scrape, prefix: str, histograms: Mapping[str, str], agg: dict[str, Any],
-                      extra: dict[str, Any], notes: list[str]) -> None:
+def histogram_figures(
+    s: Scrape,
+    prefix: str,
+    histograms: Mapping[str, str],
+    agg: dict[str, Any],
+    extra: dict[str, Any],
+    notes: list[str],
+) -> None:
     """Each seconds histogram of ``histograms`` (name without the prefix ->
     aggregate) as percentiles in ms into ``agg``. The first histogram with
     figures for an aggregate wins (one release's name, then another's); the

@@ -56,13 +56,15 @@ def _decode(text: str, path: Path | str, line: int, column: int, *, last: bool) 
     except json.JSONDecodeError as exc:
         if last:
             return None
-        raise InputError(path, f"invalid JSON in stream chunk: {exc.msg}", line=line,
-                         column=column + exc.colno - 1) from None
+        raise InputError(
+            path, f"invalid JSON in stream chunk: {exc.msg}", line=line, column=column + exc.colno - 1
+        ) from None
     except RecursionError:
         raise InputError(path, "stream chunk nested too deeply", line=line) from None
     if not isinstance(value, dict):
-        raise InputError(path, f"stream chunk must be a JSON object, got {type(value).__name__}",
-                         line=line, column=column)
+        raise InputError(
+            path, f"stream chunk must be a JSON object, got {type(value).__name__}", line=line, column=column
+        )
     return value
 
 
@@ -99,17 +101,27 @@ def _frame_jsonl(lines: list[str], path: Path | str) -> Framed:
             if isinstance(inner, str):
                 inner = _decode(inner, path, lineno, 1, last=False)
             elif not isinstance(inner, dict):
-                raise InputError(path, "'data' must be a chunk object or a string", line=lineno,
-                                 json_path="$.data")
+                raise InputError(
+                    path, "'data' must be a chunk object or a string", line=lineno, json_path="$.data"
+                )
             value = inner
         events.append(Event(value, lineno, recv))
     return Framed(tuple(events), cut, shape)
 
 
 def _recv_ms(value: Any, path: Path | str, line: int) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value < 0:
-        raise InputError(path, f"recv_ms must be a non-negative number of ms, got {value!r}", line=line,
-                         json_path="$.recv_ms")
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, (int, float))
+        or not math.isfinite(value)
+        or value < 0
+    ):
+        raise InputError(
+            path,
+            f"recv_ms must be a non-negative number of ms, got {value!r}",
+            line=line,
+            json_path="$.recv_ms",
+        )
     return float(value)
 
 
@@ -167,8 +179,12 @@ def _frame_sse(lines: list[str], path: Path | str) -> Framed:
         elif field in ("event", "id", "retry"):
             continue
         else:
-            raise InputError(path, f"expected an SSE field ('data:', 'event:', 'id:') or a comment, "
-                             f"got {line[:40]!r}", line=lineno, column=1)
+            raise InputError(
+                path,
+                f"expected an SSE field ('data:', 'event:', 'id:') or a comment, got {line[:40]!r}",
+                line=lineno,
+                column=1,
+            )
     else:
         if not flush(last=True):
             cut = start
@@ -188,6 +204,6 @@ def _complete_json(text: str) -> bool:
 def looks_like_chunks(head: bytes) -> bool:
     """Cheap sniff shared by the SSE mirrors: OpenAI-style chunk payloads."""
     text = head.decode("utf-8", errors="replace").lstrip()
-    if not (text.startswith("data:") or text.startswith("{") or text.startswith(":")):
+    if not (text.startswith(("data:", "{", ":"))):
         return False
     return bool(re.search(r'"object"\s*:\s*"(chat\.completion\.chunk|text_completion)"', text))

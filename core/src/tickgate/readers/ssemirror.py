@@ -23,8 +23,9 @@ from .sse import frame, looks_like_chunks
 from .streams import StreamEvidence, collect, evidence_to_request
 
 
-def read_capture(path: Path,
-                 fmt: str = "OpenAI-compatible stream") -> tuple[list[StreamEvidence], dict[str, Any], str]:
+def read_capture(
+    path: Path, fmt: str = "OpenAI-compatible stream"
+) -> tuple[list[StreamEvidence], dict[str, Any], str]:
     framed = frame(read_text(path), path)
     evidence, facts = collect(framed, path, fmt)
     return evidence, facts, framed.shape
@@ -33,17 +34,23 @@ def read_capture(path: Path,
 def capture_notes(evidence: list[StreamEvidence], facts: dict[str, Any]) -> list[str]:
     notes = []
     if facts.get("cut_at_line"):
-        notes.append(f"capture cut mid-way: the chunk starting on line {facts['cut_at_line']} is incomplete "
-                     "and was dropped")
+        notes.append(
+            f"capture cut mid-way: the chunk starting on line {facts['cut_at_line']} is incomplete "
+            "and was dropped"
+        )
     partial = [e.request_id for e in evidence if not e.streaming["complete"]]
     if partial:
         notes.append(f"partial evidence: {len(partial)} stream(s) end before finish_reason or [DONE]")
     if any(e.streaming["timestamps"] == "none" for e in evidence):
-        notes.append("no receive timestamps in the capture: no first-token time or gaps are given "
-                     "(annotate events with ': recv_ms=<ms>' or use timed JSONL)")
+        notes.append(
+            "no receive timestamps in the capture: no first-token time or gaps are given "
+            "(annotate events with ': recv_ms=<ms>' or use timed JSONL)"
+        )
     if not any(e.usage for e in evidence):
-        notes.append("no usage in the stream (request without stream_options.include_usage): "
-                     "token counts are content-chunk counts")
+        notes.append(
+            "no usage in the stream (request without stream_options.include_usage): "
+            "token counts are content-chunk counts"
+        )
     return notes
 
 
@@ -67,8 +74,11 @@ class SseDialect:
 
     def sniff(self, head: bytes) -> bool:
         text = head_text(head)
-        return (looks_like_chunks(head) and bool(self.claims.search(text))
-                and not (self.refuses is not None and self.refuses.search(text)))
+        return (
+            looks_like_chunks(head)
+            and bool(self.claims.search(text))
+            and not (self.refuses is not None and self.refuses.search(text))
+        )
 
     def version(self, facts: dict[str, Any], shape: str) -> str:
         """``objects; usage layout[; reasoning_content][; shape]`` of a capture."""
@@ -97,9 +107,12 @@ class SseMirrorBase(BackendMirror):
         notes = capture_notes(evidence, facts)
         notes.append("run aggregates computed by tickgate from the streams")
         models = sorted({e.model for e in evidence if e.model})
-        run = {"backend": self.backend, "model": models[0] if len(models) == 1 else None,
-               "provenance": provenance(path, self.name, self.version(facts, shape), notes),
-               "aggregates": clean_aggregates(from_requests(requests))}
+        run = {
+            "backend": self.backend,
+            "model": models[0] if len(models) == 1 else None,
+            "provenance": provenance(path, self.name, self.version(facts, shape), notes),
+            "aggregates": clean_aggregates(from_requests(requests)),
+        }
         return document(run, requests)
 
 

@@ -11,7 +11,7 @@ histogram quantiles use Prometheus' ``histogram_quantile`` rule.
 from __future__ import annotations
 
 import math
-from typing import Iterable, Sequence
+from collections.abc import Iterable, Sequence
 
 from ..util.quantile import quantile
 
@@ -44,8 +44,9 @@ def summarize(values: Iterable[float], *, ndigits: int = 6) -> dict[str, float]:
     return {k: round(v, ndigits) for k, v in out.items()}
 
 
-def histogram_quantile(q: float, buckets: Sequence[tuple[float, float]],
-                       total: float | None = None) -> float | None:
+def histogram_quantile(
+    q: float, buckets: Sequence[tuple[float, float]], total: float | None = None
+) -> float | None:
     """Prometheus-style quantile from cumulative ``(upper_bound, count)`` buckets.
 
     Linear interpolation inside the bucket that holds the rank, with 0 as the

@@ -16,6 +16,7 @@ not an error.
 from __future__ import annotations
 
 import hashlib
+import itertools
 from pathlib import Path
 from typing import Any
 
@@ -58,21 +59,27 @@ def _delta_text(choice: dict[str, Any], path: Path | str, where: str, line: int)
     parts = []
     delta = choice.get("delta")
     if delta is not None and not isinstance(delta, dict):
-        raise InputError(path, f"'delta' must be an object, got {type(delta).__name__}", line=line,
-                         json_path=f"{where}.delta")
+        raise InputError(
+            path,
+            f"'delta' must be an object, got {type(delta).__name__}",
+            line=line,
+            json_path=f"{where}.delta",
+        )
     sources = [(delta or {}).get("content"), (delta or {}).get("reasoning_content"), choice.get("text")]
     for value in sources:
         if value is None:
             continue
         if not isinstance(value, str):
-            raise InputError(path, f"token text must be a string, got {type(value).__name__}", line=line,
-                             json_path=where)
+            raise InputError(
+                path, f"token text must be a string, got {type(value).__name__}", line=line, json_path=where
+            )
         parts.append(value)
     return "".join(parts)
 
 
-def collect(framed: Framed, path: Path | str,
-            fmt: str = "OpenAI-compatible stream") -> tuple[list[StreamEvidence], dict[str, Any]]:
+def collect(
+    framed: Framed, path: Path | str, fmt: str = "OpenAI-compatible stream"
+) -> tuple[list[StreamEvidence], dict[str, Any]]:
     """Group chunk events by request; return evidence sorted by request id and
     facts about the capture (objects seen, usage placement) for version notes.
 
@@ -80,9 +87,18 @@ def collect(framed: Framed, path: Path | str,
     (``fmt`` names the format in that error), whatever ids it carries."""
     streams: dict[str, _Stream] = {}
     current: list[_Stream] = []
-    facts: dict[str, Any] = {"objects": set(), "usage_on_content_chunk": False, "usage_chunk_without_choices": False,
-                             "usage_on_finish_chunk": False, "usage_null_fields": False, "reasoning": False,
-                             "stop_reason": False, "matched_stop": False, "done": False, "choices": False}
+    facts: dict[str, Any] = {
+        "objects": set(),
+        "usage_on_content_chunk": False,
+        "usage_chunk_without_choices": False,
+        "usage_on_finish_chunk": False,
+        "usage_null_fields": False,
+        "reasoning": False,
+        "stop_reason": False,
+        "matched_stop": False,
+        "done": False,
+        "choices": False,
+    }
     for ev in framed.events:
         if ev.payload == DONE:
             facts["done"] = True
@@ -94,8 +110,14 @@ def collect(framed: Framed, path: Path | str,
         raise InputError(path, "no stream chunks found (expected objects with an 'id' and 'choices')")
     if not facts["choices"]:
         first = next(ev for ev in framed.events if ev.payload != DONE)
-        raise not_this_format(path, fmt, "completion stream chunks with 'id' and 'choices' (no chunk has 'choices')",
-                              found=first.payload, line=first.line, json_path="$")
+        raise not_this_format(
+            path,
+            fmt,
+            "completion stream chunks with 'id' and 'choices' (no chunk has 'choices')",
+            found=first.payload,
+            line=first.line,
+            json_path="$",
+        )
     out = []
     for rid in sorted(streams):
         out.append(_evidence(streams[rid]))
@@ -104,8 +126,9 @@ def collect(framed: Framed, path: Path | str,
     return out, facts
 
 
-def _take_chunk(ev: Event, streams: dict[str, _Stream], current: list[_Stream], facts: dict[str, Any],
-                path: Path | str) -> None:
+def _take_chunk(
+    ev: Event, streams: dict[str, _Stream], current: list[_Stream], facts: dict[str, Any], path: Path | str
+) -> None:
     chunk = ev.payload
     rid = chunk.get("id")
     if not isinstance(rid, str) or not rid:
@@ -113,8 +136,12 @@ def _take_chunk(ev: Event, streams: dict[str, _Stream], current: list[_Stream], 
     choices = chunk.get("choices", [])
     facts["choices"] = facts["choices"] or "choices" in chunk
     if not isinstance(choices, list):
-        raise InputError(path, f"'choices' must be a list, got {type(choices).__name__}", line=ev.line,
-                         json_path="$.choices")
+        raise InputError(
+            path,
+            f"'choices' must be a list, got {type(choices).__name__}",
+            line=ev.line,
+            json_path="$.choices",
+        )
     obj = chunk.get("object")
     if isinstance(obj, str):
         facts["objects"].add(obj)
@@ -122,8 +149,12 @@ def _take_chunk(ev: Event, streams: dict[str, _Stream], current: list[_Stream], 
     if "usage" in chunk and usage is None:
         facts["usage_null_fields"] = True
     if usage is not None and not isinstance(usage, dict):
-        raise InputError(path, f"'usage' must be an object or null, got {type(usage).__name__}", line=ev.line,
-                         json_path="$.usage")
+        raise InputError(
+            path,
+            f"'usage' must be an object or null, got {type(usage).__name__}",
+            line=ev.line,
+            json_path="$.usage",
+        )
     model = chunk.get("model") if isinstance(chunk.get("model"), str) else None
     touched: list[_Stream] = []
     for i, choice in enumerate(choices):
@@ -150,8 +181,12 @@ def _take_chunk(ev: Event, streams: dict[str, _Stream], current: list[_Stream], 
         reason = choice.get("finish_reason")
         if reason is not None:
             if not isinstance(reason, str):
-                raise InputError(path, "'finish_reason' must be a string or null", line=ev.line,
-                                 json_path=f"{where}.finish_reason")
+                raise InputError(
+                    path,
+                    "'finish_reason' must be a string or null",
+                    line=ev.line,
+                    json_path=f"{where}.finish_reason",
+                )
             s.finish_reason = reason
             if usage is not None:
                 facts["usage_on_finish_chunk"] = True
@@ -189,7 +224,7 @@ def _evidence(s: _Stream) -> StreamEvidence:
     if s.timed and s.token_chunks and len(times) == s.token_chunks:
         streaming["timestamps"] = "receive"
         streaming["first_token_ms"] = round(times[0], 6)
-        streaming["gaps_ms"] = [round(max(0.0, b - a), 6) for a, b in zip(times, times[1:])]
+        streaming["gaps_ms"] = [round(max(0.0, b - a), 6) for a, b in itertools.pairwise(times)]
     else:
         streaming["timestamps"] = "none"
     return StreamEvidence(s.request_id, s.model, dict(sorted(streaming.items())), "".join(s.text), s.usage)
@@ -225,4 +260,3 @@ def evidence_to_request(ev: StreamEvidence, backend: str) -> dict[str, Any]:
             req["itl_p95_ms"] = round(quantile(gaps, 0.95), 6)
     req["streaming"] = st
     return req
-

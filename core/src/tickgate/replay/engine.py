@@ -9,15 +9,16 @@ All scheduling semantics live in the scheduler plugin.
 from __future__ import annotations
 
 from collections import deque
-from typing import Any, Iterable, Protocol
+from collections.abc import Iterable
+from typing import Any, Protocol
 
 import attrs
 
-from ..util.errors import InputError, PluginError, ReplayError, TickLimitExceeded
+from ..host.policy import Policy, require_section
+from ..host.registry import Registry, get_registry
 from ..interfaces import AdmissionContext, BuildContext, Clock, Horizon, Scheduler, optional_attribute
 from ..interfaces.model import Request, RequestOutcome, TickRecord
-from ..host.registry import Registry, get_registry
-from ..host.policy import Policy, require_section
+from ..util.errors import InputError, PluginError, ReplayError, TickLimitExceeded
 
 DEFAULT_MAX_TICKS = 50_000_000
 #: consecutive steps that change nothing before a replay is declared stuck
@@ -32,8 +33,9 @@ class Sink(Protocol):
     def arrival(self, request: Request) -> None: ...
 
 
-def build_scheduler(policy: Policy, clock: Clock, registry: Registry | None = None, *,
-                    prefix_block_size: int | None = None) -> tuple[Scheduler, dict[str, Any]]:
+def build_scheduler(
+    policy: Policy, clock: Clock, registry: Registry | None = None, *, prefix_block_size: int | None = None
+) -> tuple[Scheduler, dict[str, Any]]:
     """Instantiate the policy's scheduler with its allocator and admission policy.
 
     Returns the scheduler and a description of what was built (for the report).
@@ -47,24 +49,38 @@ def build_scheduler(policy: Policy, clock: Clock, registry: Registry | None = No
 
     if adm_sel is not None:
         if not optional_attribute(cls, "uses_admission_policy"):
-            raise InputError(policy.path, f'scheduler "{cls.name}" orders its own queue '
-                             f"({optional_attribute(cls, 'admission_note')}); "
-                             "remove the admission section", **policy.locate("admission"))
+            raise InputError(
+                policy.path,
+                f'scheduler "{cls.name}" orders its own queue '
+                f"({optional_attribute(cls, 'admission_note')}); "
+                "remove the admission section",
+                **policy.locate("admission"),
+            )
         supported = optional_attribute(cls, "supported_admission")
         if supported is not None and adm_sel.plugin.name not in supported:
-            raise InputError(policy.path, f'admission "{adm_sel.plugin.name}" does not compose with '
-                             f'scheduler "{cls.name}"; it supports: {", ".join(sorted(supported))}',
-                             **policy.locate("admission", "name"))
+            raise InputError(
+                policy.path,
+                f'admission "{adm_sel.plugin.name}" does not compose with '
+                f'scheduler "{cls.name}"; it supports: {", ".join(sorted(supported))}',
+                **policy.locate("admission", "name"),
+            )
     if kv_sel is not None and not optional_attribute(cls, "uses_kv_allocator"):
-        raise InputError(policy.path, f'scheduler "{cls.name}" manages its own KV cache; '
-                         "remove the kv_allocator section", **policy.locate("kv_allocator"))
+        raise InputError(
+            policy.path,
+            f'scheduler "{cls.name}" manages its own KV cache; remove the kv_allocator section',
+            **policy.locate("kv_allocator"),
+        )
 
     def make_kv(capacity: int, page_size: int, default: str = "paged") -> Any:
         info = kv_sel.plugin if kv_sel is not None else registry.get("kv_allocator", default)
         options = kv_sel.options if kv_sel is not None else {}
         built["kv_allocator"] = {"name": info.name, "options": dict(options)}
-        return policy.build_plugin(info, lambda: info.obj.build(options, capacity, page_size),
-                                   *(("kv_allocator",) if kv_sel is not None else policy.scheduler_at), "name")
+        return policy.build_plugin(
+            info,
+            lambda: info.obj.build(options, capacity, page_size),
+            *(("kv_allocator",) if kv_sel is not None else policy.scheduler_at),
+            "name",
+        )
 
     def make_admission(actx: AdmissionContext, default: str | None = "priority-fcfs") -> Any:
         if adm_sel is None and default is None:
@@ -72,13 +88,23 @@ def build_scheduler(policy: Policy, clock: Clock, registry: Registry | None = No
         info = adm_sel.plugin if adm_sel is not None else registry.get("admission", default)
         options = adm_sel.options if adm_sel is not None else {}
         built["admission"] = {"name": info.name, "options": dict(options)}
-        return policy.build_plugin(info, lambda: info.obj.build(options, actx),
-                                   *(("admission",) if adm_sel is not None else policy.scheduler_at), "name")
+        return policy.build_plugin(
+            info,
+            lambda: info.obj.build(options, actx),
+            *(("admission",) if adm_sel is not None else policy.scheduler_at),
+            "name",
+        )
 
-    ctx = BuildContext(clock=clock, timing=policy.timing, make_kv_allocator=make_kv,
-                       make_admission=make_admission, prefix_block_size=prefix_block_size)
-    scheduler = policy.build_plugin(sched_sel.plugin, lambda: cls.build(sched_sel.options, ctx),
-                                    *policy.scheduler_at, "name")
+    ctx = BuildContext(
+        clock=clock,
+        timing=policy.timing,
+        make_kv_allocator=make_kv,
+        make_admission=make_admission,
+        prefix_block_size=prefix_block_size,
+    )
+    scheduler = policy.build_plugin(
+        sched_sel.plugin, lambda: cls.build(sched_sel.options, ctx), *policy.scheduler_at, "name"
+    )
     return scheduler, built
 
 
@@ -97,7 +123,7 @@ class _Window:
     used are free from the start. Cost: O(1) per request and per outcome.
     """
 
-    __slots__ = ("unused", "freed", "timed")
+    __slots__ = ("freed", "timed", "unused")
 
     def __init__(self, size: int, timed: bool) -> None:
         self.unused = size  # slots no request has held yet
@@ -147,7 +173,7 @@ class Frontend:
     wait in the front end, as a benchmark client measures them.
     """
 
-    __slots__ = ("service", "free_at", "client")
+    __slots__ = ("client", "free_at", "service")
 
     def __init__(self, timing: Any) -> None:
         self.service = timing.frontend_service_ms
@@ -157,8 +183,10 @@ class Frontend:
     def enter(self, request: Request) -> Request:
         at = request.arrival_ms
         free = self.free_at
-        self.free_at = (at if at >= free else free) + self.service(request.prompt_tokens,  # type: ignore[operator]
-                                                                    request.max_output_tokens)
+        self.free_at = (at if at >= free else free) + self.service(
+            request.prompt_tokens,  # type: ignore[operator]
+            request.max_output_tokens,
+        )
         if at >= free:  # type: ignore[operator]
             return request
         self.client[request.id] = at  # type: ignore[assignment]
@@ -210,7 +238,7 @@ def run(
         pending = frontend.enter(pending)
     waiting: Request | None = None  # the next request while it waits for a slot (pending is None)
     stalled = 0
-    horizon_for: Request | None | bool = False  # the pending request `horizon` was built for
+    horizon_for: Request | bool | None = False  # the pending request `horizon` was built for
     horizon = Horizon()
     # Bound methods, looked up once: this loop runs once per record.
     has_work, step, pop_outcomes = scheduler.has_work, scheduler.step, scheduler.pop_outcomes
@@ -232,8 +260,10 @@ def run(
                 window.release(outcomes, clock.tick, clock.now_ms)  # type: ignore[union-attr]
                 pending = window.issue(waiting)  # type: ignore[union-attr]
                 if pending is None:
-                    raise PluginError(f"{label} has no work and reported no outcome at step {clock.tick}, "
-                                      f"yet {max_concurrency} requests are in flight (max_concurrency)")
+                    raise PluginError(
+                        f"{label} has no work and reported no outcome at step {clock.tick}, "
+                        f"yet {max_concurrency} requests are in flight (max_concurrency)"
+                    )
                 waiting = None
                 if frontend is not None:
                     pending = frontend.enter(pending)
@@ -302,15 +332,18 @@ def take_step(step: Any, horizon: Horizon, clock: Clock, label: str) -> TickReco
     except (InputError, PluginError, ReplayError):
         raise
     except Exception as exc:
-        raise PluginError(f"{culprit(exc, label)} failed at step {clock.tick}: "
-                          f"{type(exc).__name__}: {exc}") from exc
+        raise PluginError(
+            f"{culprit(exc, label)} failed at step {clock.tick}: {type(exc).__name__}: {exc}"
+        ) from exc
     if type(record) is not TickRecord:
-        raise PluginError(f"{label} returned {type(record).__name__} instead of a TickRecord "
-                          f"at step {clock.tick}")
+        raise PluginError(
+            f"{label} returned {type(record).__name__} instead of a TickRecord at step {clock.tick}"
+        )
     span = record.span
     if record.tick != clock.tick or type(span) is not int or span < 1:
-        raise PluginError(f"{label} returned a record for tick {record.tick} (span {span}) "
-                          f"at step {clock.tick}")
+        raise PluginError(
+            f"{label} returned a record for tick {record.tick} (span {span}) at step {clock.tick}"
+        )
     return record
 
 
@@ -324,9 +357,11 @@ def advance(clock: Clock, record: TickRecord, stalled: int, limit: int) -> int:
     if not record.decode_tokens and _idle(record):
         stalled += span
         if stalled >= STALL_LIMIT:
-            raise ReplayError(f"no progress for {stalled} steps at step {clock.tick}: "
-                              f"{record.queued} requests queued, {record.active} active; "
-                              "the policy can never admit them")
+            raise ReplayError(
+                f"no progress for {stalled} steps at step {clock.tick}: "
+                f"{record.queued} requests queued, {record.active} active; "
+                "the policy can never admit them"
+            )
     else:
         stalled = 0
     if clock.tick > limit:
@@ -354,5 +389,11 @@ def culprit(exc: BaseException, default: str) -> str:
 
 
 def _idle(record: TickRecord) -> bool:
-    return not (record.admitted or record.prefill_tokens or record.decode_tokens or record.completed
-                or record.rejected or record.preempted)
+    return not (
+        record.admitted
+        or record.prefill_tokens
+        or record.decode_tokens
+        or record.completed
+        or record.rejected
+        or record.preempted
+    )

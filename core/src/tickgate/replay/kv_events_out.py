@@ -36,47 +36,47 @@ Deterministic: the bytes depend only on the values written (no wall clock).
 
 from __future__ import annotations
 
-from typing import IO, Any, Union
+from typing import IO, Any
 
 import msgspec
 
 from ..interfaces import AllBlocksCleared, BlockRemoved, BlockStored
 
-__all__ = ["KvEventWriter", "KvEventCounts", "KvEventSink"]
+__all__ = ["KvEventCounts", "KvEventSink", "KvEventWriter"]
 
 
 class _Stored(msgspec.Struct, tag="BlockStored", omit_defaults=True, gc=False):
     block_hashes: list[int]
-    parent_block_hash: Union[int, None]
+    parent_block_hash: int | None
     token_ids: list[int]
     block_size: int
-    lora_id: Union[int, None]
-    medium: Union[str, None]
-    lora_name: Union[str, None]
+    lora_id: int | None
+    medium: str | None
+    lora_name: str | None
 
 
 class _Removed(msgspec.Struct, tag="BlockRemoved", omit_defaults=True, gc=False):
     block_hashes: list[int]
-    medium: Union[str, None]
+    medium: str | None
 
 
 class _Cleared(msgspec.Struct, tag="AllBlocksCleared", omit_defaults=True, gc=False):
     pass
 
 
-_Event = Union[_Stored, _Removed, _Cleared]
+_Event = _Stored | _Removed | _Cleared
 
 
 class _Batch(msgspec.Struct, array_like=True, omit_defaults=True, gc=False):
     ts: float
     events: list[_Event]
-    data_parallel_rank: Union[int, None] = None
+    data_parallel_rank: int | None = None
 
 
 class _NamedBatch(msgspec.Struct, array_like=True, gc=False):
     ts: float
     events: list[_Event]
-    data_parallel_rank: Union[int, None]
+    data_parallel_rank: int | None
     replica: str
 
 
@@ -87,8 +87,18 @@ class KvEventCounts:
     (replica, rank) and one for unnamed batches, as tickgate's reader does, so
     it is what a consumer of the file sees resident."""
 
-    __slots__ = ("batches", "stored_events", "removed_events", "cleared_events", "blocks_stored",
-                 "blocks_removed", "tokens_stored", "resident", "peak_resident", "streams")
+    __slots__ = (
+        "batches",
+        "blocks_removed",
+        "blocks_stored",
+        "cleared_events",
+        "peak_resident",
+        "removed_events",
+        "resident",
+        "stored_events",
+        "streams",
+        "tokens_stored",
+    )
 
     def __init__(self) -> None:
         self.batches = 0
@@ -111,8 +121,11 @@ class KvEventCounts:
     def to_json(self) -> dict[str, Any]:
         return {
             "batches": self.batches,
-            "events": {"BlockStored": self.stored_events, "BlockRemoved": self.removed_events,
-                       "AllBlocksCleared": self.cleared_events},
+            "events": {
+                "BlockStored": self.stored_events,
+                "BlockRemoved": self.removed_events,
+                "AllBlocksCleared": self.cleared_events,
+            },
             "blocks_stored": self.blocks_stored,
             "blocks_removed": self.blocks_removed,
             "tokens_stored": self.tokens_stored,
@@ -146,8 +159,13 @@ class KvEventWriter:
         self.counts = KvEventCounts()
         self._encoder = msgspec.msgpack.Encoder()
 
-    def write_batch(self, ts_s: float, events: list[Any], data_parallel_rank: int | None = None,
-                    replica: str | None = None) -> None:
+    def write_batch(
+        self,
+        ts_s: float,
+        events: list[Any],
+        data_parallel_rank: int | None = None,
+        replica: str | None = None,
+    ) -> None:
         if not events:
             return
         c = self.counts
@@ -170,8 +188,17 @@ class KvEventWriter:
                 held -= before - len(resident)
             elif t is BlockStored:
                 hs = ev.block_hashes
-                add(_Stored(list(hs), ev.parent_block_hash, _tokens(hs, ev.block_size), ev.block_size, None,
-                            ev.medium, None))
+                add(
+                    _Stored(
+                        list(hs),
+                        ev.parent_block_hash,
+                        _tokens(hs, ev.block_size),
+                        ev.block_size,
+                        None,
+                        ev.medium,
+                        None,
+                    )
+                )
                 n_stored += 1
                 b_stored += len(hs)
                 tokens += ev.token_count
@@ -215,8 +242,16 @@ class KvEventSink:
     replica name (a fleet names its replicas, :class:`KvEventWriter`).
     """
 
-    def __init__(self, scheduler: Any, clock: Any, writer: KvEventWriter, *, timed: bool,
-                 data_parallel_rank: int | None = 0, replica: str | None = None) -> None:
+    def __init__(
+        self,
+        scheduler: Any,
+        clock: Any,
+        writer: KvEventWriter,
+        *,
+        timed: bool,
+        data_parallel_rank: int | None = 0,
+        replica: str | None = None,
+    ) -> None:
         self.drain = scheduler.drain_kv_events
         self.clock = clock
         self.writer = writer

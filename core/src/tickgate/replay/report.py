@@ -19,10 +19,11 @@ from __future__ import annotations
 import hashlib
 import json
 from array import array
-from typing import Any, Iterable, Mapping
+from collections.abc import Iterable, Mapping
+from typing import Any
 
-from ..util.jsonio import dumps_line, plain_float, stdlib_line
 from ..interfaces.model import Request, RequestOutcome, TickRecord
+from ..util.jsonio import dumps_line, plain_float, stdlib_line
 from ..util.quantile import interpolate
 from .serialize import outcome_to_json
 from .series import Series
@@ -84,6 +85,7 @@ class EncodedDetail(dict):  # type: ignore[type-arg]
         super().__init__(data)
         self.canonical_json = canonical_json
 
+
 #: (detail, its JSON) of the last record: a fast-forwarded span usually repeats the
 #: previous record's detail object (records and their details are immutable values)
 _detail_memo: list[Any] = [None, ""]
@@ -134,10 +136,12 @@ def canonical_body(record: TickRecord) -> str:
     except TypeError:
         return json.dumps(r.canonical(), sort_keys=True, separators=(",", ":"))
     detail = f',"detail":{_encode_detail(r.detail)}' if r.detail else ""
-    return (f'{{"active":{ints[0]},"admitted":[{admitted}],"completed":[{completed}],'
-            f'"decode_tokens":{ints[1]},"decoded":[{decoded}]{detail},"kv_pages_reserved":{ints[2]},'
-            f'"kv_pages_used":{ints[3]},"preempted":[{preempted}],"prefill_tokens":{ints[4]},'
-            f'"queued":{ints[5]},"rejected":[{rejected}]}}')
+    return (
+        f'{{"active":{ints[0]},"admitted":[{admitted}],"completed":[{completed}],'
+        f'"decode_tokens":{ints[1]},"decoded":[{decoded}]{detail},"kv_pages_reserved":{ints[2]},'
+        f'"kv_pages_used":{ints[3]},"preempted":[{preempted}],"prefill_tokens":{ints[4]},'
+        f'"queued":{ints[5]},"rejected":[{rejected}]}}'
+    )
 
 
 class FingerprintSink:
@@ -206,8 +210,17 @@ class TraceSink:
 
 
 class _Segment:
-    __slots__ = ("requests", "completed", "rejected", "queue", "admitted_tokens", "deadline_missed",
-                 "reasons", "ttft", "e2e")
+    __slots__ = (
+        "admitted_tokens",
+        "completed",
+        "deadline_missed",
+        "e2e",
+        "queue",
+        "reasons",
+        "rejected",
+        "requests",
+        "ttft",
+    )
 
     def __init__(self) -> None:
         self.requests = 0
@@ -297,8 +310,11 @@ class SummarySink:
             self.ticks_omitted += 1
 
     def outcome(self, o: RequestOutcome) -> None:
-        segs = ([self._segment(k, v) for k, v in (("tenant", o.tenant), ("lane", o.lane)) if v is not None]
-                if o.tenant is not None or o.lane is not None else ())
+        segs = (
+            [self._segment(k, v) for k, v in (("tenant", o.tenant), ("lane", o.lane)) if v is not None]
+            if o.tenant is not None or o.lane is not None
+            else ()
+        )
         if o.status == "completed":
             self.completed += 1
             self.output_tokens_done += o.output_tokens
@@ -359,9 +375,13 @@ class SummarySink:
                 span[1] = value
 
     def _rejection_figures(self) -> dict[str, Any]:
-        return {key: {"example": example,
-                      **{name: {"min": lo, "max": hi} for name, (lo, hi) in sorted(ranges.items())}}
-                for key, (example, ranges) in sorted(self.reason_figures.items())}
+        return {
+            key: {
+                "example": example,
+                **{name: {"min": lo, "max": hi} for name, (lo, hi) in sorted(ranges.items())},
+            }
+            for key, (example, ranges) in sorted(self.reason_figures.items())
+        }
 
     def _segment(self, key: str, value: str) -> _Segment:
         seg = self.segments.get((key, value))
@@ -370,10 +390,21 @@ class SummarySink:
         return seg
 
     # -- report ---------------------------------------------------------------
-    def report(self, *, total_ticks: int, kv_capacity: int, decode_slots: int, final_kv: int,
-               fingerprint: str, extra: Mapping[str, Any], built: Mapping[str, Any],
-               inputs: Mapping[str, Any], timed: bool, busy_ms: float | None = None,
-               frontend_ms: float = 0.0) -> dict[str, Any]:
+    def report(
+        self,
+        *,
+        total_ticks: int,
+        kv_capacity: int,
+        decode_slots: int,
+        final_kv: int,
+        fingerprint: str,
+        extra: Mapping[str, Any],
+        built: Mapping[str, Any],
+        inputs: Mapping[str, Any],
+        timed: bool,
+        busy_ms: float | None = None,
+        frontend_ms: float = 0.0,
+    ) -> dict[str, Any]:
         """The report. ``frontend_ms``: the timing model's way in and out of the
         engine, added to every TTFT and end-to-end latency (as a client measures
         them; the outcomes keep the engine's times)."""
@@ -413,7 +444,8 @@ class SummarySink:
                     "peak_pages": self.peak_kv,
                     "mean_pages": mean(self.kv_weighted),
                     "mean_pressure_pct": _round(100.0 * self.kv_weighted / (busy * kv_capacity))
-                    if busy and kv_capacity else 0.0,
+                    if busy and kv_capacity
+                    else 0.0,
                 },
             },
             "utilization": {

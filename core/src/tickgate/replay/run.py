@@ -4,22 +4,25 @@
 from __future__ import annotations
 
 import contextlib
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any
 
-from ..util.atomic import atomic_writer
-from .engine import build_scheduler, run
-from ..util.errors import InputError, TickLimitExceeded
+from ..host.policy import Policy
 from ..interfaces import Clock, optional_attribute
 from ..interfaces.model import Request
-from ..host.policy import Policy
+from ..util.atomic import atomic_writer
+from ..util.errors import InputError, TickLimitExceeded
+from .engine import build_scheduler, run
 from .report import DETAIL_LIMIT, FingerprintSink, SummarySink, TraceSink
 from .sidecar import Sidecar
 
 #: what the error for a timed workload under an untimed policy suggests adding:
 #: docs/timing.md's example, as one line of YAML (tests parse it and replay with it)
-TIMING_EXAMPLE = ("timing: {name: linear, options: {fixed_ms: 4.0, per_prefill_token_ms: 0.02, "
-                  "per_decode_seq_ms: 0.15, per_context_token_ms: 0.0002}}")
+TIMING_EXAMPLE = (
+    "timing: {name: linear, options: {fixed_ms: 4.0, per_prefill_token_ms: 0.02, "
+    "per_decode_seq_ms: 0.15, per_context_token_ms: 0.0002}}"
+)
 
 
 def replay_engine(
@@ -57,9 +60,13 @@ def replay_engine(
 
         if not records_kv_events(scheduler):
             name = built["scheduler"]["name"]
-            raise InputError(policy.path, f'scheduler "{name}" does not record KV-cache '
-                             "events; --kv-events needs one that does, such as vllm-v1 (docs/vllm.md, "
-                             '"KV events")', **policy.locate("scheduler", "name"))
+            raise InputError(
+                policy.path,
+                f'scheduler "{name}" does not record KV-cache '
+                "events; --kv-events needs one that does, such as vllm-v1 (docs/vllm.md, "
+                '"KV events")',
+                **policy.locate("scheduler", "name"),
+            )
         scheduler.enable_kv_events()
     kv_writer = None
     with contextlib.ExitStack() as stack:
@@ -85,21 +92,39 @@ def replay_engine(
             kv_writer = KvEventWriter(stack.enter_context(atomic_writer(kv_events_path, binary=True)))
             sinks.append(KvEventSink(scheduler, clock, kv_writer, timed=timed))
         if timed and policy.timing is None:
-            raise InputError(policy.path, "the workload gives arrivals in ms (arrival_ms); the policy needs a "
-                             "'timing' section to map them onto steps: add one to "
-                             + ("a copy of this bundled policy" if policy.source.startswith("bundled:")
-                                else "the policy")
-                             + f", e.g. `{TIMING_EXAMPLE}` (docs/timing.md)", json_path="$.timing")
+            raise InputError(
+                policy.path,
+                "the workload gives arrivals in ms (arrival_ms); the policy needs a "
+                "'timing' section to map them onto steps: add one to "
+                + ("a copy of this bundled policy" if policy.source.startswith("bundled:") else "the policy")
+                + f", e.g. `{TIMING_EXAMPLE}` (docs/timing.md)",
+                json_path="$.timing",
+            )
         stream = _chain(first, it)
         try:
-            run(stream, scheduler, clock, sinks, timed=timed, max_ticks=policy.max_ticks, label=label,
-                max_concurrency=max_concurrency, timing=policy.timing)
+            run(
+                stream,
+                scheduler,
+                clock,
+                sinks,
+                timed=timed,
+                max_ticks=policy.max_ticks,
+                label=label,
+                max_concurrency=max_concurrency,
+                timing=policy.timing,
+            )
         except TickLimitExceeded as exc:
             if policy.max_ticks is not None:
-                raise InputError(policy.path, f"replay exceeded the tick limit of {exc.limit} steps (raise it "
-                                 "if this is expected)", **policy.locate("limits", "max_ticks")) from None
-            raise InputError(policy.path, f"replay exceeded the default tick limit of {exc.limit} steps (set "
-                             "limits.max_ticks in the policy if this is expected)") from None
+                raise InputError(
+                    policy.path,
+                    f"replay exceeded the tick limit of {exc.limit} steps (raise it if this is expected)",
+                    **policy.locate("limits", "max_ticks"),
+                ) from None
+            raise InputError(
+                policy.path,
+                f"replay exceeded the default tick limit of {exc.limit} steps (set "
+                "limits.max_ticks in the policy if this is expected)",
+            ) from None
         if side is None:
             digest = fingerprint.hexdigest()
         else:

@@ -26,17 +26,24 @@ def _ms(value: float | None) -> float | None:
 converter.register_unstructure_hook(
     RequestOutcome,
     make_dict_unstructure_fn(
-        RequestOutcome, converter, _cattrs_omit_if_default=True,
-        arrival_ms=override(unstruct_hook=_ms), admitted_ms=override(unstruct_hook=_ms),
+        RequestOutcome,
+        converter,
+        _cattrs_omit_if_default=True,
+        arrival_ms=override(unstruct_hook=_ms),
+        admitted_ms=override(unstruct_hook=_ms),
         first_token_ms=override(unstruct_hook=_ms),
-        finished_ms=override(unstruct_hook=_ms), flags=override(unstruct_hook=list),
+        finished_ms=override(unstruct_hook=_ms),
+        flags=override(unstruct_hook=list),
         # a rejection's key and figures restate its reason, which the entry carries: they
         # feed the report's rejections_by_reason / rejection_figures, not every outcome
-        reason_key=override(omit=True), reason_figures=override(omit=True),
+        reason_key=override(omit=True),
+        reason_figures=override(omit=True),
     ),
 )
 converter.register_structure_hook(
-    RequestOutcome, make_dict_structure_fn(RequestOutcome, converter, flags=override(struct_hook=lambda v, _: tuple(v))))
+    RequestOutcome,
+    make_dict_structure_fn(RequestOutcome, converter, flags=override(struct_hook=lambda v, _: tuple(v))),
+)
 
 
 def outcome_to_json(outcome: RequestOutcome) -> dict[str, Any]:

@@ -38,8 +38,24 @@ class Series:
     """A sink-side accumulator: :meth:`arrival` and :meth:`record` in engine order,
     then :meth:`to_json`."""
 
-    __slots__ = ("points", "width", "hi", "cur", "steps", "first", "ms", "kv_sum", "kv_max", "q_sum",
-                 "q_max", "a_sum", "a_max", "now_ms", "timed", "end")
+    __slots__ = (
+        "a_max",
+        "a_sum",
+        "cur",
+        "end",
+        "first",
+        "hi",
+        "kv_max",
+        "kv_sum",
+        "ms",
+        "now_ms",
+        "points",
+        "q_max",
+        "q_sum",
+        "steps",
+        "timed",
+        "width",
+    )
 
     def __init__(self, points: int = MAX_POINTS) -> None:
         if points < 2 or points % 2:
@@ -158,8 +174,13 @@ class Series:
             ms = self.ms
             out["ms"] = [None if ms[b] is None else round(ms[b], 3) for b in keep]  # type: ignore[arg-type]
         out["steps"] = [self.steps[b] for b in keep]
-        for name, sums, maxima in (("kv_pages_used", self.kv_sum, self.kv_max),
-                                   ("queued", self.q_sum, self.q_max), ("active", self.a_sum, self.a_max)):
-            out[name] = {"max": [maxima[b] for b in keep],
-                         "mean": [round(sums[b] / self.steps[b], 3) for b in keep]}
+        for name, sums, maxima in (
+            ("kv_pages_used", self.kv_sum, self.kv_max),
+            ("queued", self.q_sum, self.q_max),
+            ("active", self.a_sum, self.a_max),
+        ):
+            out[name] = {
+                "max": [maxima[b] for b in keep],
+                "mean": [round(sums[b] / self.steps[b], 3) for b in keep],
+            }
         return out

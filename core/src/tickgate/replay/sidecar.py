@@ -24,8 +24,8 @@ from typing import Any
 import attrs
 
 from ..interfaces.model import Request, RequestOutcome, TickRecord, tick_record
-from .report import EncodedDetail, FingerprintSink, SummarySink
 from ..parallel.helper import Channel, Helper
+from .report import EncodedDetail, FingerprintSink, SummarySink
 
 #: events per message
 BATCH = 512
@@ -44,10 +44,11 @@ _DETAIL_NOT_KEPT = {"not kept": True}
 class _Arrival:
     """What the sinks read of an arriving request (SummarySink.arrival)."""
 
-    __slots__ = ("prompt_tokens", "tenant", "lane", "arrival_ms")
+    __slots__ = ("arrival_ms", "lane", "prompt_tokens", "tenant")
 
-    def __init__(self, prompt_tokens: int, tenant: str | None, lane: str | None,
-                 arrival_ms: float | None) -> None:
+    def __init__(
+        self, prompt_tokens: int, tenant: str | None, lane: str | None, arrival_ms: float | None
+    ) -> None:
         self.prompt_tokens = prompt_tokens
         self.tenant = tenant
         self.lane = lane
@@ -62,15 +63,20 @@ class Sidecar:
     def __init__(self, detail_limit: int, *, every_sample: bool = True) -> None:
         self._events: list[Any] = []
         self._kept = detail_limit  # records whose detail the summary still keeps (SummarySink.ticks)
-        self._helper = Helper(lambda channel: _serve(channel, detail_limit, every_sample), to_child=True,
-                              role="computing the fingerprint and summary",
-                              instead="computes them in this process instead",
-                              doing="computing the fingerprint and summary").start()
+        self._helper = Helper(
+            lambda channel: _serve(channel, detail_limit, every_sample),
+            to_child=True,
+            role="computing the fingerprint and summary",
+            instead="computes them in this process instead",
+            doing="computing the fingerprint and summary",
+        ).start()
         self.pid = self._helper.pid
 
     # -- sink protocol (parent side) ---------------------------------------------
     def arrival(self, request: Request) -> None:
-        self._events.append((_ARRIVAL, request.prompt_tokens, request.tenant, request.lane, request.arrival_ms))
+        self._events.append(
+            (_ARRIVAL, request.prompt_tokens, request.tenant, request.lane, request.arrival_ms)
+        )
 
     def record(self, record: TickRecord) -> None:
         detail = record.detail
@@ -108,8 +114,9 @@ class Sidecar:
         self._helper.close()
 
 
-def _serve(channel: Channel, detail_limit: int,
-           every_sample: bool) -> tuple[str, SummarySink]:  # pragma: no cover - in the child
+def _serve(
+    channel: Channel, detail_limit: int, every_sample: bool
+) -> tuple[str, SummarySink]:  # pragma: no cover - in the child
     fingerprint = FingerprintSink()
     summary = SummarySink(detail_limit=detail_limit, every_sample=every_sample)
     for events in channel:  # until the parent is done: all events are in
@@ -117,10 +124,15 @@ def _serve(channel: Channel, detail_limit: int,
     return fingerprint.hexdigest(), summary
 
 
-def _replay_events(events: list[Any], fingerprint: FingerprintSink,
-                   summary: SummarySink) -> None:  # pragma: no cover - runs in the child
-    fp_record, sm_record, sm_arrival, sm_outcome = (fingerprint.record, summary.record, summary.arrival,
-                                                    summary.outcome)
+def _replay_events(
+    events: list[Any], fingerprint: FingerprintSink, summary: SummarySink
+) -> None:  # pragma: no cover - runs in the child
+    fp_record, sm_record, sm_arrival, sm_outcome = (
+        fingerprint.record,
+        summary.record,
+        summary.arrival,
+        summary.outcome,
+    )
     for event in events:
         kind = event[0]
         if kind == _ENCODED_TEXT:

@@ -6,7 +6,8 @@ report's distribution (docs/report.md, "Inter-token latency")."""
 from __future__ import annotations
 
 from collections import Counter
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 from ..interfaces.model import RequestOutcome, TickRecord
 from ..util.quantile import cumulative_weights, weighted_interpolate
@@ -18,8 +19,9 @@ def _round(value: float, digits: int = 6) -> float:
     return round(float(value), digits)
 
 
-def weighted_distribution(weights: Mapping[float, int], digits: int = 6, *, total: float | None = None,
-                          top: float | None = None) -> dict[str, Any] | None:
+def weighted_distribution(
+    weights: Mapping[float, int], digits: int = 6, *, total: float | None = None, top: float | None = None
+) -> dict[str, Any] | None:
     """:func:`distribution` of the multiset in which each value of ``weights``
     appears as often as its weight says, without expanding it: count, mean,
     p50/p90/p95/p99 (the same index from the whole percent, found by cumulative
@@ -81,8 +83,19 @@ class TokenGaps:
     kept unrounded.
     """
 
-    __slots__ = ("bins", "total", "top", "clock", "last", "every_sample", "second", "paused", "resumed",
-                 "early", "span_first")
+    __slots__ = (
+        "bins",
+        "clock",
+        "early",
+        "every_sample",
+        "last",
+        "paused",
+        "resumed",
+        "second",
+        "span_first",
+        "top",
+        "total",
+    )
 
     def __init__(self, every_sample: bool = True) -> None:
         self.bins: dict[float, int] = {}  # gap (ms, rounded to the microsecond) -> tokens
@@ -151,8 +164,9 @@ class TokenGaps:
                     self.resumed.pop(i, None)
                     self.paused.pop(i, None)
 
-    def _waited(self, ids: tuple[Any, ...], before: list[float | None], start: float, first_end: float,
-                steady: int) -> int:
+    def _waited(
+        self, ids: tuple[Any, ...], before: list[float | None], start: float, first_end: float, steady: int
+    ) -> int:
         """The first step's gaps of requests that did not sample in the record before;
         returns ``steady`` with those given the step's own duration added."""
         waited = Counter(before)  # in C; requests that last sampled in the same step, together

@@ -40,10 +40,18 @@ exactly that time. Cost then grows with events, not with decoded tokens.
 from __future__ import annotations
 
 from collections import deque
+from collections.abc import Mapping
 from itertools import islice
-from typing import Any, Mapping
+from typing import Any
 
-from ..interfaces import AdmissionContext, AdmissionPolicy, BuildContext, Horizon, Scheduler, optional_attribute
+from ..interfaces import (
+    AdmissionContext,
+    AdmissionPolicy,
+    BuildContext,
+    Horizon,
+    Scheduler,
+    optional_attribute,
+)
 from ..interfaces.model import Request, RequestOutcome, TickRecord, completed_outcome, rejected_outcome
 
 OPTIONS_SCHEMA: Mapping[str, Any] = {
@@ -51,17 +59,37 @@ OPTIONS_SCHEMA: Mapping[str, Any] = {
     "additionalProperties": False,
     "required": ["page_size", "kv_pages", "prefill_budget", "decode_batch_width"],
     "properties": {
-        "page_size": {"type": "integer", "minimum": 1, "maximum": 65536,
-                      "description": "Tokens per KV page."},
-        "kv_pages": {"type": "integer", "minimum": 1, "maximum": 1000000000,
-                     "description": "KV pages in the cache."},
-        "prefill_budget": {"type": "integer", "minimum": 1, "maximum": 1000000000,
-                           "description": "Prompt tokens admitted per step."},
-        "decode_batch_width": {"type": "integer", "minimum": 1, "maximum": 1000000,
-                               "description": "Sequences decoded per step, round-robin."},
-        "aging_ticks": {"type": "integer", "minimum": 0, "maximum": 1000000000,
-                        "description": "Steps a passed-over request waits before it claims its pages "
-                                       "(0: claim at once; default 8)."},
+        "page_size": {
+            "type": "integer",
+            "minimum": 1,
+            "maximum": 65536,
+            "description": "Tokens per KV page.",
+        },
+        "kv_pages": {
+            "type": "integer",
+            "minimum": 1,
+            "maximum": 1000000000,
+            "description": "KV pages in the cache.",
+        },
+        "prefill_budget": {
+            "type": "integer",
+            "minimum": 1,
+            "maximum": 1000000000,
+            "description": "Prompt tokens admitted per step.",
+        },
+        "decode_batch_width": {
+            "type": "integer",
+            "minimum": 1,
+            "maximum": 1000000,
+            "description": "Sequences decoded per step, round-robin.",
+        },
+        "aging_ticks": {
+            "type": "integer",
+            "minimum": 0,
+            "maximum": 1000000000,
+            "description": "Steps a passed-over request waits before it claims its pages "
+            "(0: claim at once; default 8).",
+        },
     },
 }
 
@@ -71,7 +99,7 @@ MAX_SPAN = 1 << 16
 
 
 class _Active:
-    __slots__ = ("request", "decoded", "admitted_tick", "first_token_tick", "first_token_ms", "pages")
+    __slots__ = ("admitted_tick", "decoded", "first_token_ms", "first_token_tick", "pages", "request")
 
     def __init__(self, request: Request, tick: int, pages: int) -> None:
         self.request = request
@@ -99,8 +127,11 @@ class SeedScheduler(Scheduler):
         self.clock = ctx.clock
         self.timing = ctx.timing
         self.kv = ctx.kv_allocator(self.kv_pages, self.page_size)
-        self.admission = ctx.admission(AdmissionContext(self.kv_pages, self.page_size, ctx.timing, self.kv,
-                                                        clock=ctx.clock, decode_slots=self.width))
+        self.admission = ctx.admission(
+            AdmissionContext(
+                self.kv_pages, self.page_size, ctx.timing, self.kv, clock=ctx.clock, decode_slots=self.width
+            )
+        )
         # Prefix cache: cached leading pages are shared, not newly reserved, and
         # their tokens skip prefill. Flags: "admitted but noted" from the policy.
         self.prefix_cache = bool(optional_attribute(self.kv, "has_prefix_cache"))
@@ -109,9 +140,12 @@ class SeedScheduler(Scheduler):
         self.dynamic_admission = bool(optional_attribute(self.admission, "dynamic"))
         # Spans need an admission policy whose per-step hooks cannot act on their own.
         adm_cls = type(self.admission)
-        self.can_span = (self.fast_forward and not self.dynamic_admission
-                         and adm_cls.shed is AdmissionPolicy.shed
-                         and adm_cls.trace_detail is AdmissionPolicy.trace_detail)
+        self.can_span = (
+            self.fast_forward
+            and not self.dynamic_admission
+            and adm_cls.shed is AdmissionPolicy.shed
+            and adm_cls.trace_detail is AdmissionPolicy.trace_detail
+        )
         self.active: deque[_Active] = deque()
         self.outcomes: list[RequestOutcome] = []
         self.rejected_now: list[str] = []
@@ -121,7 +155,7 @@ class SeedScheduler(Scheduler):
         self.dirty = True
 
     @classmethod
-    def build(cls, options: Mapping[str, Any], ctx: BuildContext) -> "SeedScheduler":
+    def build(cls, options: Mapping[str, Any], ctx: BuildContext) -> SeedScheduler:
         return cls(options, ctx)
 
     def pages_for(self, r: Request) -> int:
@@ -131,9 +165,12 @@ class SeedScheduler(Scheduler):
     def add(self, request: Request) -> None:
         pages = self.pages_for(request)
         if pages > self.kv_pages:
-            self._reject(request, f"needs {pages} KV pages; the cache has {self.kv_pages}",
-                         key="needs more KV pages than the cache has",
-                         figures={"needed_pages": pages, "cache_pages": self.kv_pages})
+            self._reject(
+                request,
+                f"needs {pages} KV pages; the cache has {self.kv_pages}",
+                key="needs more KV pages than the cache has",
+                figures={"needed_pages": pages, "cache_pages": self.kv_pages},
+            )
             return
         reason = self.admission.enqueue(request, self.clock.tick)
         if reason:
@@ -296,8 +333,9 @@ class SeedScheduler(Scheduler):
         if not (self.dirty or self.dynamic_admission) or len(self.admission) == 0:
             return [], 0, 0
         self.dirty = False
-        limit = self.admission.limit(tick, kv_used=self.kv.used, kv_capacity=self.kv_pages,
-                                     active=len(self.active))
+        limit = self.admission.limit(
+            tick, kv_used=self.kv.used, kv_capacity=self.kv_pages, active=len(self.active)
+        )
         admitted: list[str] = []
         prefill = reserved = 0
         free = self.kv.free_pages
@@ -321,14 +359,16 @@ class SeedScheduler(Scheduler):
                 tokens -= hit
             fits_pages = pages <= free - claimed_pages
             fits_budget = tokens <= budget - claimed_tokens or (
-                tokens > self.budget and not admitted and not claimed)
+                tokens > self.budget and not admitted and not claimed
+            )
             if fits_pages and fits_budget:
                 flags = self.admission.admitted(request, tick)
                 if flags:
                     self.flagged[request.id] = tuple(flags)
                 if blocks:
-                    hit = self.kv.reserve_prefix(request.id, self.pages_for(request), blocks,
-                                                 request.prompt_tokens)
+                    hit = self.kv.reserve_prefix(
+                        request.id, self.pages_for(request), blocks, request.prompt_tokens
+                    )
                     if hit:
                         self.prefix_hits[request.id] = hit
                 else:
@@ -351,34 +391,57 @@ class SeedScheduler(Scheduler):
                 claimed_tokens = min(tokens, self.budget)
         return admitted, prefill, reserved
 
-    def _reject(self, request: Request, reason: str, since: tuple[int, float] | None = None, *,
-                key: str | None = None, figures: Mapping[str, int] | None = None) -> None:
+    def _reject(
+        self,
+        request: Request,
+        reason: str,
+        since: tuple[int, float] | None = None,
+        *,
+        key: str | None = None,
+        figures: Mapping[str, int] | None = None,
+    ) -> None:
         self.rejected_now.append(request.id)
-        self.outcomes.append(rejected_outcome(request, reason, tick=self.clock.tick,
-                                              arrival_tick=since[0] if since else None,
-                                              key=key, figures=figures))
+        self.outcomes.append(
+            rejected_outcome(
+                request,
+                reason,
+                tick=self.clock.tick,
+                arrival_tick=since[0] if since else None,
+                key=key,
+                figures=figures,
+            )
+        )
 
     def _outcome(self, entry: _Active, tick: int, end_ms: float | None) -> RequestOutcome:
         r = entry.request
         since_tick, since_ms, admitted_tick, admitted_ms = self.admitted_at.pop(r.id)
         timed = self.timing is not None
         return completed_outcome(
-            r, arrival_tick=since_tick, admitted_tick=admitted_tick, first_token_tick=entry.first_token_tick,
-            finished_tick=tick, output_tokens=entry.decoded,
-            arrival_ms=since_ms if timed else None, admitted_ms=admitted_ms if timed else None,
-            first_token_ms=entry.first_token_ms, finished_ms=end_ms,
-            prefix_hit_tokens=self.prefix_hits.pop(r.id, 0), flags=self.flagged.pop(r.id, ()),
+            r,
+            arrival_tick=since_tick,
+            admitted_tick=admitted_tick,
+            first_token_tick=entry.first_token_tick,
+            finished_tick=tick,
+            output_tokens=entry.decoded,
+            arrival_ms=since_ms if timed else None,
+            admitted_ms=admitted_ms if timed else None,
+            first_token_ms=entry.first_token_ms,
+            finished_ms=end_ms,
+            prefix_hit_tokens=self.prefix_hits.pop(r.id, 0),
+            flags=self.flagged.pop(r.id, ()),
         )
 
 
 def _bad_candidate(policy: Any, value: Any) -> Exception:
     """An admission policy offered something that is not a request: name the policy."""
-    from ..util.errors import PluginError
     from ..host.registry import get_registry
+    from ..util.errors import PluginError
 
     name = getattr(policy, "name", type(policy).__name__)
     try:
         who = get_registry().get("admission", name).label()
     except Exception:
         who = f'admission "{name}"'
-    return PluginError(f"{who} offered {type(value).__name__} as a candidate, not a tickgate.interfaces.model.Request")
+    return PluginError(
+        f"{who} offered {type(value).__name__} as a candidate, not a tickgate.interfaces.model.Request"
+    )

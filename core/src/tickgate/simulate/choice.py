@@ -3,8 +3,9 @@ engine (:func:`tickgate.replay.run.replay_engine`)."""
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any
 
 from ..host.policy import Policy
 from ..interfaces import Request
@@ -36,30 +37,70 @@ def replay(
     if max_concurrency is None and inputs:
         max_concurrency = inputs.get("max_concurrency")
     if "cluster" in policy.data:
-        return _replay_fleet(requests, policy, trace_path=trace_path, inputs=inputs, detail_limit=detail_limit,
-                             prefix_block_size=prefix_block_size, max_concurrency=max_concurrency,
-                             sidecar=sidecar, kv_events_path=kv_events_path, extra_sinks=extra_sinks)
-    return replay_engine(requests, policy, trace_path=trace_path, inputs=inputs, detail_limit=detail_limit,
-                         prefix_block_size=prefix_block_size, sidecar=sidecar, max_concurrency=max_concurrency,
-                         kv_events_path=kv_events_path, extra_sinks=extra_sinks)
+        return _replay_fleet(
+            requests,
+            policy,
+            trace_path=trace_path,
+            inputs=inputs,
+            detail_limit=detail_limit,
+            prefix_block_size=prefix_block_size,
+            max_concurrency=max_concurrency,
+            sidecar=sidecar,
+            kv_events_path=kv_events_path,
+            extra_sinks=extra_sinks,
+        )
+    return replay_engine(
+        requests,
+        policy,
+        trace_path=trace_path,
+        inputs=inputs,
+        detail_limit=detail_limit,
+        prefix_block_size=prefix_block_size,
+        sidecar=sidecar,
+        max_concurrency=max_concurrency,
+        kv_events_path=kv_events_path,
+        extra_sinks=extra_sinks,
+    )
 
 
-def _replay_fleet(requests: Iterable[Request], policy: Policy, *, trace_path: Path | str | None,
-                  inputs: dict[str, Any] | None, detail_limit: int, prefix_block_size: int | None,
-                  max_concurrency: int | None, sidecar: bool,
-                  kv_events_path: Path | str | None, extra_sinks: Iterable[Any]) -> dict[str, Any]:
+def _replay_fleet(
+    requests: Iterable[Request],
+    policy: Policy,
+    *,
+    trace_path: Path | str | None,
+    inputs: dict[str, Any] | None,
+    detail_limit: int,
+    prefix_block_size: int | None,
+    max_concurrency: int | None,
+    sidecar: bool,
+    kv_events_path: Path | str | None,
+    extra_sinks: Iterable[Any],
+) -> dict[str, Any]:
     """A policy with a ``cluster`` section: its fleet (:mod:`tickgate.fleet`)."""
-    from ..util.errors import InputError
     from ..fleet import fleet_spec, replay_fleet
+    from ..util.errors import InputError
 
     spec = fleet_spec(policy)
     assert spec is not None
     if max_concurrency is not None:
-        raise InputError(policy.path, "closed-loop clients (max_concurrency) are not modelled for fleets yet: "
-                         "replay the workload's arrivals open-loop, or one replica", **policy.locate("cluster"))
+        raise InputError(
+            policy.path,
+            "closed-loop clients (max_concurrency) are not modelled for fleets yet: "
+            "replay the workload's arrivals open-loop, or one replica",
+            **policy.locate("cluster"),
+        )
     inputs = dict(inputs or {})
     inputs["policy"] = policy.source or policy.path
     inputs["timing"] = policy.timing.to_json()  # type: ignore[union-attr]
-    return replay_fleet(requests, policy, spec, inputs=inputs, prefix_block_size=prefix_block_size,
-                        detail_limit=detail_limit, trace_path=trace_path, sidecar=sidecar,
-                        kv_events_path=kv_events_path, client_sinks=list(extra_sinks))
+    return replay_fleet(
+        requests,
+        policy,
+        spec,
+        inputs=inputs,
+        prefix_block_size=prefix_block_size,
+        detail_limit=detail_limit,
+        trace_path=trace_path,
+        sidecar=sidecar,
+        kv_events_path=kv_events_path,
+        client_sinks=list(extra_sinks),
+    )

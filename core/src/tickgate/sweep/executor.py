@@ -26,7 +26,8 @@ pool reuses them, also across the rounds of ``tickgate plan``).
 
 from __future__ import annotations
 
-from typing import Any, Iterator, Sequence
+from collections.abc import Iterator, Sequence
+from typing import Any
 
 from ..util.errors import one_line
 from .task import Executor, Result, Task, run_point
@@ -51,7 +52,7 @@ class LocalExecutor:
         self.jobs = jobs
         self._pool: Any = None
 
-    def __enter__(self) -> "LocalExecutor":
+    def __enter__(self) -> LocalExecutor:
         return self
 
     def __exit__(self, *exc: Any) -> None:

@@ -11,7 +11,8 @@ request in the outcomes, so an ITL SLO is checked on the whole replay only.
 
 from __future__ import annotations
 
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 
 class GoodputSink:
@@ -38,8 +39,11 @@ class GoodputSink:
             return
         if self.e2e is not None and o.finished_ms - o.arrival_ms + c > self.e2e:
             return
-        if (self.tpot is not None and o.output_tokens > 1
-                and (o.finished_ms - o.first_token_ms) / (o.output_tokens - 1) > self.tpot):
+        if (
+            self.tpot is not None
+            and o.output_tokens > 1
+            and (o.finished_ms - o.first_token_ms) / (o.output_tokens - 1) > self.tpot
+        ):
             return
         self.good += 1
 

@@ -9,12 +9,18 @@ def metrics(report: dict[str, Any]) -> dict[str, Any]:
     """The headline numbers of a replay report (latencies only when it was timed)."""
     summary = report["summary"]
     requests = report["requests"]
-    out: dict[str, Any] = {"completed": requests["completed"], "rejected": requests["rejected"],
-                           "total_ticks": summary["total_ticks"]}
+    out: dict[str, Any] = {
+        "completed": requests["completed"],
+        "rejected": requests["rejected"],
+        "total_ticks": summary["total_ticks"],
+    }
     latency = report.get("latency")
     if isinstance(latency, dict) and latency.get("ttft_ms"):
-        for name, quantiles in (("ttft_ms", ("p50", "p99")), ("itl_ms", ("p50", "p99")),
-                                ("e2e_ms", ("p99",))):
+        for name, quantiles in (
+            ("ttft_ms", ("p50", "p99")),
+            ("itl_ms", ("p50", "p99")),
+            ("e2e_ms", ("p99",)),
+        ):
             block = latency.get(name) or {}
             for q in quantiles:
                 if q in block:

@@ -28,8 +28,9 @@ from __future__ import annotations
 
 import os
 import tempfile
+from collections.abc import Iterator, Sequence
 from pathlib import Path
-from typing import Any, Iterator, Sequence
+from typing import Any
 
 from ..util.errors import TickgateError, one_line
 from .task import Result, Task, point_policy, run_point
@@ -61,7 +62,7 @@ class RayExecutor:
         self._shipped: dict[str, Any] = {}
         self._remote: Any = None
 
-    def __enter__(self) -> "RayExecutor":
+    def __enter__(self) -> RayExecutor:
         import logging
 
         ray = self.ray
@@ -74,8 +75,11 @@ class RayExecutor:
                 ray.init(address="local", include_dashboard=False, num_cpus=self.jobs, **quiet)
         except Exception as exc:  # an unreachable address, a cluster that would not start
             where = os.environ.get("RAY_ADDRESS") or "a local instance"
-            raise TickgateError(one_line(f"--executor ray: could not start or reach Ray ({where}): "
-                                         f"{type(exc).__name__}: {exc}")) from None
+            raise TickgateError(
+                one_line(
+                    f"--executor ray: could not start or reach Ray ({where}): {type(exc).__name__}: {exc}"
+                )
+            ) from None
         self._started = True
         self._remote = ray.remote(num_cpus=1, max_retries=0)(_ray_point)
         return self

@@ -21,16 +21,17 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any
 
 import attrs
 
 from ..util.atomic import atomic_writer
 from .executor import LocalExecutor
 from .headline import headline
-from .task import Executor, Result, Task, point_policy
 from .spec import Point, Sweep, file_sha256
+from .task import Executor, Result, Task, point_policy
 
 RESULTS = "results.jsonl"
 
@@ -51,8 +52,14 @@ def inputs_hash(point: Point, workload_sha256: str) -> str:
     """What a point's report depends on: its policy document and its workload
     (as named in the sweep file, its bytes, and how it is read)."""
     w = point.workload
-    key = {"policy": point.document, "workload": w.label, "workload_sha256": workload_sha256,
-           "format": w.format, "block_size": w.block_size, "limit": w.limit}
+    key = {
+        "policy": point.document,
+        "workload": w.label,
+        "workload_sha256": workload_sha256,
+        "format": w.format,
+        "block_size": w.block_size,
+        "limit": w.limit,
+    }
     return hashlib.sha256(canonical(key).encode("utf-8")).hexdigest()
 
 
@@ -73,8 +80,14 @@ def _reusable(point_dir: Path, digest: str) -> dict[str, Any] | None:
     return _read_report(point_dir / "report.json") if stored == digest else None
 
 
-def run_sweep(sweep: Sweep, out_dir: Path, *, jobs: int = 1, executor: Executor | None = None,
-              on_done: Callable[[str], None] | None = None) -> Outcome:
+def run_sweep(
+    sweep: Sweep,
+    out_dir: Path,
+    *,
+    jobs: int = 1,
+    executor: Executor | None = None,
+    on_done: Callable[[str], None] | None = None,
+) -> Outcome:
     """Run (or reuse) every point; write ``results.jsonl``; return what happened.
     ``executor``: where points run (default: :class:`LocalExecutor` with ``jobs``)."""
     hashes = {}
@@ -135,13 +148,20 @@ def _results(executor: Executor, tasks: list[Task]) -> Iterator[tuple[str, Resul
         yield from running.run(tasks)
 
 
-def write_task(point: Point, root: Path, workload_sha256: str, *, goodput: Any = None,
-               keep_report: bool = True) -> Task:
+def write_task(
+    point: Point, root: Path, workload_sha256: str, *, goodput: Any = None, keep_report: bool = True
+) -> Task:
     """Write the point's ``points/<id>/policy.json`` under ``root``; the task that replays it."""
     text = json.dumps(point.document, indent=2, ensure_ascii=False, allow_nan=False) + "\n"
     with atomic_writer(point_policy(root, point.id)) as fh:
         fh.write(text)
     w = point.workload
-    workload = {"path": str(w.path), "label": w.label, "format": w.format, "block_size": w.block_size,
-                "limit": w.limit, "sha256": workload_sha256}
+    workload = {
+        "path": str(w.path),
+        "label": w.label,
+        "format": w.format,
+        "block_size": w.block_size,
+        "limit": w.limit,
+        "sha256": workload_sha256,
+    }
     return Task(point.id, str(root), text, workload, goodput, keep_report)

@@ -13,8 +13,9 @@ from __future__ import annotations
 import copy
 import hashlib
 import itertools
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 import attrs
 
@@ -62,8 +63,9 @@ def load_sweep(path: Path) -> Sweep:
     unknown = [key for key in data if key not in schema["properties"]]
     if unknown:  # at the key itself (the schema's error points at the whole mapping)
         allowed = ", ".join(sorted(schema["properties"]))
-        raise InputError(path, f"unknown key {unknown[0]!r}; expected one of: {allowed}",
-                         **_at(locs, unknown[0]))
+        raise InputError(
+            path, f"unknown key {unknown[0]!r}; expected one of: {allowed}", **_at(locs, unknown[0])
+        )
     validate(data, schema, file=path, locations=locs)
     base_dir = path.parent
     policy_path = base_dir / data["policy"]
@@ -79,14 +81,19 @@ def load_sweep(path: Path) -> Sweep:
             _check_path(base, key, policy_path, path, locs, section)
     for key in zipped:
         if key in grid:
-            raise InputError(path, f"{key} is in both grid and zip; give it in one of them",
-                             **_at(locs, "zip", key))
+            raise InputError(
+                path, f"{key} is in both grid and zip; give it in one of them", **_at(locs, "zip", key)
+            )
     lengths = {key: len(values) for key, values in zipped.items()}
     if len(set(lengths.values())) > 1:
         first = next(iter(lengths))
         odd = next(key for key, n in lengths.items() if n != lengths[first])
-        raise InputError(path, f"zip lists must have the same length: {first} has {lengths[first]} values, "
-                         f"{odd} has {lengths[odd]}", **_at(locs, "zip", odd))
+        raise InputError(
+            path,
+            f"zip lists must have the same length: {first} has {lengths[first]} values, "
+            f"{odd} has {lengths[odd]}",
+            **_at(locs, "zip", odd),
+        )
     combos = [dict(zip(grid, values)) for values in itertools.product(*grid.values())]
     if zipped:
         n = next(iter(lengths.values()))
@@ -121,11 +128,15 @@ def _workload(item: Any, i: int, base_dir: Path, path: Path, locs: Locations) ->
         raise InputError(path, f"workload {resolved} not found", **_at(locs, *where))
     if fmt != "workload" and fmt not in get_registry().names("workload_reader"):
         names = ", ".join(["workload", *get_registry().names("workload_reader")])
-        raise InputError(path, f"unknown format {fmt!r}; expected one of: {names}",
-                         **_at(locs, "workloads", i, "format"))
+        raise InputError(
+            path, f"unknown format {fmt!r}; expected one of: {names}", **_at(locs, "workloads", i, "format")
+        )
     if fmt == "workload" and "block_size" in spec:
-        raise InputError(path, "block_size applies to trace formats; a workload file gives its own",
-                         **_at(locs, "workloads", i, "block_size"))
+        raise InputError(
+            path,
+            "block_size applies to trace formats; a workload file gives its own",
+            **_at(locs, "workloads", i, "block_size"),
+        )
     return Workload(resolved, spec["path"], fmt, spec.get("block_size"), spec.get("limit"))
 
 

@@ -9,8 +9,9 @@ An :class:`Executor` runs a batch of tasks and yields ``(point id, result)`` as 
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import Any, Iterator, Mapping, Protocol, Sequence
+from typing import Any, Protocol
 
 import attrs
 
@@ -18,6 +19,7 @@ from ..util.errors import InputError, TickgateError, one_line
 
 #: ``("ok", payload)`` or ``("error", one line)``
 Result = tuple[str, Any]
+
 
 @attrs.frozen
 class Task:
@@ -43,7 +45,7 @@ class Executor(Protocol):
     """Runs tasks; a context manager (a pool or a cluster connection lives from
     ``__enter__`` to ``__exit__``, across calls of :meth:`run`)."""
 
-    def __enter__(self) -> "Executor": ...
+    def __enter__(self) -> Executor: ...
 
     def __exit__(self, *exc: Any) -> None: ...
 
@@ -56,8 +58,9 @@ def point_policy(root: Path | str, point_id: str) -> Path:
     return Path(root) / "points" / point_id / "policy.json"
 
 
-def run_point(task: Task, *, worker: bool = False, root: str | None = None,
-              workload_path: str | None = None) -> Result:
+def run_point(
+    task: Task, *, worker: bool = False, root: str | None = None, workload_path: str | None = None
+) -> Result:
     """Replay one point. ``root``: where its ``points/<id>/policy.json`` is (default
     ``task.root``); ``workload_path``: a copy of the workload to read instead of
     ``task.workload["path"]`` (a Ray node's), named as the original in errors."""
@@ -67,15 +70,16 @@ def run_point(task: Task, *, worker: bool = False, root: str | None = None,
     w = task.workload
     source = workload_path or str(w["path"])
     try:
-        from ..util.atomic import dumps_rows
         from ..host.policy import load_policy
         from ..simulate import replay
+        from ..util.atomic import dumps_rows
         from ..workload.sources import open_requests
         from .headline import headline
 
         policy = load_policy(point_policy(root, task.point_id))
-        requests, inputs = open_requests(Path(source), w["format"], block_size=w["block_size"],
-                                         limit=w["limit"])
+        requests, inputs = open_requests(
+            Path(source), w["format"], block_size=w["block_size"], limit=w["limit"]
+        )
         inputs["workload"] = w["label"]
         sinks = []
         if task.goodput is not None:
@@ -86,8 +90,11 @@ def run_point(task: Task, *, worker: bool = False, root: str | None = None,
         report = replay(requests, policy, inputs=inputs, extra_sinks=sinks)
         if root != task.root:  # the report names the policy file on the caller's machine
             report["inputs"]["policy"] = str(point_policy(task.root, task.point_id))
-        payload: dict[str, Any] = {"headline": headline(report), "latency": report.get("latency"),
-                                   "request_count": report["summary"]["request_count"]}
+        payload: dict[str, Any] = {
+            "headline": headline(report),
+            "latency": report.get("latency"),
+            "request_count": report["summary"]["request_count"],
+        }
         if sinks:
             payload["goodput"] = sinks[0].counts()
         if task.keep_report:

@@ -22,14 +22,21 @@ class CliResult:
         return json.loads(self.stdout)
 
 
-def run_cli(*args: str, env: dict[str, str] | None = None, cwd: Path | str | None = None,
-            timeout: float = 600) -> CliResult:
+def run_cli(
+    *args: str, env: dict[str, str] | None = None, cwd: Path | str | None = None, timeout: float = 600
+) -> CliResult:
     """``python -m tickgate ARGS`` with this interpreter in a fresh process
     (``env`` added to this process's environment), so plugins load from entry
     points and errors reach stderr as a user sees them."""
     full_env = dict(os.environ)
     if env:
         full_env.update(env)
-    proc = subprocess.run([sys.executable, "-m", "tickgate", *args], capture_output=True, text=True,
-                          env=full_env, cwd=cwd, timeout=timeout)
+    proc = subprocess.run(
+        [sys.executable, "-m", "tickgate", *args],
+        capture_output=True,
+        text=True,
+        env=full_env,
+        cwd=cwd,
+        timeout=timeout,
+    )
     return CliResult(proc)

@@ -12,15 +12,16 @@ from __future__ import annotations
 
 import importlib.metadata as md
 import json
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, ClassVar, Mapping
+from typing import Any, ClassVar
 
 import pytest
 
-from ..util.errors import InputError, TickgateError
+from ..host.registry import ENTRY_POINT_GROUP, PluginInfo
 from ..interfaces import AdmissionContext, Clock
 from ..interfaces.model import Request
-from ..host.registry import ENTRY_POINT_GROUP, PluginInfo
+from ..util.errors import InputError, TickgateError
 from ..util.schemas import data_file
 from .support import across_hash_seeds, canonical, contract_workload, fresh_registry, write_json
 
@@ -48,10 +49,12 @@ class PluginContract:
         if self.distribution is not None:
             assert info.distribution == self.distribution
         assert info.version == md.version(info.distribution)
-        names = {ep.name for ep in md.distribution(info.distribution).entry_points
-                 if ep.group == ENTRY_POINT_GROUP}
+        names = {
+            ep.name for ep in md.distribution(info.distribution).entry_points if ep.group == ENTRY_POINT_GROUP
+        }
         assert info.entry_point in names, (
-            f"{info.entry_point!r} is not a [{ENTRY_POINT_GROUP}] entry point of {info.distribution}")
+            f"{info.entry_point!r} is not a [{ENTRY_POINT_GROUP}] entry point of {info.distribution}"
+        )
 
     def test_description_is_one_line(self) -> None:
         description = self.info().description
@@ -132,14 +135,17 @@ class SelectionContract(PluginContract):
         policy, workload = self.write_policy(tmp_path), self.workload_path(tmp_path)
         first = self.run_replay(policy, workload)
         assert canonical(self.run_replay(policy, workload)) == canonical(first)
-        fingerprints = {json.loads(out)["summary"]["trace_fingerprint"]
-                        for out in across_hash_seeds("replay", str(policy), str(workload))}
+        fingerprints = {
+            json.loads(out)["summary"]["trace_fingerprint"]
+            for out in across_hash_seeds("replay", str(policy), str(workload))
+        }
         assert fingerprints == {first["summary"]["trace_fingerprint"]}
 
     def test_oversized_request_is_rejected_or_a_clean_error(self, tmp_path: Path) -> None:
         doc = contract_workload(4)
-        doc["requests"].append({"id": "huge", "prompt_tokens": 9_000_000, "max_output_tokens": 9_000_000,
-                                "arrival_tick": 0})
+        doc["requests"].append(
+            {"id": "huge", "prompt_tokens": 9_000_000, "max_output_tokens": 9_000_000, "arrival_tick": 0}
+        )
         workload = write_json(tmp_path / "huge.json", doc)
         try:
             report = self.run_replay(self.write_policy(tmp_path), workload)
@@ -193,15 +199,20 @@ class AdmissionPolicyContract(SelectionContract):
         """enqueue / candidates / admitted / len agree: each queued request is
         offered once per walk, and admitting all of them empties the queue."""
         cls = self.info().obj
-        ctx = AdmissionContext(kv_capacity_pages=256, page_size=16, timing=None, clock=Clock(),
-                               decode_slots=4)
+        ctx = AdmissionContext(
+            kv_capacity_pages=256, page_size=16, timing=None, clock=Clock(), decode_slots=4
+        )
         try:
             policy = cls.build(dict(self.options), ctx)
         except TickgateError as exc:
             pytest.skip(f"needs a richer context than the kit's unit context: {exc}")
-        requests = [Request(**{k: v for k, v in r.items() if k != "prefix_blocks"},
-                            prefix_blocks=tuple(r["prefix_blocks"]))
-                    for r in contract_workload(8)["requests"]]
+        requests = [
+            Request(
+                **{k: v for k, v in r.items() if k != "prefix_blocks"},
+                prefix_blocks=tuple(r["prefix_blocks"]),
+            )
+            for r in contract_workload(8)["requests"]
+        ]
         queued = [r for r in requests if policy.enqueue(r, 0) is None]
         assert len(policy) == len(queued)
         for tick in range(1, len(queued) + 2):
@@ -216,12 +227,16 @@ class AdmissionPolicyContract(SelectionContract):
 
 #: step shapes a timing model is checked on: (prefill tokens, decoding sequences, context tokens)
 STEP_SHAPES: tuple[tuple[int, int, int], ...] = tuple(
-    (prefill, seqs, context) for prefill in (0, 1, 512, 8192) for seqs in (0, 1, 7, 256)
-    for context in (0, 1, 4096, 1_000_000))
+    (prefill, seqs, context)
+    for prefill in (0, 1, 512, 8192)
+    for seqs in (0, 1, 7, 256)
+    for context in (0, 1, 4096, 1_000_000)
+)
 
 
-def decode_steps(model: Any, start: float, seqs: int, context: int, steps: int,
-                 until: float | None) -> tuple[int, float]:
+def decode_steps(
+    model: Any, start: float, seqs: int, context: int, steps: int, until: float | None
+) -> tuple[int, float]:
     """What ``decode_span`` must equal: ``step_ms`` added one step at a time, a
     step running only if it starts before ``until`` (the engine's way)."""
     now, n = start, 0
@@ -289,7 +304,8 @@ class TimingModelContract(SelectionContract):
             middle = decode_steps(model, start, seqs, context, steps // 2, None)[1]
             for until in (start, start + 1e-9, middle, (start + whole[1]) / 2, whole[1], whole[1] + 1.0):
                 assert model.decode_span(start, seqs, context, steps, until) == decode_steps(
-                    model, start, seqs, context, steps, until), (seqs, context, steps, until)
+                    model, start, seqs, context, steps, until
+                ), (seqs, context, steps, until)
         assert model.decode_span(3.0, 2, 10, 0, 100.0) == (0, 3.0)
 
     def test_to_json_builds_the_model_again(self, tmp_path: Path) -> None:
@@ -362,12 +378,27 @@ class RouterContract(PluginContract):
 
         info = self.info()
         for replicas in (1, 2, 5):
-            router = info.obj.build(dict(self.options), RouterContext(pool="default", replicas=replicas, seed=7))
+            router = info.obj.build(
+                dict(self.options), RouterContext(pool="default", replicas=replicas, seed=7)
+            )
             for i in range(40):
-                views = [_View(p, (i * 7 + p * 3) % 5, (i + p) % 3 if (i * 7 + p * 3) % 5 >= 2 else 0,
-                               64 * ((i + p) % 4)) for p in range(replicas)]
-                request = Request(id=f"r{i}", prompt_tokens=200, max_output_tokens=10, arrival_ms=float(i),
-                                  prefix_blocks=(1, 2, 3), tenant=f"t{i % 3}")
+                views = [
+                    _View(
+                        p,
+                        (i * 7 + p * 3) % 5,
+                        (i + p) % 3 if (i * 7 + p * 3) % 5 >= 2 else 0,
+                        64 * ((i + p) % 4),
+                    )
+                    for p in range(replicas)
+                ]
+                request = Request(
+                    id=f"r{i}",
+                    prompt_tokens=200,
+                    max_output_tokens=10,
+                    arrival_ms=float(i),
+                    prefix_blocks=(1, 2, 3),
+                    tenant=f"t{i % 3}",
+                )
                 position = router.route(request, views)
                 assert type(position) is int and 0 <= position < replicas, (replicas, i, position)
 
@@ -390,8 +421,10 @@ class RouterContract(PluginContract):
         assert first["fleet"]["routing"]["router"] == self.plugin_name
         assert sum(first["fleet"]["routing"]["decisions"].values()) == first["summary"]["request_count"] > 0
         assert canonical(run_fleet_policy(policy, workload)) == canonical(first)
-        fingerprints = {json.loads(out)["summary"]["trace_fingerprint"]
-                        for out in across_hash_seeds("replay", str(policy), str(workload))}
+        fingerprints = {
+            json.loads(out)["summary"]["trace_fingerprint"]
+            for out in across_hash_seeds("replay", str(policy), str(workload))
+        }
         assert fingerprints == {first["summary"]["trace_fingerprint"]}
 
 

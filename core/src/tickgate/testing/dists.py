@@ -15,8 +15,8 @@ from __future__ import annotations
 
 import shutil
 import textwrap
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Mapping
 
 from ..host.registry import ENTRY_POINT_GROUP
 
@@ -24,15 +24,18 @@ from ..host.registry import ENTRY_POINT_GROUP
 def _dist_info(root: Path, dist: str, version: str, entry_points: Mapping[str, str]) -> None:
     info = root / f"{dist.replace('-', '_')}-{version}.dist-info"
     info.mkdir(parents=True)
-    (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {dist}\nVersion: {version}\n",
-                                   encoding="utf-8")
+    (info / "METADATA").write_text(
+        f"Metadata-Version: 2.1\nName: {dist}\nVersion: {version}\n", encoding="utf-8"
+    )
     lines = [f"{name} = {target}" for name, target in sorted(entry_points.items())]
-    (info / "entry_points.txt").write_text(f"[{ENTRY_POINT_GROUP}]\n" + "\n".join(lines) + "\n",
-                                           encoding="utf-8")
+    (info / "entry_points.txt").write_text(
+        f"[{ENTRY_POINT_GROUP}]\n" + "\n".join(lines) + "\n", encoding="utf-8"
+    )
 
 
-def make_dist(root: Path, dist: str, version: str, module: str, source: str,
-              ep_name: str | None = None) -> dict[str, str]:
+def make_dist(
+    root: Path, dist: str, version: str, module: str, source: str, ep_name: str | None = None
+) -> dict[str, str]:
     """Write ``module.py`` (``source``, dedented) and a distribution ``dist``
     ``version`` whose entry point ``ep_name`` (default: ``dist``) names it.
     Several distributions may share one ``root``. Returns the environment
@@ -43,8 +46,9 @@ def make_dist(root: Path, dist: str, version: str, module: str, source: str,
     return {"PYTHONPATH": str(root)}
 
 
-def install_package(root: Path, package: Path, dist: str, version: str,
-                    entry_points: Mapping[str, str]) -> dict[str, str]:
+def install_package(
+    root: Path, package: Path, dist: str, version: str, entry_points: Mapping[str, str]
+) -> dict[str, str]:
     """Copy the package directory ``package`` into ``root`` with a
     ``.dist-info``, as ``pip install`` leaves it (``entry_points``: entry-point
     name -> module). Tests an adapter's real source tree, or a deliberately

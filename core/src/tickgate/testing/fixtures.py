@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import importlib
 import sys
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Callable, Iterator
 
 import pytest
 

@@ -7,14 +7,15 @@ from __future__ import annotations
 
 import json
 import random
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, ClassVar, Mapping
+from typing import Any, ClassVar
 
 import attrs
 import pytest
 
-from ..util.errors import InputError, TickgateError
 from ..interfaces import optional_attribute
+from ..util.errors import InputError, TickgateError
 from ..util.schemas import data_file, load_schema, validate
 from .contracts import PluginContract
 from .support import across_hash_seeds, canonical, clean_failure, fresh_registry, garbage_files, write_json
@@ -71,8 +72,12 @@ class BackendMirrorContract(_FileReaderContract):
     def test_unrelated_documents_are_not_this_format(self, tmp_path: Path) -> None:
         """``--format NAME`` skips ``sniff``: ``read`` itself must refuse a file
         with none of the format's defining fields, never return an empty run."""
-        cases = {"object.json": '{"hello": "world"}\n', "empty-object.json": "{}\n",
-                 "lines.jsonl": '{"hello": 1}\n{"hello": 2}\n', "text.txt": "hello world\n"}
+        cases = {
+            "object.json": '{"hello": "world"}\n',
+            "empty-object.json": "{}\n",
+            "lines.jsonl": '{"hello": 1}\n{"hello": 2}\n',
+            "text.txt": "hello world\n",
+        }
         for name, text in cases.items():
             path = tmp_path / name
             path.write_text(text)
@@ -80,8 +85,8 @@ class BackendMirrorContract(_FileReaderContract):
                 self.read(path)
 
     def test_sniff_claims_the_sample(self, tmp_path: Path) -> None:
-        from ..readers.common import read_head
         from ..gate.detect import detect_format
+        from ..readers.common import read_head
 
         sample = self.sample_path(tmp_path)
         assert self.info().obj().sniff(sample, read_head(sample)) is True
@@ -119,8 +124,22 @@ class BackendMirrorContract(_FileReaderContract):
         policy = self.gate_policy or data_file("policies", "gate-default.yaml")
         out = tmp_path / "self-gate.json"
         fresh_registry()
-        code = main(["gate", "--baseline", str(sample), "--candidate", str(sample), "--policy", str(policy),
-                     "--output", str(out), "--format", self.plugin_name, "--quiet"])
+        code = main(
+            [
+                "gate",
+                "--baseline",
+                str(sample),
+                "--candidate",
+                str(sample),
+                "--policy",
+                str(policy),
+                "--output",
+                str(out),
+                "--format",
+                self.plugin_name,
+                "--quiet",
+            ]
+        )
         report = json.loads(out.read_text())
         assert code == report["exit_code"] and report["decision"] in ("promote", "hold")
         for signal in report["signals"]:
@@ -159,8 +178,14 @@ class WorkloadReaderContract(_FileReaderContract):
         from ..workload.sources import open_requests
 
         requests = self.read(self.sample_path(tmp_path))
-        rows = [{k: (list(v) if isinstance(v, tuple) else v) for k, v in attrs.asdict(r).items()
-                 if v is not None and v is not False} for r in requests]
+        rows = [
+            {
+                k: (list(v) if isinstance(v, tuple) else v)
+                for k, v in attrs.asdict(r).items()
+                if v is not None and v is not False
+            }
+            for r in requests
+        ]
         doc = {"version": 1, "requests": rows}
         validate(doc, load_schema("workload.schema.json"), file="<reader output>")
         stream, _ = open_requests(write_json(tmp_path / "workload.json", doc))
@@ -176,8 +201,8 @@ class WorkloadReaderContract(_FileReaderContract):
         """A reader that declares ``reads_parts`` (``tickgate import`` may split a
         large file between two processes): the two halves of the sample, joined,
         are the requests and the ``source`` of one ``read``."""
-        from ..importers.import_parts import split
         from ..host.registry import get_registry
+        from ..importers.import_parts import split
 
         cls = get_registry().get(self.kind, self.plugin_name).obj
         if not optional_attribute(cls, "reads_parts"):
@@ -203,18 +228,42 @@ def synthetic_run(label: str, ids: list[str], seed: int = 7) -> dict[str, Any]:
     requests = []
     for rid in ids:
         gaps = [round(rng.uniform(5, 15), 3) for _ in range(4)]
-        requests.append({
-            "request_id": rid, "route": "/v1/chat/completions", "output_fingerprint": f"sha256:{rid}",
-            "output_values": [1.0, 2.5], "latency_ms": round(rng.uniform(80, 120), 3),
-            "ttft_ms": round(rng.uniform(10, 30), 3), "itl_ms": gaps, "tokens_in": 32, "tokens_out": 5,
-            "memory_pressure": round(rng.uniform(0.3, 0.6), 4),
-            "streaming": {"complete": True, "timestamps": "receive", "first_token_ms": 20.0,
-                          "gaps_ms": gaps, "token_count": 5, "chunk_count": 5, "finish_reason": "stop"},
-        })
-    return {"version": 1, "kind": "tickgate.observations",
-            "run": {"label": label, "backend": "contract", "model": "m", "accelerator": "cpu",
-                    "scheduler": "seed", "provenance": {"format": "neutral"}},
-            "requests": requests}
+        requests.append(
+            {
+                "request_id": rid,
+                "route": "/v1/chat/completions",
+                "output_fingerprint": f"sha256:{rid}",
+                "output_values": [1.0, 2.5],
+                "latency_ms": round(rng.uniform(80, 120), 3),
+                "ttft_ms": round(rng.uniform(10, 30), 3),
+                "itl_ms": gaps,
+                "tokens_in": 32,
+                "tokens_out": 5,
+                "memory_pressure": round(rng.uniform(0.3, 0.6), 4),
+                "streaming": {
+                    "complete": True,
+                    "timestamps": "receive",
+                    "first_token_ms": 20.0,
+                    "gaps_ms": gaps,
+                    "token_count": 5,
+                    "chunk_count": 5,
+                    "finish_reason": "stop",
+                },
+            }
+        )
+    return {
+        "version": 1,
+        "kind": "tickgate.observations",
+        "run": {
+            "label": label,
+            "backend": "contract",
+            "model": "m",
+            "accelerator": "cpu",
+            "scheduler": "seed",
+            "provenance": {"format": "neutral"},
+        },
+        "requests": requests,
+    }
 
 
 class GateSignalContract(PluginContract):
@@ -226,15 +275,19 @@ class GateSignalContract(PluginContract):
 
     def gate_policy(self, tmp_path: Path, options: Any = None) -> Path:
         entry = {"name": self.plugin_name, "options": dict(self.options) if options is None else options}
-        return write_json(tmp_path / "gate-policy.yaml",
-                          {"version": 1, "gate": {"seed": 11, "signals": [entry]}})
+        return write_json(
+            tmp_path / "gate-policy.yaml", {"version": 1, "gate": {"seed": 11, "signals": [entry]}}
+        )
 
     def gate(self, tmp_path: Path, baseline: dict[str, Any], candidate: dict[str, Any]) -> dict[str, Any]:
         from ..gate.pipeline import gate_files
 
         fresh_registry()
-        return gate_files(self.gate_policy(tmp_path), baseline=write_json(tmp_path / "b.json", baseline),
-                          candidate=write_json(tmp_path / "c.json", candidate))
+        return gate_files(
+            self.gate_policy(tmp_path),
+            baseline=write_json(tmp_path / "b.json", baseline),
+            candidate=write_json(tmp_path / "c.json", candidate),
+        )
 
     def ids(self, prefix: str = "q") -> list[str]:
         return [f"{prefix}{i:05d}" for i in range(self.pairs)]

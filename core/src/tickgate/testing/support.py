@@ -9,12 +9,12 @@ import json
 import os
 import subprocess
 import sys
+from collections.abc import Iterator, Mapping
 from pathlib import Path
-from typing import Any, Iterator, Mapping
+from typing import Any
 
-from ..util.errors import TickgateError
 from ..host.registry import Registry, get_registry, reset_registry
-
+from ..util.errors import TickgateError
 
 
 def fresh_registry() -> Registry:
@@ -31,17 +31,23 @@ def contract_workload(count: int = 24) -> dict[str, Any]:
     requests = []
     for i in range(count):
         prompt = 16 + (i * 37) % 96
-        requests.append({
-            "id": f"r{i:03d}",
-            "prompt_tokens": prompt,
-            "max_output_tokens": 2 + (i * 5) % 7,
-            "priority": (i * 3) % 4,
-            "arrival_tick": i // 3,
-            "tenant": "a" if i % 2 else "b",
-            "prefix_blocks": [1000 + i // 2] * (prompt // 16),
-        })
-    return {"version": 1, "description": "tickgate.testing contract workload", "block_size": 16,
-            "requests": requests}
+        requests.append(
+            {
+                "id": f"r{i:03d}",
+                "prompt_tokens": prompt,
+                "max_output_tokens": 2 + (i * 5) % 7,
+                "priority": (i * 3) % 4,
+                "arrival_tick": i // 3,
+                "tenant": "a" if i % 2 else "b",
+                "prefix_blocks": [1000 + i // 2] * (prompt // 16),
+            }
+        )
+    return {
+        "version": 1,
+        "description": "tickgate.testing contract workload",
+        "block_size": 16,
+        "requests": requests,
+    }
 
 
 def write_json(path: Path, data: Any) -> Path:
@@ -59,8 +65,13 @@ def probe(*args: str, hash_seed: str, env: Mapping[str, str] | None = None) -> s
     full = dict(os.environ)
     full.update(env or {})
     full["PYTHONHASHSEED"] = hash_seed
-    proc = subprocess.run([sys.executable, "-m", "tickgate.testing.probe", *args], capture_output=True,
-                          text=True, env=full, timeout=300)
+    proc = subprocess.run(
+        [sys.executable, "-m", "tickgate.testing.probe", *args],
+        capture_output=True,
+        text=True,
+        env=full,
+        timeout=300,
+    )
     if proc.returncode != 0:
         raise AssertionError(f"probe {' '.join(args)} failed (exit {proc.returncode}): {proc.stderr.strip()}")
     return proc.stdout
@@ -84,10 +95,11 @@ def clean_failure(call: Any, *args: Any) -> tuple[Any, TickgateError | None]:
         return call(*args), None
     except TickgateError as exc:
         return None, exc
-    except Exception as exc:  # noqa: BLE001 - the point is to catch everything else
-        raise AssertionError(f"{getattr(call, '__qualname__', call)} raised {type(exc).__name__}: {exc}; "
-                             "bad input must raise tickgate.util.errors.InputError (or another TickgateError)") \
-            from exc
+    except Exception as exc:
+        raise AssertionError(
+            f"{getattr(call, '__qualname__', call)} raised {type(exc).__name__}: {exc}; "
+            "bad input must raise tickgate.util.errors.InputError (or another TickgateError)"
+        ) from exc
 
 
 def garbage_files(directory: Path, sample: Path | None) -> Iterator[Path]:
@@ -105,7 +117,7 @@ def garbage_files(directory: Path, sample: Path | None) -> Iterator[Path]:
         cases["truncated-" + sample.name] = data[: len(data) // 2]
         if data:
             mid = len(data) // 2
-            cases["corrupt-" + sample.name] = data[:mid] + b"\x00\"{" + data[mid + 1:]
+            cases["corrupt-" + sample.name] = data[:mid] + b'\x00"{' + data[mid + 1 :]
     for name, payload in sorted(cases.items()):
         path = directory / name
         path.write_bytes(payload)

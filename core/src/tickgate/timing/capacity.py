@@ -26,7 +26,7 @@ import attrs
 
 from ..util.errors import ConfigError
 
-__all__ = ["KvCapacity", "activation_bytes", "kv_capacity", "kv_cache_tokens"]
+__all__ = ["KvCapacity", "activation_bytes", "kv_cache_tokens", "kv_capacity"]
 
 #: memory outside the weights, activations and KV cache: CUDA context, NCCL
 #: buffers, CUDA graphs (vLLM's "non-torch" memory); a round figure
@@ -81,12 +81,16 @@ class KvCapacity:
     def summary(self, fraction_name: str) -> dict[str, Any]:
         """The report's ``kv_capacity`` figures, in GB (1e9 bytes), the fraction under
         the engine's own option name; a scheduler adds its pool (``tokens``, blocks)."""
+
         def gb(value: float) -> float:
             return round(value / 1e9, 3)
 
-        out: dict[str, Any] = {"source": "auto", fraction_name: self.fraction,
-                               "gpu_memory_gb": gb(self.gpu_memory_bytes),
-                               "weights_gb_per_gpu": gb(self.weight_bytes)}
+        out: dict[str, Any] = {
+            "source": "auto",
+            fraction_name: self.fraction,
+            "gpu_memory_gb": gb(self.gpu_memory_bytes),
+            "weights_gb_per_gpu": gb(self.weight_bytes),
+        }
         if self.engine != "sglang":  # SGLang's formula reserves none: its static fraction leaves the rest
             out["activation_gb"] = gb(self.activation_bytes)
             out["non_torch_gb"] = gb(self.non_torch_bytes)
@@ -95,8 +99,15 @@ class KvCapacity:
         return out
 
 
-def kv_capacity(timing: Any, engine: str, fraction: float, *, step_tokens: int = 8192,
-                step_seqs: int = 1024, option: str | None = None) -> KvCapacity:
+def kv_capacity(
+    timing: Any,
+    engine: str,
+    fraction: float,
+    *,
+    step_tokens: int = 8192,
+    step_seqs: int = 1024,
+    option: str | None = None,
+) -> KvCapacity:
     """The KV pool per GPU that ``engine`` ("vllm", "sglang" or "trtllm") would
     allocate with its memory ``fraction`` under ``timing``, a model that knows
     its memory (``weight_bytes_per_gpu``, ``gpu_memory_bytes``,
@@ -108,10 +119,15 @@ def kv_capacity(timing: Any, engine: str, fraction: float, *, step_tokens: int =
         raise ValueError(f"engine {engine!r}: not one of {', '.join(ENGINES)}")
     if timing is None or not all(hasattr(timing, need) for need in _NEEDS):
         asked = f"{option}: auto" if option else "KV capacity from memory"
-        which = ("there is no timing section" if timing is None
-                 else f"timing model {getattr(timing, 'name', type(timing).__name__)!r} does not")
-        raise ConfigError(f"{asked} needs a timing model that knows the model and GPU "
-                          f"(timing: {{name: roofline, options: {{model: ..., gpu: ...}}}}); {which}")
+        which = (
+            "there is no timing section"
+            if timing is None
+            else f"timing model {getattr(timing, 'name', type(timing).__name__)!r} does not"
+        )
+        raise ConfigError(
+            f"{asked} needs a timing model that knows the model and GPU "
+            f"(timing: {{name: roofline, options: {{model: ..., gpu: ...}}}}); {which}"
+        )
     total = float(timing.gpu_memory_bytes)
     weights = float(timing.weight_bytes_per_gpu)
     activation = non_torch = 0.0
@@ -128,16 +144,27 @@ def kv_capacity(timing: Any, engine: str, fraction: float, *, step_tokens: int =
     if tokens <= 0:
         model = getattr(timing.model, "key", "the model")
         gpu = getattr(getattr(timing, "gpu", None), "key", "the GPU")
-        raise ConfigError(f"no memory left for the KV cache: {model} needs {weights / 1e9:.1f} GB "
-                          f"of weights per GPU on {gpu} ({total / 1e9:.0f} GB) at memory "
-                          f"fraction {fraction}")
-    return KvCapacity(engine=engine, fraction=fraction, tokens=tokens, gpu_memory_bytes=total,
-                      weight_bytes=weights, activation_bytes=activation, non_torch_bytes=non_torch,
-                      kv_bytes=free, kv_token_bytes=int(timing.kv_token_bytes))
+        raise ConfigError(
+            f"no memory left for the KV cache: {model} needs {weights / 1e9:.1f} GB "
+            f"of weights per GPU on {gpu} ({total / 1e9:.0f} GB) at memory "
+            f"fraction {fraction}"
+        )
+    return KvCapacity(
+        engine=engine,
+        fraction=fraction,
+        tokens=tokens,
+        gpu_memory_bytes=total,
+        weight_bytes=weights,
+        activation_bytes=activation,
+        non_torch_bytes=non_torch,
+        kv_bytes=free,
+        kv_token_bytes=int(timing.kv_token_bytes),
+    )
 
 
-def kv_cache_tokens(timing: Any, engine: str, fraction: float, *, step_tokens: int = 8192,
-                    step_seqs: int = 1024) -> int:
+def kv_cache_tokens(
+    timing: Any, engine: str, fraction: float, *, step_tokens: int = 8192, step_seqs: int = 1024
+) -> int:
     """Tokens of KV cache per GPU (all layers) that ``engine`` would allocate with
     its memory ``fraction`` under ``timing`` (:func:`kv_capacity`'s ``tokens``)."""
     return kv_capacity(timing, engine, fraction, step_tokens=step_tokens, step_seqs=step_seqs).tokens

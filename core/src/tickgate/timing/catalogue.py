@@ -17,9 +17,10 @@ from __future__ import annotations
 import functools
 import json
 import re
+from collections.abc import Mapping
 from importlib import resources
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 import attrs
 
@@ -89,20 +90,33 @@ class ModelSpec:
         embedding and the LM head (MoE: the routed experts it runs, the shared
         expert and the router)."""
         dense_mlp = 3 * self.hidden_size * self.intermediate_size
-        moe_mlp = (self.experts_per_token * self.expert_params + self.shared_params
-                   + self.hidden_size * self.num_experts)
-        return (self.num_layers * self.attention_params + self.dense_layers * dense_mlp
-                + self.moe_layers * moe_mlp)
+        moe_mlp = (
+            self.experts_per_token * self.expert_params
+            + self.shared_params
+            + self.hidden_size * self.num_experts
+        )
+        return (
+            self.num_layers * self.attention_params
+            + self.dense_layers * dense_mlp
+            + self.moe_layers * moe_mlp
+        )
 
     @property
     def weight_params(self) -> int:
         """Every weight the GPUs hold: all experts, embedding and LM head (once if tied)."""
         dense_mlp = 3 * self.hidden_size * self.intermediate_size
-        moe_mlp = self.num_experts * self.expert_params + self.shared_params + self.hidden_size * self.num_experts
+        moe_mlp = (
+            self.num_experts * self.expert_params + self.shared_params + self.hidden_size * self.num_experts
+        )
         embed = self.vocab_size * self.hidden_size * (1 if self.tie_word_embeddings else 2)
         norms = (2 * self.num_layers + 1) * self.hidden_size
-        return (self.num_layers * self.attention_params + self.dense_layers * dense_mlp
-                + self.moe_layers * moe_mlp + embed + norms)
+        return (
+            self.num_layers * self.attention_params
+            + self.dense_layers * dense_mlp
+            + self.moe_layers * moe_mlp
+            + embed
+            + norms
+        )
 
     def kv_bytes_per_token(self, element_bytes: int) -> int:
         """K and V of one token over all layers (all KV heads)."""
@@ -126,8 +140,10 @@ class GpuSpec:
     def peak_tflops(self, dtype: str) -> float:
         value = self.tflops.get(dtype)
         if not value:
-            raise ConfigError(f"GPU {self.key!r} has no {dtype} tensor-core peak "
-                              f"(known: {', '.join(k for k, v in sorted(self.tflops.items()) if v)})")
+            raise ConfigError(
+                f"GPU {self.key!r} has no {dtype} tensor-core peak "
+                f"(known: {', '.join(k for k, v in sorted(self.tflops.items()) if v)})"
+            )
         return float(value)
 
     @property
@@ -176,20 +192,27 @@ def lookup_model(value: str, *, base: Path | None = None) -> ModelSpec:
             raise ConfigError(f"model {value!r}: {path} is not JSON: {exc}") from None
         return model_from_hf_config(config, key=str(value))
     known = sorted({*models, *names})
-    raise ConfigError(f"unknown model {value!r}: not in the catalogue and not a config.json path "
-                      f"(known: {', '.join(known)})")
+    raise ConfigError(
+        f"unknown model {value!r}: not in the catalogue and not a config.json path "
+        f"(known: {', '.join(known)})"
+    )
 
 
 def _catalogue_model(key: str, entry: Mapping[str, Any]) -> ModelSpec:
     moe = entry.get("moe") or {}
     return ModelSpec(
         key=key,
-        num_layers=entry["num_layers"], hidden_size=entry["hidden_size"],
-        num_attention_heads=entry["num_attention_heads"], num_kv_heads=entry["num_kv_heads"],
-        head_dim=entry["head_dim"], intermediate_size=entry["intermediate_size"],
-        vocab_size=entry["vocab_size"], tie_word_embeddings=bool(entry.get("tie_word_embeddings")),
+        num_layers=entry["num_layers"],
+        hidden_size=entry["hidden_size"],
+        num_attention_heads=entry["num_attention_heads"],
+        num_kv_heads=entry["num_kv_heads"],
+        head_dim=entry["head_dim"],
+        intermediate_size=entry["intermediate_size"],
+        vocab_size=entry["vocab_size"],
+        tie_word_embeddings=bool(entry.get("tie_word_embeddings")),
         max_position_embeddings=entry.get("max_position_embeddings"),
-        num_experts=moe.get("num_experts", 0), experts_per_token=moe.get("experts_per_token", 0),
+        num_experts=moe.get("num_experts", 0),
+        experts_per_token=moe.get("experts_per_token", 0),
         moe_intermediate_size=moe.get("moe_intermediate_size", entry["intermediate_size"] if moe else 0),
         shared_intermediate_size=moe.get("shared_intermediate_size", 0),
         first_moe_layer=moe.get("first_moe_layer", 0),
@@ -232,7 +255,8 @@ def model_from_hf_config(config: Mapping[str, Any], *, key: str = "config.json")
         return ModelSpec(
             key=key,
             num_layers=_int(config, "num_hidden_layers", "n_layer", "num_layers"),
-            hidden_size=hidden, num_attention_heads=heads,
+            hidden_size=hidden,
+            num_attention_heads=heads,
             num_kv_heads=_int(config, "num_key_value_heads", default=heads),
             head_dim=_int(config, "head_dim", default=hidden // heads),
             intermediate_size=inter,
@@ -260,8 +284,10 @@ def lookup_gpu(value: str | Mapping[str, Any]) -> GpuSpec:
         return _gpu("gpu", value)
     key = _find(value, gpus, aliases)
     if key is None:
-        raise ConfigError(f"unknown GPU {value!r} (known: {', '.join(sorted({*gpus, *aliases}))}; "
-                          "or give its figures as a mapping)")
+        raise ConfigError(
+            f"unknown GPU {value!r} (known: {', '.join(sorted({*gpus, *aliases}))}; "
+            "or give its figures as a mapping)"
+        )
     return _gpu(key, gpus[key])
 
 
@@ -276,7 +302,9 @@ def _gpu(key: str, entry: Mapping[str, Any]) -> GpuSpec:
     tflops["fp16"] = tflops["fp16"] or tflops["bf16"]
     nvlink = entry.get("nvlink_bandwidth_GBps")
     return GpuSpec(
-        key=key, tflops=tflops, memory_gb=float(entry["memory_gb"]),
+        key=key,
+        tflops=tflops,
+        memory_gb=float(entry["memory_gb"]),
         hbm_bandwidth_gbps=float(entry["hbm_bandwidth_GBps"]),
         # the catalogue's NVLink figures are bidirectional totals (its notes say so)
         nvlink_gbps=float(nvlink) / 2 if nvlink else None,

@@ -16,9 +16,10 @@ from __future__ import annotations
 
 import json
 import tempfile
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from statistics import median
-from typing import Any, Callable, Iterable, Mapping
+from typing import Any
 
 import attrs
 
@@ -65,8 +66,12 @@ def _gap_stats(gaps: list[tuple[float, int]], out: dict[str, float]) -> None:
     out["itl_ms_p99"] = weighted_interpolate(values, cumulative, (total - 1) * 0.99)
 
 
-def figures(done: list[tuple[float, float, float, int, int]], gaps: list[tuple[float, int]] | None,
-            itl: Mapping[str, Any] | None = None, frontend_ms: float = 0.0) -> dict[str, float]:
+def figures(
+    done: list[tuple[float, float, float, int, int]],
+    gaps: list[tuple[float, int]] | None,
+    itl: Mapping[str, Any] | None = None,
+    frontend_ms: float = 0.0,
+) -> dict[str, float]:
     """The benchmark clients' figures of completed requests, each (arrival, first
     token, finish, prompt tokens, output tokens) in engine ms, with the inter-token
     gaps as (duration, tokens) of the steps or the report's ``latency.itl_ms``;
@@ -86,8 +91,11 @@ def figures(done: list[tuple[float, float, float, int, int]], gaps: list[tuple[f
         out["total_tok_s"] = (outputs + sum(d[3] for d in done)) / seconds
     _stats([first - arrival for arrival, first, _, _, _ in done], "ttft_ms", out)
     _stats([finish - arrival for arrival, _, finish, _, _ in done], "e2e_ms", out)
-    _stats([(finish - first) / (output - 1) for _, first, finish, _, output in done if output > 1],
-           "tpot_ms", out)
+    _stats(
+        [(finish - first) / (output - 1) for _, first, finish, _, output in done if output > 1],
+        "tpot_ms",
+        out,
+    )
     if itl:
         out["itl_ms_mean"], out["itl_ms_median"], out["itl_ms_p99"] = itl["mean"], itl["p50"], itl["p99"]
     elif gaps:
@@ -98,8 +106,11 @@ def figures(done: list[tuple[float, float, float, int, int]], gaps: list[tuple[f
 
 def metrics(report: Mapping[str, Any]) -> dict[str, float]:
     """The benchmark clients' figures from a replay report whose outcomes are all listed."""
-    done = [(o["arrival_ms"], o["first_token_ms"], o["finished_ms"], o["prompt_tokens"], o["output_tokens"])
-            for o in report.get("outcomes", ()) if o.get("status") == "completed"]
+    done = [
+        (o["arrival_ms"], o["first_token_ms"], o["finished_ms"], o["prompt_tokens"], o["output_tokens"])
+        for o in report.get("outcomes", ())
+        if o.get("status") == "completed"
+    ]
     itl = (report.get("latency") or {}).get("itl_ms")
     frontend = ((report.get("inputs") or {}).get("timing") or {}).get("options", {}).get("frontend_ms", 0.0)
     return figures(done, None, itl, frontend)
@@ -128,8 +139,9 @@ def predict(point: Any, setup: PointSetup) -> dict[str, float]:
     return {k: got[k] for k in point.measured if k in got}
 
 
-def check_points(points: list[Any], factors: Callable[[str], Mapping[str, Any]] | None = None
-                 ) -> list[Prediction]:
+def check_points(
+    points: list[Any], factors: Callable[[str], Mapping[str, Any]] | None = None
+) -> list[Prediction]:
     """Replay (or price) every measurement; ``factors`` gives an engine family's
     factors (:meth:`tickgate.timing.fit.TimingFile.factors_for`)."""
     from .roofline import RooflineTiming
@@ -157,5 +169,8 @@ def error_summary(results: Iterable[Prediction]) -> dict[str, float | int]:
         return {"values": 0}
     ratios = [1 + e for e in errors]
     within = sum(1 for q in ratios if q > 0 and max(q, 1 / q) <= 1.5)
-    return {"values": len(errors), "median_ape": median(abs(e) for e in errors),
-            "within_1_5x": within / len(errors)}
+    return {
+        "values": len(errors),
+        "median_ape": median(abs(e) for e in errors),
+        "within_1_5x": within / len(errors),
+    }

@@ -20,8 +20,9 @@ before they are tried, so the written file is the same bytes on every run.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any, Callable, Mapping
+from typing import Any
 
 import attrs
 
@@ -33,8 +34,16 @@ from .roofline import ENGINE_DEFAULTS, FACTORS, RooflineTiming
 __all__ = ["FIT_FACTORS", "TimingFile", "fit_family", "load_timing_file", "objective", "write_timing_file"]
 
 #: the factors the fit adjusts (the rest keep their defaults)
-FIT_FACTORS = ("compute_efficiency", "memory_efficiency", "step_overhead_ms", "layer_overhead_us",
-               "per_seq_overhead_us", "allreduce_latency_us", "frontend_ms", "frontend_token_us")
+FIT_FACTORS = (
+    "compute_efficiency",
+    "memory_efficiency",
+    "step_overhead_ms",
+    "layer_overhead_us",
+    "per_seq_overhead_us",
+    "allreduce_latency_us",
+    "frontend_ms",
+    "frontend_token_us",
+)
 
 
 #: the lowest efficiency the fit tries
@@ -63,22 +72,39 @@ def load_timing_file(path: Path) -> TimingFile:
 
     data, locs = load_yaml(path)
     if not isinstance(data, dict) or not isinstance(data.get("timing"), dict):
-        raise InputError(path, "expected a mapping with a 'timing' section (name: roofline, options: {...})",
-                         line=1)
+        raise InputError(
+            path, "expected a mapping with a 'timing' section (name: roofline, options: {...})", line=1
+        )
     timing = data["timing"]
     if timing.get("name") != "roofline":
         line, col = locs.get("$.timing.name", (None, None))
-        raise InputError(path, f"timing fit and check work on the roofline model, not {timing.get('name')!r}",
-                         line=line, column=col, json_path="$.timing.name")
+        raise InputError(
+            path,
+            f"timing fit and check work on the roofline model, not {timing.get('name')!r}",
+            line=line,
+            column=col,
+            json_path="$.timing.name",
+        )
     schema = {**RooflineTiming.options_schema, "required": []}
     options = timing.get("options", {})
     validate(options, schema, file=path, locations=locs, prefix=("timing", "options"))
     fitted = data.get("fitted", {})
-    factor_schema = {"type": "object", "additionalProperties": False,
-                     "properties": {k: RooflineTiming.options_schema["properties"][k] for k in FACTORS}}
-    validate(fitted, {"type": "object", "additionalProperties": False,
-                      "properties": {k: factor_schema for k in ENGINE_DEFAULTS}},
-             file=path, locations=locs, prefix=("fitted",))
+    factor_schema = {
+        "type": "object",
+        "additionalProperties": False,
+        "properties": {k: RooflineTiming.options_schema["properties"][k] for k in FACTORS},
+    }
+    validate(
+        fitted,
+        {
+            "type": "object",
+            "additionalProperties": False,
+            "properties": dict.fromkeys(ENGINE_DEFAULTS, factor_schema),
+        },
+        file=path,
+        locations=locs,
+        prefix=("fitted",),
+    )
     return TimingFile(dict(options), {k: dict(v) for k, v in fitted.items()}, data)
 
 
@@ -96,8 +122,11 @@ LOSS_CAP = math.log(2.0)
 
 def objective(results: list[Prediction]) -> float:
     """Mean of min(|ln(predicted / measured)|, ln 2) over every predicted value."""
-    logs = [min(abs(math.log1p(e)), LOSS_CAP) if e > -1 else LOSS_CAP
-            for r in results for e in r.errors().values()]
+    logs = [
+        min(abs(math.log1p(e)), LOSS_CAP) if e > -1 else LOSS_CAP
+        for r in results
+        for e in r.errors().values()
+    ]
     return sum(logs) / len(logs) if logs else 0.0
 
 
@@ -146,9 +175,16 @@ class _Scorer:
         return results
 
 
-def fit_family(points: list[Point], engine_family: str, start: Mapping[str, float], *,
-               rounds: int = 40, passes: int = 3, step: float = 1.6,
-               progress: Callable[[str], None] | None = None) -> tuple[dict[str, float], float, float]:
+def fit_family(
+    points: list[Point],
+    engine_family: str,
+    start: Mapping[str, float],
+    *,
+    rounds: int = 40,
+    passes: int = 3,
+    step: float = 1.6,
+    progress: Callable[[str], None] | None = None,
+) -> tuple[dict[str, float], float, float]:
     """Fit the family's factors on its points from ``start`` (resolved factors):
     ``passes`` times, record the points under the current factors and run up to
     ``rounds`` rounds of coordinate descent on the recordings. Returns the
@@ -189,8 +225,9 @@ def fit_family(points: list[Point], engine_family: str, start: Mapping[str, floa
     return {k: current[k] for k in FIT_FACTORS}, before, best
 
 
-def write_timing_file(path: Path, base: TimingFile, fitted: Mapping[str, Mapping[str, float]],
-                      comment: str) -> None:
+def write_timing_file(
+    path: Path, base: TimingFile, fitted: Mapping[str, Mapping[str, float]], comment: str
+) -> None:
     """The base's timing section and the fitted factors, as YAML, keys sorted."""
     from ..util.atomic import atomic_writer
 

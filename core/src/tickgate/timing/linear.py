@@ -22,15 +22,16 @@ this model's closed-form :meth:`LinearTiming.decode_durations`.
 
 from __future__ import annotations
 
+from collections.abc import Iterator, Mapping
 from itertools import repeat
 from operator import add, mul
-from typing import Any, Iterator, Mapping
+from typing import Any, ClassVar
 
 import attrs
 
 from ..interfaces import SPAN_CHUNK, TimingModel
 
-__all__ = ["COEFFICIENTS", "LinearTiming", "SPAN_CHUNK"]
+__all__ = ["COEFFICIENTS", "SPAN_CHUNK", "LinearTiming"]
 
 #: the linear model's options, in ``step_ms``'s order, with what each prices
 COEFFICIENTS = {
@@ -45,11 +46,13 @@ COEFFICIENTS = {
 class LinearTiming(TimingModel):
     name = "linear"
     description = "step_ms = fixed + per prefill token + per decoding sequence + per context token read"
-    options_schema = {
+    options_schema: ClassVar[dict[str, Any]] = {
         "type": "object",
         "additionalProperties": False,
-        "properties": {key: {"type": "number", "minimum": 0, "maximum": 1e6, "default": 0,
-                             "description": f"ms {what}"} for key, what in COEFFICIENTS.items()},
+        "properties": {
+            key: {"type": "number", "minimum": 0, "maximum": 1e6, "default": 0, "description": f"ms {what}"}
+            for key, what in COEFFICIENTS.items()
+        },
     }
 
     fixed_ms: float = 0.0
@@ -58,7 +61,7 @@ class LinearTiming(TimingModel):
     per_context_token_ms: float = 0.0
 
     @classmethod
-    def build(cls, options: Mapping[str, Any]) -> "LinearTiming":
+    def build(cls, options: Mapping[str, Any]) -> LinearTiming:
         return cls(**{k: float(v) for k, v in options.items()})
 
     def step_ms(self, prefill_tokens: int, decode_seqs: int, context_tokens: int) -> float:

@@ -21,14 +21,15 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 import attrs
 
+from ..interfaces.model import Request
 from ..util.errors import InputError
 from ..util.jsonio import loads
-from ..interfaces.model import Request
 from .points import PointSetup, Skip
 
 __all__ = ["IterationLog", "ObservedRun", "read_iteration_log", "read_measurements", "read_observed_run"]
@@ -76,8 +77,12 @@ def read_observed_run(path: Path, base: Mapping[str, Any], base_path: Path) -> O
     from ..gate.detect import read_observations
 
     if "scheduler" not in base:
-        raise InputError(base_path, f"a benchmark run ({path}) is replayed with the server's settings: "
-                         "the base file must be a policy with a 'scheduler' section", json_path="$.scheduler")
+        raise InputError(
+            base_path,
+            f"a benchmark run ({path}) is replayed with the server's settings: "
+            "the base file must be a policy with a 'scheduler' section",
+            json_path="$.scheduler",
+        )
     doc = read_observations(path)
     agg = doc["run"].get("aggregates") or {}
     measured: dict[str, float] = {}
@@ -95,10 +100,14 @@ def read_observed_run(path: Path, base: Mapping[str, Any], base_path: Path) -> O
             if isinstance(dist.get(stat), (int, float)):
                 measured[f"{prefix}_{name}"] = float(dist[stat])
     rows = [r for r in doc.get("requests") or () if not r.get("error")]
-    if not rows or any(not isinstance(r.get("tokens_in"), int) or not isinstance(r.get("tokens_out"), int)
-                       for r in rows):
-        raise InputError(path, "a benchmark run needs per-request prompt and output token counts "
-                         "(vllm bench serve --save-detailed, sglang.bench_serving --output-details)")
+    if not rows or any(
+        not isinstance(r.get("tokens_in"), int) or not isinstance(r.get("tokens_out"), int) for r in rows
+    ):
+        raise InputError(
+            path,
+            "a benchmark run needs per-request prompt and output token counts "
+            "(vllm bench serve --save-detailed, sglang.bench_serving --output-details)",
+        )
     rate = extra.get("request_rate")
     if all(isinstance(r.get("start_ms"), (int, float)) for r in rows):
         first = min(r["start_ms"] for r in rows)
@@ -112,9 +121,15 @@ def read_observed_run(path: Path, base: Mapping[str, Any], base_path: Path) -> O
             arrivals.append(arrivals[-1] + gap)
     else:
         arrivals = [0.0] * len(rows)
-    requests = tuple(Request(id=str(r["request_id"]), prompt_tokens=max(1, r["tokens_in"]),
-                             max_output_tokens=max(1, r["tokens_out"]), arrival_ms=arrivals[i])
-                     for i, r in enumerate(rows))
+    requests = tuple(
+        Request(
+            id=str(r["request_id"]),
+            prompt_tokens=max(1, r["tokens_in"]),
+            max_output_tokens=max(1, r["tokens_out"]),
+            arrival_ms=arrivals[i],
+        )
+        for i, r in enumerate(rows)
+    )
     order = sorted(range(len(requests)), key=lambda i: (requests[i].arrival_ms, i))
     return ObservedRun(str(path.name), measured, _base_family(base), base, tuple(requests[i] for i in order))
 
@@ -147,12 +162,19 @@ def looks_like_iterations(text: str) -> bool:
 def read_iteration_log(path: Path, text: str, base: Mapping[str, Any], base_path: Path) -> IterationLog:
     options = (base.get("timing") or {}).get("options") or {}
     if not options.get("model") or not options.get("gpu"):
-        raise InputError(base_path, f"iteration statistics ({path}) are priced for the base's model and GPU: "
-                         "its timing options must name both", json_path="$.timing.options")
+        raise InputError(
+            base_path,
+            f"iteration statistics ({path}) are priced for the base's model and GPU: "
+            "its timing options must name both",
+            json_path="$.timing.options",
+        )
     stripped = text.strip()
     try:
-        items = loads(stripped) if stripped.startswith("[") else [loads(line) for line in stripped.splitlines()
-                                                                    if line.strip()]
+        items = (
+            loads(stripped)
+            if stripped.startswith("[")
+            else [loads(line) for line in stripped.splitlines() if line.strip()]
+        )
     except ValueError as exc:
         raise InputError(path, f"invalid JSON: {exc}") from None
     measured: dict[str, float] = {}
@@ -176,8 +198,9 @@ def read_iteration_log(path: Path, text: str, base: Mapping[str, Any], base_path
         steps[key] = (ctx_tokens, gen, max(0, used - ctx_tokens), ctx_reqs, pairs, 0)
     if not measured:
         raise InputError(path, "no iteration with an iterLatencyMS above 0 and inflightBatchingStats")
-    return IterationLog(path.name, measured, _base_family(base) if base.get("scheduler") else "trtllm",
-                        base, steps)
+    return IterationLog(
+        path.name, measured, _base_family(base) if base.get("scheduler") else "trtllm", base, steps
+    )
 
 
 def read_measurements(path: Path, base: Mapping[str, Any], base_path: Path) -> list[Any]:

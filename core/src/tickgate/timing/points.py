@@ -12,25 +12,36 @@ docs/timing.md, "Checking against measurements", tabulates the mapping.
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 import attrs
 
+from ..interfaces.model import Request
 from ..util.errors import ConfigError, InputError
 from ..util.jsonio import loads
-from ..interfaces.model import Request
 from .roofline import FACTORS, RooflineTiming
 
 __all__ = ["MEASURED_KEYS", "Point", "PointSetup", "Skip", "read_points", "setup_point"]
 
 #: the ``measured`` keys a replay predicts, in the order tables show them
 MEASURED_KEYS = (
-    "output_tok_s", "request_s", "total_tok_s",
-    "ttft_ms_mean", "ttft_ms_median", "ttft_ms_p99",
-    "tpot_ms_mean", "tpot_ms_median", "tpot_ms_p99",
-    "itl_ms_mean", "itl_ms_median", "itl_ms_p99",
-    "e2e_ms_mean", "e2e_ms_median", "e2e_ms_p99",
+    "output_tok_s",
+    "request_s",
+    "total_tok_s",
+    "ttft_ms_mean",
+    "ttft_ms_median",
+    "ttft_ms_p99",
+    "tpot_ms_mean",
+    "tpot_ms_median",
+    "tpot_ms_p99",
+    "itl_ms_mean",
+    "itl_ms_median",
+    "itl_ms_p99",
+    "e2e_ms_mean",
+    "e2e_ms_median",
+    "e2e_ms_p99",
     "first_token_latency_ms",
 )
 
@@ -65,7 +76,7 @@ class Point:
     def options(self, factors: Mapping[str, Any] | None) -> dict[str, Any]:
         return timing_options(self, overrides=factors)
 
-    def setup(self, factors: Mapping[str, Any] | None) -> "PointSetup":
+    def setup(self, factors: Mapping[str, Any] | None) -> PointSetup:
         return setup_point(self, factors=factors)
 
 
@@ -126,9 +137,12 @@ def timing_options(point: Point, *, overrides: Mapping[str, Any] | None = None) 
     dtype = _dtype(d.get("dtype"), "bf16")
     kv = _dtype(d.get("kv_cache_dtype"), "auto")
     options: dict[str, Any] = {
-        "model": d.get("model_key"), "gpu": d.get("gpu_key"), "dtype": dtype,
+        "model": d.get("model_key"),
+        "gpu": d.get("gpu_key"),
+        "dtype": dtype,
         "kv_cache_dtype": kv if kv != "auto" else "auto",
-        "tensor_parallel_size": _int(d.get("tp")) or 1, "engine": engine[1],
+        "tensor_parallel_size": _int(d.get("tp")) or 1,
+        "engine": engine[1],
     }
     if overrides:
         options.update({k: v for k, v in overrides.items() if k in FACTORS})
@@ -144,8 +158,10 @@ def setup_point(point: Point, *, factors: Mapping[str, Any] | None = None) -> Po
         raise Skip(f"engine {d.get('engine')!r} has no tickgate scheduler")
     isl, osl, n = _int(w.get("isl")), _int(w.get("osl")), _int(w.get("num_requests"))
     if isl is None or osl is None:
-        raise Skip(f"workload {w.get('dataset')!r}: prompt and output lengths come from a dataset tickgate "
-                   "does not ship (no isl/osl)")
+        raise Skip(
+            f"workload {w.get('dataset')!r}: prompt and output lengths come from a dataset tickgate "
+            "does not ship (no isl/osl)"
+        )
     if not n:
         raise Skip("workload: no num_requests")
     options = timing_options(point, overrides=factors)
@@ -155,12 +171,17 @@ def setup_point(point: Point, *, factors: Mapping[str, Any] | None = None) -> Po
         raise Skip(f"timing: {exc}") from None
     scheduler, assumed = _scheduler(point, engine[0], timing, isl, osl)
     requests = _requests(point, isl, osl, n)
-    policy = {"version": 1, "scheduler": scheduler, "timing": {"name": "roofline", "options": options},
-              "limits": {"max_ticks": 50_000_000}}
+    policy = {
+        "version": 1,
+        "scheduler": scheduler,
+        "timing": {"name": "roofline", "options": options},
+        "limits": {"max_ticks": 50_000_000},
+    }
     return PointSetup(policy, requests, tuple(assumed))
 
 
 # -- workloads -----------------------------------------------------------------
+
 
 def _requests(point: Point, isl: int, osl: int, n: int) -> list[Request]:
     """Fixed lengths, or as ``sglang.bench_serving``'s random dataset draws them
@@ -193,13 +214,23 @@ def _requests(point: Point, isl: int, osl: int, n: int) -> list[Request]:
         arrivals = [0.0]
         for gap in gaps[:-1].tolist():
             arrivals.append(arrivals[-1] + gap)
-    return [Request(id=f"r{i}", prompt_tokens=int(inputs[i]), max_output_tokens=int(outputs[i]),
-                    arrival_ms=float(arrivals[i])) for i in range(n)]
+    return [
+        Request(
+            id=f"r{i}",
+            prompt_tokens=int(inputs[i]),
+            max_output_tokens=int(outputs[i]),
+            arrival_ms=float(arrivals[i]),
+        )
+        for i in range(n)
+    ]
 
 
 # -- schedulers ----------------------------------------------------------------
 
-def _scheduler(point: Point, name: str, timing: RooflineTiming, isl: int, osl: int) -> tuple[dict[str, Any], list[str]]:
+
+def _scheduler(
+    point: Point, name: str, timing: RooflineTiming, isl: int, osl: int
+) -> tuple[dict[str, Any], list[str]]:
     d = point.data
     flags = d.get("engine_flags") or {}
     w = d["workload"]
@@ -221,7 +252,7 @@ def trtllm_bench_settings(timing: RooflineTiming, isl: int, osl: int) -> tuple[i
     then ``finetune_setting``): the requests whose KV fits in 95 % of the memory
     left after the engine, capped at 4096, rounded up to the sizes it uses."""
     m = timing.model
-    gib = 1024 ** 3
+    gib = 1024**3
     kv_bytes = 1 if timing.kv_cache_dtype == "fp8" else 2
     weight_bytes = 1 if timing.dtype == "fp8" else 2
     per_token = 2 * m.num_layers * max(timing.tp, m.num_kv_heads) * m.head_dim * kv_bytes / gib
@@ -245,8 +276,9 @@ def trtllm_bench_settings(timing: RooflineTiming, isl: int, osl: int) -> tuple[i
     return batch, tokens
 
 
-def _trtllm(timing: RooflineTiming, isl: int, osl: int, batch: int | None,
-            flags: Mapping[str, Any]) -> tuple[dict[str, Any], list[str]]:
+def _trtllm(
+    timing: RooflineTiming, isl: int, osl: int, batch: int | None, flags: Mapping[str, Any]
+) -> tuple[dict[str, Any], list[str]]:
     backend = str(flags.get("backend", ""))
     chunked = False
     if batch:
@@ -256,17 +288,26 @@ def _trtllm(timing: RooflineTiming, isl: int, osl: int, batch: int | None,
     elif "trtllm-bench" in backend or "trtllm-bench" in str(flags.get("build", "")):
         max_batch_size, max_num_tokens = trtllm_bench_settings(timing, isl, osl)
         fraction, chunked = 0.95, True
-        assumed = [f"trtllm-bench build: max_batch_size {max_batch_size}, max_num_tokens {max_num_tokens}; "
-                   "kv_cache_free_gpu_mem_fraction 0.95; chunked context on"]
+        assumed = [
+            f"trtllm-bench build: max_batch_size {max_batch_size}, max_num_tokens {max_num_tokens}; "
+            "kv_cache_free_gpu_mem_fraction 0.95; chunked context on"
+        ]
     else:
         # Triton's tensorrtllm_backend: the engine's trtllm-build defaults
         max_batch_size, max_num_tokens, fraction = 2048, 8192, 0.9
-        assumed = ["trtllm-build defaults: max_batch_size 2048, max_num_tokens 8192; "
-                   "kv_cache_free_gpu_mem_fraction 0.9; chunked context off"]
-    options = {"tokens_per_block": 64, "kv_cache_max_tokens": "auto", "kv_cache_free_gpu_mem_fraction": fraction,
-               "max_batch_size": max_batch_size,
-               "max_num_tokens": max_num_tokens, "capacity_scheduler_policy": "GUARANTEED_NO_EVICT",
-               "enable_chunked_context": chunked}
+        assumed = [
+            "trtllm-build defaults: max_batch_size 2048, max_num_tokens 8192; "
+            "kv_cache_free_gpu_mem_fraction 0.9; chunked context off"
+        ]
+    options = {
+        "tokens_per_block": 64,
+        "kv_cache_max_tokens": "auto",
+        "kv_cache_free_gpu_mem_fraction": fraction,
+        "max_batch_size": max_batch_size,
+        "max_num_tokens": max_num_tokens,
+        "capacity_scheduler_policy": "GUARANTEED_NO_EVICT",
+        "enable_chunked_context": chunked,
+    }
     return {"name": "trtllm", "options": options}, assumed
 
 
@@ -279,20 +320,29 @@ def _sglang(timing: RooflineTiming, flags: Mapping[str, Any]) -> tuple[dict[str,
     """``max_total_tokens: auto``: the pool, ``context_length`` and ``max_running_requests``
     as SGLang derives them (the scheduler's own defaults, tp from the timing model)."""
     launch = str(flags.get("launch", ""))
-    options: dict[str, Any] = {"max_total_tokens": "auto", "disable_radix_cache": flags.get("radix_cache") is False
-                               or "--disable-radix-cache" in launch}
+    options: dict[str, Any] = {
+        "max_total_tokens": "auto",
+        "disable_radix_cache": flags.get("radix_cache") is False or "--disable-radix-cache" in launch,
+    }
     fraction = _number(flags, "mem_fraction_static", 0.0)
     if fraction:
         options["mem_fraction_static"] = fraction
         return {"name": "sglang", "options": options}, []
-    return {"name": "sglang", "options": options}, [f"mem_fraction_static: SGLang's default at tp {timing.tp}"]
+    return {"name": "sglang", "options": options}, [
+        f"mem_fraction_static: SGLang's default at tp {timing.tp}"
+    ]
 
 
 def _vllm(timing: RooflineTiming, flags: Mapping[str, Any]) -> tuple[dict[str, Any], list[str]]:
     util = _number(flags, "gpu_memory_utilization", 0.9)
     block_size, batched, seqs = 16, 8192, 1024
-    options: dict[str, Any] = {"block_size": block_size, "num_gpu_blocks": "auto", "gpu_memory_utilization": util,
-                               "max_num_seqs": seqs, "max_num_batched_tokens": batched}
+    options: dict[str, Any] = {
+        "block_size": block_size,
+        "num_gpu_blocks": "auto",
+        "gpu_memory_utilization": util,
+        "max_num_seqs": seqs,
+        "max_num_batched_tokens": batched,
+    }
     max_model_len = _int(flags.get("max_model_len"))
     if max_model_len:
         options["max_model_len"] = max_model_len

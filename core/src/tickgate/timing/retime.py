@@ -53,15 +53,23 @@ class RecordingTiming(TimingModel):
         self.calls.append(("step", (prefill_tokens, decode_seqs, context_tokens), ms))
         return ms
 
-    def price_step(self, prefill_tokens: int, decode_seqs: int, context_tokens: int,
-                   prefill_seqs: int, prefill_pairs: float, prefill_context: int) -> float:
+    def price_step(
+        self,
+        prefill_tokens: int,
+        decode_seqs: int,
+        context_tokens: int,
+        prefill_seqs: int,
+        prefill_pairs: float,
+        prefill_context: int,
+    ) -> float:
         args = (prefill_tokens, decode_seqs, context_tokens, prefill_seqs, prefill_pairs, prefill_context)
         ms = self.inner.price_step(*args)
         self.calls.append(("price", args, ms))
         return ms
 
-    def decode_span(self, start_ms: float, seqs: int, context: int, steps: int,
-                    until_ms: float | None = None) -> tuple[int, float]:
+    def decode_span(
+        self, start_ms: float, seqs: int, context: int, steps: int, until_ms: float | None = None
+    ) -> tuple[int, float]:
         n, end = self.inner.decode_span(start_ms, seqs, context, steps, until_ms)
         self.calls.append(("span", (start_ms, seqs, context), (n, end)))
         return n, end
@@ -93,8 +101,9 @@ class Recording:
     steps: tuple[_Step, ...]
     requests: tuple[tuple[float, int, int, int, int], ...]
 
-    def retime(self, model: TimingModel) -> tuple[list[tuple[float, float, float, int, int]],
-                                                   list[tuple[float, int]]]:
+    def retime(
+        self, model: TimingModel
+    ) -> tuple[list[tuple[float, float, float, int, int]], list[tuple[float, int]]]:
         """Every completed request's (arrival, first token, finish) in ms with its
         prompt and output tokens, and the (duration, decode tokens) of every
         step (a span's steps one by one), under ``model``."""
@@ -113,8 +122,13 @@ class Recording:
                 span_ends[i] = steps
                 end = steps[-1]
             else:
-                duration = (model.price_step(*s.args) if s.kind == "price" else
-                            model.step_ms(*s.args) if s.kind == "step" else 0.0)
+                duration = (
+                    model.price_step(*s.args)
+                    if s.kind == "price"
+                    else model.step_ms(*s.args)
+                    if s.kind == "step"
+                    else 0.0
+                )
                 end = start + duration
                 if s.decode_tokens:
                     gaps.append((duration, s.decode_tokens))
@@ -128,8 +142,10 @@ class Recording:
                 return span_ends[i][tick - ticks[i] + 1]
             return ends[i]
 
-        done = [(arrival, end_of(first), end_of(finish), prompt, output)
-                for arrival, first, finish, prompt, output in self.requests]
+        done = [
+            (arrival, end_of(first), end_of(finish), prompt, output)
+            for arrival, first, finish, prompt, output in self.requests
+        ]
         return done, gaps
 
 
@@ -150,8 +166,9 @@ class _Sink:
         self.outcomes.append(outcome)
 
 
-def _match(calls: list[tuple[str, tuple[Any, ...], Any]], record: TickRecord,
-           start: float) -> tuple[str, tuple[Any, ...]] | None:
+def _match(
+    calls: list[tuple[str, tuple[Any, ...], Any]], record: TickRecord, start: float
+) -> tuple[str, tuple[Any, ...]] | None:
     """The call that priced ``record`` (the last one whose result is its duration)."""
     duration = record.duration_ms or 0.0
     for kind, args, result in reversed(calls):
@@ -177,8 +194,16 @@ def record(policy: Any, requests: list[Request]) -> Recording | None:
     clock = Clock()
     scheduler, built = build_scheduler(attrs.evolve(policy, timing=timing), clock)
     sink = _Sink(clock, timing)
-    run(requests, scheduler, clock, [sink], timed=True, max_ticks=policy.max_ticks,
-        label=f'scheduler "{built["scheduler"]["name"]}"', timing=inner)
+    run(
+        requests,
+        scheduler,
+        clock,
+        [sink],
+        timed=True,
+        max_ticks=policy.max_ticks,
+        label=f'scheduler "{built["scheduler"]["name"]}"',
+        timing=inner,
+    )
     steps = []
     prev_end = 0.0
     done = 0
@@ -190,12 +215,18 @@ def record(policy: Any, requests: list[Request]) -> Recording | None:
         kind, args = matched
         steps.append(_Step(rec.tick, rec.span, start, start > prev_end, kind, args, rec.decode_tokens))
         prev_end = start + (rec.duration_ms or 0.0)
-    requests_done = tuple((o.arrival_ms, o.first_token_tick, o.finished_tick, o.prompt_tokens, o.output_tokens)
-                          for o in sink.outcomes if o.status == "completed" and o.first_token_tick is not None)
+    requests_done = tuple(
+        (o.arrival_ms, o.first_token_tick, o.finished_tick, o.prompt_tokens, o.output_tokens)
+        for o in sink.outcomes
+        if o.status == "completed" and o.first_token_tick is not None
+    )
     recording = Recording(tuple(steps), requests_done)
     again, _ = recording.retime(inner)
-    recorded = [(o.first_token_ms, o.finished_ms) for o in sink.outcomes
-                if o.status == "completed" and o.first_token_tick is not None]
+    recorded = [
+        (o.first_token_ms, o.finished_ms)
+        for o in sink.outcomes
+        if o.status == "completed" and o.first_token_tick is not None
+    ]
     for (_, first, finish, _, _), (first0, finish0) in zip(again, recorded):
         if abs(first - first0) > 1e-6 * max(1.0, first0) or abs(finish - finish0) > 1e-6 * max(1.0, finish0):
             return None

@@ -30,13 +30,14 @@ prices a span of them in closed form, as the linear model does.
 
 from __future__ import annotations
 
+from collections.abc import Iterator, Mapping
 from itertools import repeat
 from operator import add, mul
 from pathlib import Path
-from typing import Any, Iterator, Mapping
+from typing import Any, ClassVar
 
-from ..util.errors import ConfigError
 from ..interfaces import TimingModel
+from ..util.errors import ConfigError
 from .catalogue import DTYPE_BYTES, GpuSpec, ModelSpec, lookup_gpu, lookup_model
 
 __all__ = ["ENGINE_DEFAULTS", "FACTORS", "RooflineTiming"]
@@ -52,29 +53,65 @@ FACTORS = {
     "layer_overhead_us": "fixed cost per layer and step (kernel launches and small-kernel tails)",
     "per_seq_overhead_us": "cost per sequence in the step (input preparation, sampling, detokenizing)",
     "frontend_ms": "a request's way in and out of the engine (HTTP, tokenization, IPC, streaming), "
-                   "added to TTFT and end-to-end latency as a client measures them",
+    "added to TTFT and end-to-end latency as a client measures them",
     "frontend_request_us": "serial front-end work per request (setting it up)",
     "frontend_token_us": "serial front-end work per output token (detokenizing, streaming it back)",
 }
 
 #: defaults by engine family; docs/timing.md says where each figure comes from
 ENGINE_DEFAULTS: dict[str, dict[str, float]] = {
-    "generic": {"compute_efficiency": 0.6, "attention_efficiency": 0.5, "memory_efficiency": 0.8,
-                "link_efficiency": 0.7, "allreduce_latency_us": 20.0, "step_overhead_ms": 1.0,
-                "layer_overhead_us": 20.0, "per_seq_overhead_us": 20.0, "frontend_ms": 5.0,
-                "frontend_request_us": 0.0, "frontend_token_us": 0.0},
-    "vllm": {"compute_efficiency": 0.6, "attention_efficiency": 0.5, "memory_efficiency": 0.8,
-             "link_efficiency": 0.7, "allreduce_latency_us": 20.0, "step_overhead_ms": 1.5,
-             "layer_overhead_us": 10.0, "per_seq_overhead_us": 30.0, "frontend_ms": 5.0,
-             "frontend_request_us": 0.0, "frontend_token_us": 80.0},
-    "sglang": {"compute_efficiency": 0.55, "attention_efficiency": 0.5, "memory_efficiency": 0.8,
-               "link_efficiency": 0.7, "allreduce_latency_us": 20.0, "step_overhead_ms": 2.0,
-               "layer_overhead_us": 20.0, "per_seq_overhead_us": 60.0, "frontend_ms": 20.0,
-               "frontend_request_us": 0.0, "frontend_token_us": 0.0},
-    "trtllm": {"compute_efficiency": 0.6, "attention_efficiency": 0.5, "memory_efficiency": 0.8,
-               "link_efficiency": 0.7, "allreduce_latency_us": 40.0, "step_overhead_ms": 0.5,
-               "layer_overhead_us": 40.0, "per_seq_overhead_us": 2.0, "frontend_ms": 5.0,
-               "frontend_request_us": 0.0, "frontend_token_us": 0.0},
+    "generic": {
+        "compute_efficiency": 0.6,
+        "attention_efficiency": 0.5,
+        "memory_efficiency": 0.8,
+        "link_efficiency": 0.7,
+        "allreduce_latency_us": 20.0,
+        "step_overhead_ms": 1.0,
+        "layer_overhead_us": 20.0,
+        "per_seq_overhead_us": 20.0,
+        "frontend_ms": 5.0,
+        "frontend_request_us": 0.0,
+        "frontend_token_us": 0.0,
+    },
+    "vllm": {
+        "compute_efficiency": 0.6,
+        "attention_efficiency": 0.5,
+        "memory_efficiency": 0.8,
+        "link_efficiency": 0.7,
+        "allreduce_latency_us": 20.0,
+        "step_overhead_ms": 1.5,
+        "layer_overhead_us": 10.0,
+        "per_seq_overhead_us": 30.0,
+        "frontend_ms": 5.0,
+        "frontend_request_us": 0.0,
+        "frontend_token_us": 80.0,
+    },
+    "sglang": {
+        "compute_efficiency": 0.55,
+        "attention_efficiency": 0.5,
+        "memory_efficiency": 0.8,
+        "link_efficiency": 0.7,
+        "allreduce_latency_us": 20.0,
+        "step_overhead_ms": 2.0,
+        "layer_overhead_us": 20.0,
+        "per_seq_overhead_us": 60.0,
+        "frontend_ms": 20.0,
+        "frontend_request_us": 0.0,
+        "frontend_token_us": 0.0,
+    },
+    "trtllm": {
+        "compute_efficiency": 0.6,
+        "attention_efficiency": 0.5,
+        "memory_efficiency": 0.8,
+        "link_efficiency": 0.7,
+        "allreduce_latency_us": 40.0,
+        "step_overhead_ms": 0.5,
+        "layer_overhead_us": 40.0,
+        "per_seq_overhead_us": 2.0,
+        "frontend_ms": 5.0,
+        "frontend_request_us": 0.0,
+        "frontend_token_us": 0.0,
+    },
 }
 
 #: the share of a GPU's memory CUDA makes available (see RooflineTiming.gpu_memory_bytes)
@@ -91,23 +128,34 @@ def _factor_schema(key: str, what: str) -> dict[str, Any]:
 
 class RooflineTiming(TimingModel):
     name = "roofline"
-    description = "step time from the model's FLOPs and bytes against the GPU's peaks, plus all-reduce and overhead"
-    options_schema = {
+    description = (
+        "step time from the model's FLOPs and bytes against the GPU's peaks, plus all-reduce and overhead"
+    )
+    options_schema: ClassVar[dict[str, Any]] = {
         "type": "object",
         "additionalProperties": False,
         "required": ["model", "gpu"],
         "properties": {
-            "model": {"type": "string", "minLength": 1,
-                      "description": "catalogue key or name (tickgate timing models), or a path to a "
-                                     "Hugging Face config.json"},
-            "gpu": {"oneOf": [{"type": "string", "minLength": 1}, {"type": "object"}],
-                    "description": "catalogue key or alias, or the GPU's figures"},
+            "model": {
+                "type": "string",
+                "minLength": 1,
+                "description": "catalogue key or name (tickgate timing models), or a path to a "
+                "Hugging Face config.json",
+            },
+            "gpu": {
+                "oneOf": [{"type": "string", "minLength": 1}, {"type": "object"}],
+                "description": "catalogue key or alias, or the GPU's figures",
+            },
             "dtype": {"enum": ["bf16", "fp16", "fp8"], "description": "weights and matmuls (default bf16)"},
-            "kv_cache_dtype": {"enum": ["auto", "bf16", "fp16", "fp8"],
-                               "description": "KV cache elements (auto: bf16, fp16 for fp16 weights)"},
+            "kv_cache_dtype": {
+                "enum": ["auto", "bf16", "fp16", "fp8"],
+                "description": "KV cache elements (auto: bf16, fp16 for fp16 weights)",
+            },
             "tensor_parallel_size": {"type": "integer", "minimum": 1, "maximum": 1024},
-            "engine": {"enum": sorted(ENGINE_DEFAULTS),
-                       "description": "whose defaults the factors start from (default generic)"},
+            "engine": {
+                "enum": sorted(ENGINE_DEFAULTS),
+                "description": "whose defaults the factors start from (default generic)",
+            },
             **{key: _factor_schema(key, what) for key, what in FACTORS.items()},
         },
     }
@@ -116,7 +164,7 @@ class RooflineTiming(TimingModel):
     gpu: GpuSpec
 
     @classmethod
-    def build(cls, options: Mapping[str, Any]) -> "RooflineTiming":
+    def build(cls, options: Mapping[str, Any]) -> RooflineTiming:
         return cls(options)
 
     def __init__(self, options: Mapping[str, Any], *, base: Path | None = None) -> None:
@@ -139,8 +187,11 @@ class RooflineTiming(TimingModel):
         self.tp = tp = int(options.get("tensor_parallel_size", 1))
         m, g = self.model, self.gpu
         if m.num_attention_heads % tp:
-            raise ConfigError(f"tensor_parallel_size {tp} does not divide the model's "
-                              f"{m.num_attention_heads} attention heads", option="tensor_parallel_size")
+            raise ConfigError(
+                f"tensor_parallel_size {tp} does not divide the model's "
+                f"{m.num_attention_heads} attention heads",
+                option="tensor_parallel_size",
+            )
         # Peaks in FLOP/ms and byte/ms, with their efficiencies applied.
         try:
             matmul = g.peak_tflops(self.dtype) * 1e9 * factors["compute_efficiency"]
@@ -155,13 +206,23 @@ class RooflineTiming(TimingModel):
         kv_heads = max(1, m.num_kv_heads // tp)
         self.kv_token_bytes = 2 * layers * kv_heads * m.head_dim * kvbytes  # per GPU
         self._body_flop_ms = 2 * m.active_params / tp / matmul
-        self._lm_flop_ms = 2 * h * m.vocab_size / tp / (g.peak_tflops("bf16") * 1e9 * factors["compute_efficiency"])
+        self._lm_flop_ms = (
+            2 * h * m.vocab_size / tp / (g.peak_tflops("bf16") * 1e9 * factors["compute_efficiency"])
+        )
         # The LM head stays in 16 bits under fp8 quantization (vLLM, TensorRT-LLM).
         self._lm_bytes_ms = h * m.vocab_size * 2 / tp / hbm
         self._attn_pair_ms = 4 * layers * (m.num_attention_heads // tp) * m.head_dim / attention
         self._kv_ms = self.kv_token_bytes / hbm
-        self._dense_bytes_ms = (layers * m.attention_params + m.dense_layers * 3 * h * m.intermediate_size
-                                + m.moe_layers * (m.shared_params + h * m.num_experts)) * wbytes / tp / hbm
+        self._dense_bytes_ms = (
+            (
+                layers * m.attention_params
+                + m.dense_layers * 3 * h * m.intermediate_size
+                + m.moe_layers * (m.shared_params + h * m.num_experts)
+            )
+            * wbytes
+            / tp
+            / hbm
+        )
         self._expert_bytes_ms = m.moe_layers * m.expert_params * wbytes / tp / hbm
         link = g.link_gbps * 1e6 * factors["link_efficiency"]
         self._allreduce_token_ms = (2 * layers * 2 * (tp - 1) / tp * h * 2 / link) if tp > 1 else 0.0
@@ -185,8 +246,14 @@ class RooflineTiming(TimingModel):
         touched = m.num_experts * (1.0 - (1.0 - m.experts_per_token / m.num_experts) ** tokens)
         return self._dense_bytes_ms + self._expert_bytes_ms * touched
 
-    def _base(self, prefill_tokens: int, decode_seqs: int, prefill_seqs: int,
-              prefill_pairs: float, prefill_context: int) -> float:
+    def _base(
+        self,
+        prefill_tokens: int,
+        decode_seqs: int,
+        prefill_seqs: int,
+        prefill_pairs: float,
+        prefill_context: int,
+    ) -> float:
         """Everything but the decode sequences' context term."""
         tokens = prefill_tokens + decode_seqs
         if tokens == 0:
@@ -201,10 +268,19 @@ class RooflineTiming(TimingModel):
         ms += self._allreduce_token_ms * tokens + self._allreduce_fixed_ms
         return ms
 
-    def price_step(self, prefill_tokens: int, decode_seqs: int, context_tokens: int,
-                   prefill_seqs: int, prefill_pairs: float, prefill_context: int) -> float:
-        return (self._base(prefill_tokens, decode_seqs, prefill_seqs, prefill_pairs, prefill_context)
-                + self._slope * context_tokens)
+    def price_step(
+        self,
+        prefill_tokens: int,
+        decode_seqs: int,
+        context_tokens: int,
+        prefill_seqs: int,
+        prefill_pairs: float,
+        prefill_context: int,
+    ) -> float:
+        return (
+            self._base(prefill_tokens, decode_seqs, prefill_seqs, prefill_pairs, prefill_context)
+            + self._slope * context_tokens
+        )
 
     def step_ms(self, prefill_tokens: int, decode_seqs: int, context_tokens: int) -> float:
         """Without the prefill's shape: one chunk from the start of its prompt."""
@@ -242,8 +318,15 @@ class RooflineTiming(TimingModel):
         """A ``timing`` section that builds this model again, every factor resolved
         (the catalogue key of the model and GPU, dtypes, layout, efficiencies)."""
         gpu = self.options["gpu"] if not isinstance(self.options["gpu"], str) else self.gpu.key
-        return {"name": self.name, "options": {
-            "model": self.model.key, "gpu": gpu, "dtype": self.dtype,
-            "kv_cache_dtype": self.kv_cache_dtype, "tensor_parallel_size": self.tp,
-            "engine": self.engine, **{k: self.factors[k] for k in FACTORS},
-        }}
+        return {
+            "name": self.name,
+            "options": {
+                "model": self.model.key,
+                "gpu": gpu,
+                "dtype": self.dtype,
+                "kv_cache_dtype": self.kv_cache_dtype,
+                "tensor_parallel_size": self.tp,
+                "engine": self.engine,
+                **{k: self.factors[k] for k in FACTORS},
+            },
+        }

@@ -15,8 +15,9 @@ import json
 import os
 import stat
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Iterator, TextIO
+from typing import Any, TextIO
 
 from .errors import TickgateError
 
@@ -47,8 +48,10 @@ def check_distinct_outputs(outputs: dict[str, Path | None], inputs: dict[str, Pa
         check_writable(path)
         key = _same_file_key(path)
         if key in seen:
-            raise TickgateError(f"{path}: {option} and {seen[key]} name the same file; "
-                                f"{'it would be overwritten' if seen[key] in inputs else 'one would replace the other'}")
+            raise TickgateError(
+                f"{path}: {option} and {seen[key]} name the same file; "
+                f"{'it would be overwritten' if seen[key] in inputs else 'one would replace the other'}"
+            )
         seen[key] = option
 
 
@@ -175,8 +178,11 @@ def dumps_rows(data: Any, indent: int = 0) -> str:
     if isinstance(data, dict):
         if not data:
             return "{}"
-        items = [f"{inner}{json.dumps(k if isinstance(k, str) else json.dumps(k), ensure_ascii=False)}: "
-                 f"{dumps_rows(v, indent + 2)}" for k, v in data.items()]
+        items = [
+            f"{inner}{json.dumps(k if isinstance(k, str) else json.dumps(k), ensure_ascii=False)}: "
+            f"{dumps_rows(v, indent + 2)}"
+            for k, v in data.items()
+        ]
         return "{\n" + ",\n".join(items) + "\n" + pad + "}"
     if isinstance(data, list) and data and all(isinstance(x, (dict, list)) for x in data):
         encode = _ROW_JSON.encode

@@ -86,8 +86,10 @@ class TickLimitExceeded(ReplayError):
 
     def __init__(self, limit: int) -> None:
         self.limit = limit
-        super().__init__(f"replay exceeded the tick limit of {limit} steps "
-                         "(raise limits.max_ticks in the policy if this is expected)")
+        super().__init__(
+            f"replay exceeded the tick limit of {limit} steps "
+            "(raise limits.max_ticks in the policy if this is expected)"
+        )
 
 
 def error_as_data(exc: BaseException) -> tuple[str, object]:

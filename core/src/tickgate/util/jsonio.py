@@ -35,7 +35,8 @@ from __future__ import annotations
 import json
 import math
 import re
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import msgspec
 import orjson
@@ -100,4 +101,4 @@ def split_error(exc: msgspec.DecodeError) -> tuple[str, int | None]:
     m = _BYTE.search(message)
     if m is None:
         return message, None
-    return message[:m.start()], int(m.group(1))
+    return message[: m.start()], int(m.group(1))

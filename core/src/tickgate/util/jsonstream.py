@@ -27,7 +27,8 @@ from __future__ import annotations
 import codecs
 import json
 import re
-from typing import Any, BinaryIO, Iterator
+from collections.abc import Iterator
+from typing import Any, BinaryIO
 
 import msgspec
 
@@ -94,7 +95,7 @@ class JsonStream:
             raise self.error("invalid JSON: " + json_problem("Unexpected UTF-8 BOM"), 0)
         if self.pos >= CHUNK:  # drop the consumed text (after counting its lines)
             self.where(self.pos)
-            self.buf = self.buf[self.pos:]
+            self.buf = self.buf[self.pos :]
             self.off += self.pos
             self.pos = 0
         self.buf += chunk
@@ -110,7 +111,7 @@ class JsonStream:
         while True:
             self.pos = _WS.match(self.buf, self.pos).end()  # type: ignore[union-attr]
             if self.pos < len(self.buf):
-                return self.buf[self.pos:self.pos + 1]
+                return self.buf[self.pos : self.pos + 1]
             if not self._fill():
                 return b""
 
@@ -125,12 +126,12 @@ class JsonStream:
 
     def _char(self) -> str:
         """The character at ``pos``, quoted for an error (or the error that it is not UTF-8)."""
-        head = self.buf[self.pos:self.pos + 4]
+        head = self.buf[self.pos : self.pos + 4]
         try:
             return repr(head.decode("utf-8")[:1])
         except UnicodeDecodeError as exc:
             if exc.start:
-                return repr(head[:exc.start].decode("utf-8")[:1])
+                return repr(head[: exc.start].decode("utf-8")[:1])
             if exc.end < len(head) or self.eof:
                 raise self._not_utf8(self.pos) from None
             return repr(head.decode("utf-8", "replace")[:1])  # a character cut by the end of the buffer
@@ -143,14 +144,18 @@ class JsonStream:
         on as far as it goes; None where msgspec refuses it."""
         while True:
             try:
-                _extent(memoryview(self.buf)[self.pos:])
+                _extent(memoryview(self.buf)[self.pos :])
             except RecursionError:
                 return None
             except msgspec.DecodeError as exc:
                 message, at = split_error(exc)
                 if message == "trailing characters" and at is not None:
                     return self.pos + at - 1  # msgspec names the byte after the first one it refused
-                if message == "Input data was truncated" and len(self.buf) - self.pos < CHUNK and self._more():
+                if (
+                    message == "Input data was truncated"
+                    and len(self.buf) - self.pos < CHUNK
+                    and self._more()
+                ):
                     continue  # (past a chunk the standard library reads on: msgspec says
                     # "truncated" for a lone surrogate escape too, which must not read the whole file)
                 return None
@@ -160,12 +165,13 @@ class JsonStream:
     def value(self, json_path: str | None = None) -> Any:
         """Decode the value that starts here."""
         if not self.peek():
-            raise self.error("invalid JSON: expected a value, found the end of the file (truncated?)", self.pos,
-                             json_path)
+            raise self.error(
+                "invalid JSON: expected a value, found the end of the file (truncated?)", self.pos, json_path
+            )
         end = self._end()
         if end is not None:
             try:
-                obj = _decode(memoryview(self.buf)[self.pos:end])
+                obj = _decode(memoryview(self.buf)[self.pos : end])
             except _DECODE_ERRORS:
                 pass
             else:
@@ -186,7 +192,7 @@ class JsonStream:
                 cut = exc.pos >= len(text) - 6 or exc.msg.startswith("Unterminated string")
                 if cut and self._more():
                     continue
-                at = self.pos + len(text[:exc.pos].encode())
+                at = self.pos + len(text[: exc.pos].encode())
                 raise self.error(f"invalid JSON: {json_problem(exc.msg)}", at, json_path) from None
             except RecursionError:
                 raise self.error("invalid JSON: nested too deeply", self.pos, json_path) from None
@@ -198,12 +204,12 @@ class JsonStream:
 
     def _text(self) -> str:
         """The buffer from ``pos`` as text (a character cut by the end of the buffer left out)."""
-        data = self.buf[self.pos:]
+        data = self.buf[self.pos :]
         try:
             return data.decode("utf-8")
         except UnicodeDecodeError as exc:
             if exc.end == len(data) and not self.eof:
-                return data[:exc.start].decode("utf-8")
+                return data[: exc.start].decode("utf-8")
             raise self._not_utf8(self.pos + exc.start) from None
 
     def skip(self, json_path: str | None = None, **names: str) -> None:
@@ -226,8 +232,9 @@ class JsonStream:
     def _opens(self, opening: bytes, closing: bytes, what: str, json_path: str) -> bool:
         """Consume the opening bracket of ``what``; True (and past it) if it closes at once."""
         if self.peek() != opening:
-            raise self.error(f"expected {what}, found {self._char() if self.peek() else 'nothing'}", self.pos,
-                             json_path)
+            raise self.error(
+                f"expected {what}, found {self._char() if self.peek() else 'nothing'}", self.pos, json_path
+            )
         self.pos += 1
         if self.peek() == closing:
             self.pos += 1
@@ -252,7 +259,9 @@ class JsonStream:
             if self.expect(b",}", "',' or '}' after a member", json_path) == b"}":
                 return
 
-    def elements(self, json_path: str, item: str = "an element", array: str = "the array") -> Iterator[list[Any]]:
+    def elements(
+        self, json_path: str, item: str = "an element", array: str = "the array"
+    ) -> Iterator[list[Any]]:
         """Decode the array that starts here, a batch of elements at a time;
         afterwards the stream is past its closing bracket. While a batch is
         being looked at, :meth:`element_position` locates its elements.
@@ -285,7 +294,7 @@ class JsonStream:
             return self._last_window()
         for _ in range(TRIES):
             try:
-                values = _decode(b"[" + self.buf[self.pos:m.start() + 1] + b"]")
+                values = _decode(b"[" + self.buf[self.pos : m.start() + 1] + b"]")
             except _DECODE_ERRORS:
                 m = _BOUNDARY.search(self.buf, m.end())
                 if m is None:
@@ -299,7 +308,7 @@ class JsonStream:
         """The rest of the array when it ends inside the buffer."""
         if not self.eof and len(self.buf) - self.pos > 4 * WINDOW:
             return None, False
-        text = b"[" + self.buf[self.pos:]
+        text = b"[" + self.buf[self.pos :]
         try:
             _extent(text)
         except RecursionError:
@@ -309,7 +318,7 @@ class JsonStream:
             if message != "trailing characters" or at is None:
                 return None, False
             try:
-                values = _decode(text[:at - 1])
+                values = _decode(text[: at - 1])
             except _DECODE_ERRORS:
                 return None, False
             self.pos += at - 2
@@ -373,7 +382,7 @@ class JsonStream:
         return self.line, self._column(self.line_start, target)
 
     def _column(self, line_start: int, target: int) -> int:
-        head = self.buf[max(line_start - self.off, 0):target - self.off]
+        head = self.buf[max(line_start - self.off, 0) : target - self.off]
         return (len(head.decode("utf-8", "replace")) if not head.isascii() else len(head)) + 1
 
     def error(self, message: str, pos: int, json_path: str | None = None) -> InputError:

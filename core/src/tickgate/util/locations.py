@@ -11,8 +11,9 @@ from __future__ import annotations
 import contextlib
 import json
 import math
+from collections.abc import Iterator
 from pathlib import Path
-from typing import IO, Any, Iterator
+from typing import IO, Any
 
 from .errors import InputError, json_problem
 from .jsonio import loads
@@ -84,8 +85,7 @@ def read_text(path: Path, *, limit: int = MAX_DOCUMENT_BYTES) -> str:
         raise InputError(path, f"not UTF-8 text (byte {exc.start})") from None
 
 
-def _yaml_to_plain(node: Any, path: list[Any], locs: Locations, file: Path,
-                   counter: list[int]) -> Any:
+def _yaml_to_plain(node: Any, path: list[Any], locs: Locations, file: Path, counter: list[int]) -> Any:
     """Copy ruamel's round-trip structures into plain dict/list values,
     recording line/column for each JSON path and enforcing the bounds."""
     from ruamel.yaml.comments import CommentedMap, CommentedSeq
@@ -94,8 +94,13 @@ def _yaml_to_plain(node: Any, path: list[Any], locs: Locations, file: Path,
     tag = getattr(getattr(node, "tag", None), "value", None)
     if isinstance(node, (CommentedMap, CommentedSeq)) and tag is not None:
         line, col = locs.get(json_path(path), (None, None))
-        raise InputError(file, f"YAML tag {tag} is not allowed (safe loading: plain scalars, lists and "
-                         "mappings only)", line=line, column=col, json_path=json_path(path))
+        raise InputError(
+            file,
+            f"YAML tag {tag} is not allowed (safe loading: plain scalars, lists and mappings only)",
+            line=line,
+            column=col,
+            json_path=json_path(path),
+        )
     if counter[0] > MAX_NODES:
         raise InputError(file, f"document has more than {MAX_NODES} values (alias expansion?)")
     if len(path) > MAX_DEPTH:
@@ -105,8 +110,13 @@ def _yaml_to_plain(node: Any, path: list[Any], locs: Locations, file: Path,
         for key in node:
             if not isinstance(key, str):
                 line, col = _key_loc(node, key)
-                raise InputError(file, f"mapping key {key!r} must be a string", line=line,
-                                 column=col, json_path=json_path(path))
+                raise InputError(
+                    file,
+                    f"mapping key {key!r} must be a string",
+                    line=line,
+                    column=col,
+                    json_path=json_path(path),
+                )
             line, col = _key_loc(node, key)
             locs[json_path([*path, key])] = (line, col)
             out[key] = _yaml_to_plain(node[key], [*path, key], locs, file, counter)
@@ -126,20 +136,31 @@ def _yaml_to_plain(node: Any, path: list[Any], locs: Locations, file: Path,
     if isinstance(node, int):
         if abs(node) > MAX_INT:
             line, col = locs.get(json_path(path), (None, None))
-            raise InputError(file, f"number {node} is out of range (|n| <= {MAX_INT})",
-                             line=line, column=col, json_path=json_path(path))
+            raise InputError(
+                file,
+                f"number {node} is out of range (|n| <= {MAX_INT})",
+                line=line,
+                column=col,
+                json_path=json_path(path),
+            )
         return int(node)
     if isinstance(node, float):
         if not math.isfinite(node):
             line, col = locs.get(json_path(path), (None, None))
-            raise InputError(file, f"{node} is not a finite number", line=line, column=col,
-                             json_path=json_path(path))
+            raise InputError(
+                file, f"{node} is not a finite number", line=line, column=col, json_path=json_path(path)
+            )
         return float(node)
     line, col = locs.get(json_path(path), (None, None))
     tag = getattr(getattr(node, "tag", None), "value", None) or getattr(node, "tag", None)
     what = f"YAML tag {tag}" if isinstance(tag, str) else f"a value of type {type(node).__name__}"
-    raise InputError(file, f"{what} is not allowed (safe loading: plain scalars, lists and mappings only)",
-                     line=line, column=col, json_path=json_path(path))
+    raise InputError(
+        file,
+        f"{what} is not allowed (safe loading: plain scalars, lists and mappings only)",
+        line=line,
+        column=col,
+        json_path=json_path(path),
+    )
 
 
 def _key_loc(node: Any, key: Any) -> tuple[int, int]:
@@ -173,11 +194,14 @@ def load_yaml(path: Path) -> tuple[Any, Locations]:
         mark = exc.problem_mark or exc.context_mark
         problem = (exc.problem or exc.context or "invalid YAML").strip()
         if mark is not None:
-            raise InputError(path, f"invalid YAML: {problem}", line=mark.line + 1,
-                             column=mark.column + 1) from None
+            raise InputError(
+                path, f"invalid YAML: {problem}", line=mark.line + 1, column=mark.column + 1
+            ) from None
         raise InputError(path, f"invalid YAML: {problem}") from None
     except (YAMLError, RecursionError, ValueError) as exc:
-        raise InputError(path, f"invalid YAML: {str(exc).splitlines()[0] if str(exc) else type(exc).__name__}") from None
+        raise InputError(
+            path, f"invalid YAML: {str(exc).splitlines()[0] if str(exc) else type(exc).__name__}"
+        ) from None
     locs: Locations = {}
     if hasattr(node, "lc"):
         locs["$"] = _node_loc(node)
@@ -205,9 +229,12 @@ def parse_json(text: str, path: Any, *, line_offset: int = 0) -> Any:
     try:
         return loads(text, _strict_loads)
     except json.JSONDecodeError as exc:
-        raise InputError(path, f"invalid JSON: {json_problem(exc.msg)}", line=exc.lineno + line_offset,
-                         column=exc.colno) from None
+        raise InputError(
+            path, f"invalid JSON: {json_problem(exc.msg)}", line=exc.lineno + line_offset, column=exc.colno
+        ) from None
     except ValueError as exc:
-        raise InputError(path, f"invalid JSON: {exc}", line=(line_offset + 1) if line_offset else None) from None
+        raise InputError(
+            path, f"invalid JSON: {exc}", line=(line_offset + 1) if line_offset else None
+        ) from None
     except RecursionError:
         raise InputError(path, "invalid JSON: nested too deeply") from None

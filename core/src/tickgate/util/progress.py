@@ -15,7 +15,8 @@ from __future__ import annotations
 
 import contextlib
 import sys
-from typing import Any, Iterable, Iterator, TypeVar
+from collections.abc import Iterable, Iterator
+from typing import Any, TypeVar
 
 T = TypeVar("T")
 
@@ -93,8 +94,15 @@ def progress(desc: str, *, unit: str, total: int | None = None, quiet: bool = Fa
     class Bar(tqdm):  # type: ignore[misc, type-arg]
         monitor_interval = 0  # no monitor thread: replays, imports and gates fork helpers
 
-    bar = Bar(desc=desc, unit=unit, total=total, file=sys.stderr, mininterval=MININTERVAL, leave=False,
-               dynamic_ncols=True)
+    bar = Bar(
+        desc=desc,
+        unit=unit,
+        total=total,
+        file=sys.stderr,
+        mininterval=MININTERVAL,
+        leave=False,
+        dynamic_ncols=True,
+    )
     try:
         yield Progress(bar)
     finally:

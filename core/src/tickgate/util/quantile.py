@@ -26,7 +26,8 @@ for the inter-token gaps of every token it sampled).
 
 Not here: Prometheus' bucket rule (``readers.stats.histogram_quantile``), the
 vLLM mirror's nearest rank over a histogram of step sizes (numpy's
-"inverted_cdf", ``tickgate_vllm.v1.summary``), and the exact fast paths of the gate (``gate.stats.select_quantile``, ``gate.tails``),
+"inverted_cdf", ``tickgate_vllm.v1.summary``), and the exact fast paths of the gate
+(``gate.stats.select_quantile``, ``gate.tails``),
 which find the two order statistics without a full sort and then interpolate
 as :func:`quantile` does (tests compare them with it).
 """
@@ -34,8 +35,8 @@ as :func:`quantile` does (tests compare them with it).
 from __future__ import annotations
 
 from bisect import bisect_right
+from collections.abc import Sequence
 from itertools import accumulate
-from typing import Sequence
 
 
 def interpolate(sorted_values: Sequence[float], index: float) -> float:

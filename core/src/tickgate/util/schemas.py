@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import functools
 import json
+from collections.abc import Mapping
 from importlib import resources
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 from .errors import InputError
 from .locations import Locations, json_path
@@ -29,12 +30,12 @@ def data_file(folder: str, name: str) -> Path:
     raise FileNotFoundError(f"tickgate data file {folder}/{name} is not installed")
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def load_schema(name: str) -> dict[str, Any]:
     return json.loads(data_file("schemas", name).read_text(encoding="utf-8"))
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _validator(schema_json: str) -> Any:
     import jsonschema
 
@@ -45,7 +46,8 @@ def _validator(schema_json: str) -> Any:
     # fails, and 16.0 pages would print as 16.0 in every record and change the
     # fingerprint), so a value the schema calls an integer must be one
     strict = cls.TYPE_CHECKER.redefine(
-        "integer", lambda checker, value: isinstance(value, int) and not isinstance(value, bool))
+        "integer", lambda checker, value: isinstance(value, int) and not isinstance(value, bool)
+    )
     return jsonschema.validators.extend(cls, type_checker=strict)(schema)
 
 
@@ -89,8 +91,10 @@ def _describe(error: Any) -> str:
         if extra and not allowed:
             return f"unknown key{'s' if len(extra) > 1 else ''} {', '.join(map(repr, extra))}; none are allowed here"
         if extra:
-            return (f"unknown key{'s' if len(extra) > 1 else ''} {', '.join(map(repr, extra))}; "
-                    f"expected one of: {', '.join(allowed)}")
+            return (
+                f"unknown key{'s' if len(extra) > 1 else ''} {', '.join(map(repr, extra))}; "
+                f"expected one of: {', '.join(allowed)}"
+            )
     if error.validator == "required":
         return error.message.replace("is a required property", "is required")
     if error.validator in ("anyOf", "oneOf"):
@@ -100,8 +104,14 @@ def _describe(error: Any) -> str:
     return error.message
 
 
-_ARTICLE = {"integer": "an integer", "number": "a number", "string": "a string", "object": "a mapping",
-            "array": "a list", "boolean": "true or false"}
+_ARTICLE = {
+    "integer": "an integer",
+    "number": "a number",
+    "string": "a string",
+    "object": "a mapping",
+    "array": "a list",
+    "boolean": "true or false",
+}
 
 
 def _expected(schema: Any) -> str | None:

@@ -14,9 +14,9 @@ is a few C calls, whatever the run lengths.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from itertools import chain, compress, repeat
 from operator import add, ne
-from typing import Sequence
 
 Runs = list[list[int]]
 
@@ -37,8 +37,10 @@ def run_starts(ids: Sequence[int]) -> list[int]:
     n = len(ids)
     first = ids[0]
     starts = [0]  # the common case: one run, one C-level comparison
-    if ids[n - 1] - first != n - 1 or (tuple(range(first, first + n)) if type(ids) is tuple
-                                        else list(range(first, first + n))) != ids:
+    if (
+        ids[n - 1] - first != n - 1
+        or (tuple(range(first, first + n)) if type(ids) is tuple else list(range(first, first + n))) != ids
+    ):
         starts.extend(compress(range(1, n), map(ne, ids[1:], map(add, ids, repeat(1)))))
     if type(ids) is tuple:
         _last = (ids, starts)
@@ -50,7 +52,7 @@ def block_runs(ids: Sequence[int]) -> Runs:
     if not ids:
         return []
     starts = run_starts(ids)
-    counts = list(map(int.__sub__, starts[1:] + [len(ids)], starts))
+    counts = list(map(int.__sub__, [*starts[1:], len(ids)], starts))
     return list(map(list, zip(map(ids.__getitem__, starts), counts)))
 
 

@@ -18,26 +18,36 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from pathlib import Path
-from typing import Any, Callable, Iterable, Iterator, Mapping
+from typing import Any
 
 import attrs
 
-from .block_runs import block_runs, expand_runs
+from ..interfaces.model import Request
 from ..util.errors import InputError
 from ..util.jsonio import dumps_line, plain_float, stdlib_line
 from ..util.jsonstream import JsonStream, json_key
 from ..util.locations import MAX_INT, Locations, open_binary
-from ..interfaces.model import Request
 from ..util.schemas import load_schema, validate
+from .block_runs import block_runs, expand_runs
 
 _INT_FIELDS = ("prompt_tokens", "max_output_tokens")
 _OPTIONAL_INT = ("priority", "arrival_tick", "deadline_tick")
 _OPTIONAL_NUM = ("arrival_ms", "deadline_ms")
 _OPTIONAL_STR = ("tenant", "lane")
 _KNOWN = frozenset(
-    ("id", *_INT_FIELDS, *_OPTIONAL_INT, *_OPTIONAL_NUM, *_OPTIONAL_STR,
-     "strict_deadline", "prefix_blocks", "prefix_block_runs", "prompt_token_ids")
+    (
+        "id",
+        *_INT_FIELDS,
+        *_OPTIONAL_INT,
+        *_OPTIONAL_NUM,
+        *_OPTIONAL_STR,
+        "strict_deadline",
+        "prefix_blocks",
+        "prefix_block_runs",
+        "prompt_token_ids",
+    )
 )
 MAX_TOKENS = 10_000_000
 
@@ -107,9 +117,7 @@ def _fast_ok(item: Any) -> bool:
     for key in ("prefix_blocks", "prompt_token_ids"):
         if key in item and not _id_list_ok(item[key]):
             return False
-    if "prefix_block_runs" in item and not _runs_ok(item["prefix_block_runs"]):
-        return False
-    return True
+    return not ("prefix_block_runs" in item and not _runs_ok(item["prefix_block_runs"]))
 
 
 def _runs_ok(v: Any) -> bool:
@@ -121,8 +129,12 @@ def _runs_ok(v: Any) -> bool:
         if type(run) is not list or len(run) != 2:
             return False
         first, count = run
-        if type(first) is not int or type(count) is not int or not 0 <= first <= MAX_INT \
-                or not 1 <= count <= MAX_INT:
+        if (
+            type(first) is not int
+            or type(count) is not int
+            or not 0 <= first <= MAX_INT
+            or not 1 <= count <= MAX_INT
+        ):
             return False
     return True
 
@@ -181,7 +193,9 @@ def request_to_dict(r: Request) -> dict[str, Any]:
     if r.prefix_blocks is not None:
         n = len(r.prefix_blocks)
         try:
-            runs = block_runs(r.prefix_blocks) if 2 < n <= r.prompt_tokens else None  # what readers accept as runs
+            runs = (
+                block_runs(r.prefix_blocks) if 2 < n <= r.prompt_tokens else None
+            )  # what readers accept as runs
         except TypeError:  # ids that are not ints (a reader plugin's): the list, as given
             runs = None
         if runs is not None and 2 * len(runs) < n:
@@ -213,13 +227,21 @@ class _RequestChecker:
         self.k = k
         if not _fast_ok(item):
             line, column = self.locate(k)
-            validate(item, self.schema, file=self.path, prefix=("requests", index), line=line,
-                     locations={f"$.requests[{index}]": (line, column)})
-            raise InputError(self.path, "invalid request", line=line,
-                             json_path=f"$.requests[{index}]")  # pragma: no cover
+            validate(
+                item,
+                self.schema,
+                file=self.path,
+                prefix=("requests", index),
+                line=line,
+                locations={f"$.requests[{index}]": (line, column)},
+            )
+            raise InputError(
+                self.path, "invalid request", line=line, json_path=f"$.requests[{index}]"
+            )  # pragma: no cover
         if "prefix_block_runs" in item and "prefix_blocks" in item:
-            raise self._error("prefix_blocks and prefix_block_runs spell the same ids: give one of them",
-                              index)
+            raise self._error(
+                "prefix_blocks and prefix_block_runs spell the same ids: give one of them", index
+            )
         if "prefix_block_runs" in item:
             self._check_runs(item, index)
         if item["prompt_tokens"] + item["max_output_tokens"] > MAX_TOKENS:
@@ -239,8 +261,9 @@ class _RequestChecker:
         last = self.last_key
         if last is not None and arrival < last[0]:
             field = "arrival_ms" if timed else "arrival_tick"
-            raise self._error(f"requests must be in arrival order: {field} {arrival:g} comes after {last[0]:g}",
-                              index)
+            raise self._error(
+                f"requests must be in arrival order: {field} {arrival:g} comes after {last[0]:g}", index
+            )
         self.last_key = (arrival, index)
         return request_from_dict(item)
 
@@ -252,16 +275,24 @@ class _RequestChecker:
         total = 0
         for k, (first, count) in enumerate(item["prefix_block_runs"]):
             if first + count - 1 > MAX_INT:
-                raise self._error(f"the run [{first}, {count}] ends past the largest block id {MAX_INT}",
-                                  index, f".prefix_block_runs[{k}]")
+                raise self._error(
+                    f"the run [{first}, {count}] ends past the largest block id {MAX_INT}",
+                    index,
+                    f".prefix_block_runs[{k}]",
+                )
             total += count
         if total > item["prompt_tokens"]:
-            raise self._error(f"{total} block ids, more than the {item['prompt_tokens']} prompt tokens they "
-                              "would cover", index, ".prefix_block_runs")
+            raise self._error(
+                f"{total} block ids, more than the {item['prompt_tokens']} prompt tokens they would cover",
+                index,
+                ".prefix_block_runs",
+            )
 
     def _error(self, message: str, index: int, member: str = "") -> InputError:
         line, column = self.locate(self.k)
-        return InputError(self.path, message, line=line, column=column, json_path=f"$.requests[{index}]{member}")
+        return InputError(
+            self.path, message, line=line, column=column, json_path=f"$.requests[{index}]{member}"
+        )
 
 
 def _header_from(data: Mapping[str, Any], path: Any, locations: Locations | None = None) -> WorkloadHeader:
@@ -334,8 +365,9 @@ def _members(s: JsonStream, path: Path) -> Iterator[str]:
     if s.peek() != b"{":
         if not s.peek():
             raise s.error("invalid JSON: Expecting value (the file is empty)", s.pos)
-        raise InputError(path, f"expected a JSON object with version and requests, found {_kind(s.value())}",
-                         json_path="$")
+        raise InputError(
+            path, f"expected a JSON object with version and requests, found {_kind(s.value())}", json_path="$"
+        )
     yield from s.members("$")
     s.at_end()
 
@@ -353,8 +385,9 @@ def _stream_requests(path: Path) -> Iterator[Request]:
                 s.skip()  # header members were read by _scan_header
                 continue
             if s.peek() != b"[":
-                raise InputError(path, f"expected a list of requests, found {_kind(s.value())}",
-                                 json_path="$.requests")
+                raise InputError(
+                    path, f"expected a list of requests, found {_kind(s.value())}", json_path="$.requests"
+                )
             index = 0
             for batch in s.elements("$.requests", **_REQUESTS):
                 for k, item in enumerate(batch):

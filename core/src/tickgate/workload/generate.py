@@ -22,7 +22,8 @@ imported only here, when a workload is generated.
 from __future__ import annotations
 
 import math
-from typing import Any, Iterator
+from collections.abc import Iterator
+from typing import Any
 
 import attrs
 
@@ -41,7 +42,7 @@ class LengthRange:
     high: int
 
     @classmethod
-    def parse(cls, text: str) -> "LengthRange":
+    def parse(cls, text: str) -> LengthRange:
         """``"128"`` or ``"64:512"``; raises ValueError saying what is wrong."""
         parts = text.strip().split(":")
         if len(parts) > 2 or not all(p.strip().isascii() and p.strip().isdigit() for p in parts):
@@ -62,8 +63,9 @@ class LengthRange:
         return str(self.low) if self.low == self.high else f"{self.low}:{self.high}"
 
 
-def sample_lengths(n: int, inputs: LengthRange, outputs: LengthRange,
-                   seed: int) -> tuple[list[int], list[int]]:
+def sample_lengths(
+    n: int, inputs: LengthRange, outputs: LengthRange, seed: int
+) -> tuple[list[int], list[int]]:
     """Input and output lengths of ``n`` requests, in vLLM's legacy ``RandomDataset`` order."""
     input_lens, output_lens = _draw_lengths(n, inputs, outputs, seed)
     return input_lens.tolist(), output_lens.tolist()
@@ -106,10 +108,19 @@ def _send_times(n: int, rate: float, burstiness: float, seed: int) -> Any:
 _CHUNK = 1 << 16
 
 
-def generate(n: int, inputs: LengthRange, outputs: LengthRange, *, seed: int, rate: float | None = None,
-             burstiness: float = 1.0, max_concurrency: int | None = None, prefix_len: int = 0,
-             block_size: int = 16,
-             description: str | None = None) -> tuple[WorkloadHeader, Iterator[Request]]:
+def generate(
+    n: int,
+    inputs: LengthRange,
+    outputs: LengthRange,
+    *,
+    seed: int,
+    rate: float | None = None,
+    burstiness: float = 1.0,
+    max_concurrency: int | None = None,
+    prefix_len: int = 0,
+    block_size: int = 16,
+    description: str | None = None,
+) -> tuple[WorkloadHeader, Iterator[Request]]:
     """The header and requests of a generated workload.
 
     With a finite ``rate`` requests carry ``arrival_ms``; otherwise (no rate, or an infinite one)
@@ -128,14 +139,27 @@ def generate(n: int, inputs: LengthRange, outputs: LengthRange, *, seed: int, ra
         for start in range(0, n, _CHUNK):
             stop = min(n, start + _CHUNK)
             ins, outs = input_lens[start:stop].tolist(), output_lens[start:stop].tolist()
-            arrivals = ([round(t * 1000.0, 3) for t in times[start:stop].tolist()] if times is not None
-                        else [None] * (stop - start))
+            arrivals = (
+                [round(t * 1000.0, 3) for t in times[start:stop].tolist()]
+                if times is not None
+                else [None] * (stop - start)
+            )
             for i, prompt, out, arrival in zip(range(start, stop), ins, outs, arrivals):
-                yield Request(id=f"req-{i:0{width}d}", prompt_tokens=prefix_len + prompt,
-                              max_output_tokens=out, arrival_ms=arrival, prefix_blocks=shared)
+                yield Request(
+                    id=f"req-{i:0{width}d}",
+                    prompt_tokens=prefix_len + prompt,
+                    max_output_tokens=out,
+                    arrival_ms=arrival,
+                    prefix_blocks=shared,
+                )
 
-    source: dict[str, Any] = {"generator": "tickgate generate", "requests": n, "input_len": inputs.to_json(),
-                              "output_len": outputs.to_json(), "seed": seed}
+    source: dict[str, Any] = {
+        "generator": "tickgate generate",
+        "requests": n,
+        "input_len": inputs.to_json(),
+        "output_len": outputs.to_json(),
+        "seed": seed,
+    }
     if rate is not None:
         source["rate"] = "inf" if math.isinf(rate) else rate
         source["burstiness"] = "inf" if math.isinf(burstiness) else burstiness
@@ -143,22 +167,41 @@ def generate(n: int, inputs: LengthRange, outputs: LengthRange, *, seed: int, ra
         source["max_concurrency"] = max_concurrency
     if prefix_len:
         source["prefix_len"] = prefix_len
-    header = WorkloadHeader(block_size=block_size if shared else None,
-                            description=description or _describe(n, inputs, outputs, rate, burstiness,
-                                                                 max_concurrency, prefix_len, seed),
-                            source=source, max_concurrency=max_concurrency)
+    header = WorkloadHeader(
+        block_size=block_size if shared else None,
+        description=description
+        or _describe(n, inputs, outputs, rate, burstiness, max_concurrency, prefix_len, seed),
+        source=source,
+        max_concurrency=max_concurrency,
+    )
     return header, requests()
 
 
-def _describe(n: int, inputs: LengthRange, outputs: LengthRange, rate: float | None, burstiness: float,
-              max_concurrency: int | None, prefix_len: int, seed: int) -> str:
-    parts = [f"{n} requests", f"input {inputs} tokens" + (f" after a {prefix_len}-token shared prefix"
-                                                          if prefix_len else ""), f"output {outputs} tokens"]
+def _describe(
+    n: int,
+    inputs: LengthRange,
+    outputs: LengthRange,
+    rate: float | None,
+    burstiness: float,
+    max_concurrency: int | None,
+    prefix_len: int,
+    seed: int,
+) -> str:
+    parts = [
+        f"{n} requests",
+        f"input {inputs} tokens" + (f" after a {prefix_len}-token shared prefix" if prefix_len else ""),
+        f"output {outputs} tokens",
+    ]
     if rate is None or math.isinf(rate):
         parts.append("all sent at once")
     else:
-        kind = ("Poisson" if burstiness == 1.0 else "evenly spaced" if math.isinf(burstiness)
-                else f"gamma (burstiness {burstiness:g})")
+        kind = (
+            "Poisson"
+            if burstiness == 1.0
+            else "evenly spaced"
+            if math.isinf(burstiness)
+            else f"gamma (burstiness {burstiness:g})"
+        )
         parts.append(f"{kind} arrivals at {rate:g} req/s")
     if max_concurrency is not None:
         parts.append(f"at most {max_concurrency} in flight")

@@ -18,8 +18,9 @@ says so (big files, two cores, ``TICKGATE_PARALLEL``).
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Iterator
 from operator import attrgetter
-from typing import Any, Iterable, Iterator
+from typing import Any
 
 import attrs
 
@@ -40,9 +41,13 @@ def prefetched(requests: Iterable[Request]) -> Iterator[Request]:
     unstarted stream: the child consumes it, the parent must not. The child
     starts with the first request asked for, so a stream never read starts
     none."""
-    with Helper(lambda channel: _read_ahead(requests, channel), role="reading the workload ahead",
-                early=" before the end of the workload", instead="reads it in this process instead",
-                doing="reading the workload") as helper:
+    with Helper(
+        lambda channel: _read_ahead(requests, channel),
+        role="reading the workload ahead",
+        early=" before the end of the workload",
+        instead="reads it in this process instead",
+        doing="reading the workload",
+    ) as helper:
         for batch in helper:
             for fields in batch:
                 yield Request(*fields)

@@ -3,16 +3,23 @@
 from __future__ import annotations
 
 import itertools
+from collections.abc import Iterable, Iterator
 from pathlib import Path
-from typing import Any, Iterable, Iterator
+from typing import Any
 
-from ..util.errors import InputError, PluginError, TickgateError
 from ..interfaces import optional_attribute
 from ..interfaces.model import Request
+from ..util.errors import InputError, PluginError, TickgateError
 
 
-def open_requests(path: Path, input_format: str = "workload", *, block_size: int | None = None,
-                  limit: int | None = None, prefetch: bool = False) -> tuple[Iterable[Request], dict[str, Any]]:
+def open_requests(
+    path: Path,
+    input_format: str = "workload",
+    *,
+    block_size: int | None = None,
+    limit: int | None = None,
+    prefetch: bool = False,
+) -> tuple[Iterable[Request], dict[str, Any]]:
     """Return a lazy request stream and a description of the input for reports.
 
     ``prefetch``: read a workload file in a forked child (:mod:`tickgate.workload.prefetch`;
@@ -43,7 +50,9 @@ def open_requests(path: Path, input_format: str = "workload", *, block_size: int
         options: dict[str, Any] = {}
         if block_size is not None:
             options["block_size"] = block_size
-        effective = block_size if block_size is not None else optional_attribute(info.obj, "default_block_size")
+        effective = (
+            block_size if block_size is not None else optional_attribute(info.obj, "default_block_size")
+        )
         if effective is not None:
             inputs["block_size"] = effective
         if not path.exists():
@@ -60,7 +69,9 @@ def _checked(info: Any, stream: Iterable[Any]) -> Iterator[Request]:
     try:
         for item in stream:
             if type(item) is not Request:
-                raise PluginError(f"{label} yielded {type(item).__name__}, not a tickgate.interfaces.model.Request")
+                raise PluginError(
+                    f"{label} yielded {type(item).__name__}, not a tickgate.interfaces.model.Request"
+                )
             yield item
     except TickgateError:
         raise

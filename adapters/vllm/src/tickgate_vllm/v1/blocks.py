@@ -5,7 +5,7 @@ Mirrors ``vllm/v1/core/kv_cache_manager.py`` (``KVCacheManager.allocate_slots()`
 allocation, ``cache_blocks()``, ``free()``, with
 ``single_type_kv_cache_manager.py``'s ``cache_blocks`` / ``free`` below them) and
 ``Scheduler._preempt_request()`` in ``vllm/v1/core/sched/scheduler.py``. The
-pool itself (free queue, prefix cache, evictions) is :mod:`.v1_pool`.
+pool itself (free queue, prefix cache, evictions) is :mod:`.pool`.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from .request import PREEMPTED, RequestState
 
 
 class BlockOps:
-    """Block helpers of :class:`~.v1_scheduler.VllmV1Scheduler` (a mixin: state is the scheduler's)."""
+    """Block helpers of :class:`~.scheduler.VllmV1Scheduler` (a mixin: state is the scheduler's)."""
 
     def _grow(self, q: RequestState, n: int) -> None:
         """Allocate ``n`` more blocks to ``q`` (``allocate_slots()``'s new blocks)."""
@@ -27,7 +27,7 @@ class BlockOps:
         else:
             self.pool.take(n)
             ids = self.gpu_ids
-            if ids is not None:  # CPU KV offload: vLLM's block ids (v1_offload), the queue's front first
+            if ids is not None:  # CPU KV offload: vLLM's block ids (v1.offload), the queue's front first
                 q.blocks.extend(ids.pop() for _ in range(n))
 
     def _take_hits(self, q: RequestState, hits: list[int], new_blocks: int) -> None:
@@ -86,7 +86,7 @@ class BlockOps:
                 # Its blocks past the prompt keys were registered only logically
                 # (see _cache) under keys nobody else can look up, and it never
                 # will again: vLLM frees them as cached blocks, so they go to the
-                # cached part of the free queue, but with no key (v1_pool.release).
+                # cached part of the free queue, but with no key (v1.pool.release).
                 ncached = q.num_cached_blocks
                 hashed = q.num_cached_logical if q.num_cached_logical > ncached else ncached
                 keys = q.prompt_keys[:ncached] if ncached < q.num_prompt_keys else q.prompt_keys

@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import heapq
 from collections import OrderedDict, deque
-from typing import Hashable, Iterable
+from collections.abc import Hashable, Iterable
 
 MISS, PENDING, HIT = 0, 1, 2
 
@@ -36,7 +36,7 @@ class TierRequest:
     """What the tier keeps per request (vLLM's ``_RequestRank`` and
     ``_RequestCacheAccess`` in the request's ``ReqContext``)."""
 
-    __slots__ = ("rank", "positions", "seen", "order", "finished")
+    __slots__ = ("finished", "order", "positions", "rank", "seen")
 
     def __init__(self, positions: dict[Hashable, int]) -> None:
         self.rank: int | None = None
@@ -226,7 +226,9 @@ class CpuTier:
                 unprotected -= 1
             counts[key] = 1
 
-    def prepare_store(self, keys: list[Hashable], ctx: TierRequest) -> tuple[list[Hashable], list[int]] | None:
+    def prepare_store(
+        self, keys: list[Hashable], ctx: TierRequest
+    ) -> tuple[list[Hashable], list[int]] | None:
         """Allocate chunks for the keys not cached yet (evicting if needed): the keys to
         store and their chunk ids, or None when the tier cannot make room now."""
         if self.counts is not None:

@@ -11,15 +11,15 @@ block emits nothing (it stays cached until evicted). The scheduler takes the
 queue once per step (``KVCacheManager.take_events``) and publishes one batch.
 
 Here: :meth:`KvEventOps.enable_kv_events` swaps in :class:`EventPool` (a
-:class:`~.v1_pool.BlockPool` whose ``allocate`` also reports evictions, from a
+:class:`~.pool.BlockPool` whose ``allocate`` also reports evictions, from a
 block -> hash map of the blocks vLLM would hold hashed) and a recording
 ``_cache`` (``BlockOps._cache`` is the mirror's ``cache_blocks()``: one event
 when it advances a request's registration mark). Nothing of this exists in a
 replay that did not ask: the plain pool and methods run, unchanged.
 
 Fast paths while recording (docs/vllm.md, "KV events"): the decode group
-(:mod:`.v1_group`) hands blocks to its members lazily, so it is off; the
-per-request spans (:meth:`~.v1_spans.Spans._apply_span`) stay on, and their
+(:mod:`.group`) hands blocks to its members lazily, so it is off; the
+per-request spans (:meth:`~.spans.Spans._apply_span`) stay on, and their
 events are rebuilt in step order afterwards: at each step of the span, in
 running order, a request's new block (an eviction if the pop reused a cached
 block: anonymous free blocks go first, as the pool pops them) then its newly
@@ -51,7 +51,7 @@ class EventPool(BlockPool):
     popped from the anonymous part of the free queue are new ids, never in it.
     """
 
-    __slots__ = ("hashes", "events")
+    __slots__ = ("events", "hashes")
 
     def __init__(self, num_gpu_blocks: int, caching: bool) -> None:
         super().__init__(num_gpu_blocks, caching)
@@ -64,12 +64,13 @@ class EventPool(BlockPool):
         BlockPool.allocate(self, n, into)
         if n > anon:  # some came from the cached part of the queue: evictions, in pop order
             pop = self.hashes.pop
-            self.events += [BlockRemoved((h,)) for h in map(pop, into[start + anon:], repeat(None))
-                            if h is not None]
+            self.events += [
+                BlockRemoved((h,)) for h in map(pop, into[start + anon :], repeat(None)) if h is not None
+            ]
 
 
 class KvEventOps:
-    """The KV-event capability of :class:`~.v1_scheduler.VllmV1Scheduler` (a mixin)."""
+    """The KV-event capability of :class:`~.scheduler.VllmV1Scheduler` (a mixin)."""
 
     records_kv_events = True
 
@@ -97,8 +98,10 @@ class KvEventOps:
     def prompt_block_hashes(self, request: Request) -> list[int]:
         if not self.prefix_caching:
             return []
-        return [external_block_hash(k) for k in prompt_block_keys(request, self.block_size,
-                                                                   self.prefix_block_size)]
+        return [
+            external_block_hash(k)
+            for k in prompt_block_keys(request, self.block_size, self.prefix_block_size)
+        ]
 
     # -- recording ------------------------------------------------------------
     def _stored(self, q: RequestState, a: int, b: int) -> BlockStored:
@@ -132,7 +135,7 @@ class KvEventOps:
         del pool.events[mark:]
         # (step, running index, 0 = new block / 1 = newly full blocks, first block, end block)
         items: list[tuple[int, int, int, int, int]] = []
-        for i, (q, k0, (T0, L0)) in enumerate(zip(running, firsts, before)):
+        for i, (_q, k0, (T0, L0)) in enumerate(zip(running, firsts, before)):
             for k in range(k0 if k0 > 0 else 0, n, bs):
                 items.append((k, i, 0, 0, 0))
             upto = T0 // bs  # blocks full once step 0's token is computed

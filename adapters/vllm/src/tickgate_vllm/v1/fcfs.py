@@ -1,5 +1,5 @@
 """The fcfs step in one pass per queue: the decisions of the reference step
-(:mod:`.v1_reference`), settled request by request.
+(:mod:`.reference`), settled request by request.
 
 Mirrors ``Scheduler.schedule()`` + ``update_from_output()`` of
 ``vllm/v1/core/sched/scheduler.py`` under ``policy: fcfs``: the victim of a
@@ -20,7 +20,7 @@ from .request import RequestState
 
 
 class FcfsStep:
-    """The single-pass fcfs step of :class:`~.v1_scheduler.VllmV1Scheduler` (a mixin)."""
+    """The single-pass fcfs step of :class:`~.scheduler.VllmV1Scheduler` (a mixin)."""
 
     def _full_step_fcfs(self) -> TickRecord:
         """:meth:`_full_step` for fcfs, in one pass per queue.
@@ -60,7 +60,7 @@ class FcfsStep:
             nc = q.num_computed_tokens
             T = q.num_tokens
             n = T - nc
-            if n == 1 and plain and T <= q.num_blocks * bs and q.num_output_tokens:
+            if n == 1 and plain and q.num_blocks * bs >= T and q.num_output_tokens:
                 # the common case, short: it decodes one token in the blocks it holds
                 if caching and T // bs > q.num_cached_logical:
                     self._cache(q, T // bs)
@@ -141,8 +141,22 @@ class FcfsStep:
         admitted_blocks = 0
         if not preempted:
             budget, total, context, nsched, prefill_tokens, decode_tokens, admitted_blocks = self._admit_fcfs(
-                tick, budget, thr, total, context, nsched, prefill_tokens, decode_tokens,
-                sched_json, sj, decoded, admitted, firsts, finished, obs)
+                tick,
+                budget,
+                thr,
+                total,
+                context,
+                nsched,
+                prefill_tokens,
+                decode_tokens,
+                sched_json,
+                sj,
+                decoded,
+                admitted,
+                firsts,
+                finished,
+                obs,
+            )
             if admitted:
                 pure_decode = False
 
@@ -165,28 +179,53 @@ class FcfsStep:
         self._count_step(total, kv_after_sched)
         n_waiting = len(waiting)
         if observer is not None:
-            observer({
-                "step": tick,
-                "sched": obs,
-                "num_tokens": total,
-                "preempted": [q.id for q in preempted],
-                "finished": completed,
-                "free_blocks_after_sched": free_after_sched,
-                "running_after_sched": len(running) + len(finished),
-                "free_blocks": pool.free,
-                "running": len(running),
-                "waiting": n_waiting,
-            })
-        body = (tuple(admitted), prefill_tokens, tuple(decoded), decode_tokens, n_waiting,
-                len(running) + len(finished), admitted_blocks, tuple(completed),
-                tuple([q.id for q in preempted]) if preempted else (), rejected, sched_json)
+            observer(
+                {
+                    "step": tick,
+                    "sched": obs,
+                    "num_tokens": total,
+                    "preempted": [q.id for q in preempted],
+                    "finished": completed,
+                    "free_blocks_after_sched": free_after_sched,
+                    "running_after_sched": len(running) + len(finished),
+                    "free_blocks": pool.free,
+                    "running": len(running),
+                    "waiting": n_waiting,
+                }
+            )
+        body = (
+            tuple(admitted),
+            prefill_tokens,
+            tuple(decoded),
+            decode_tokens,
+            n_waiting,
+            len(running) + len(finished),
+            admitted_blocks,
+            tuple(completed),
+            tuple([q.id for q in preempted]) if preempted else (),
+            rejected,
+            sched_json,
+        )
         return self._record(tick, body, kv_after_sched, free_after_sched, 1, duration, sj)
 
-    def _admit_fcfs(self, tick: int, budget: int, thr: int, total: int, context: int, nsched: int,
-                    prefill_tokens: int, decode_tokens: int, sched_json: list[list[Any]], sj: list[str],
-                    decoded: list[str], admitted: list[str], firsts: list[RequestState],
-                    finished: list[RequestState],
-                    obs: list[list[Any]]) -> tuple[int, int, int, int, int, int, int]:
+    def _admit_fcfs(
+        self,
+        tick: int,
+        budget: int,
+        thr: int,
+        total: int,
+        context: int,
+        nsched: int,
+        prefill_tokens: int,
+        decode_tokens: int,
+        sched_json: list[list[Any]],
+        sj: list[str],
+        decoded: list[str],
+        admitted: list[str],
+        firsts: list[RequestState],
+        finished: list[RequestState],
+        obs: list[list[Any]],
+    ) -> tuple[int, int, int, int, int, int, int]:
         """The waiting pass of a fcfs step: admit from the head of the queue while
         the budget, ``max_num_seqs`` and the pool allow (head-of-line blocking).
 
@@ -229,8 +268,14 @@ class FcfsStep:
                 prefill_tokens += n
         return budget, total, context, nsched, prefill_tokens, decode_tokens, admitted_blocks
 
-    def _sample(self, q: RequestState, n: int, decoded: list[str], firsts: list[RequestState],
-                finished: list[RequestState]) -> tuple[int, int]:
+    def _sample(
+        self,
+        q: RequestState,
+        n: int,
+        decoded: list[str],
+        firsts: list[RequestState],
+        finished: list[RequestState],
+    ) -> tuple[int, int]:
         """``q``'s ``n`` tokens this step reach its newest token: it samples one
         (its first, or it finishes, go on those lists). Returns the step's decode
         and prefill tokens for it, as the reference harness counts them: a chunk
@@ -245,6 +290,6 @@ class FcfsStep:
         decoded.append(q.id)
         q.num_output_tokens = no = no + 1
         q.num_tokens = T = q.num_tokens + 1
-        if no >= q.max_tokens or (self.max_model_len is not None and T >= self.max_model_len):
+        if no >= q.max_tokens or (self.max_model_len is not None and self.max_model_len <= T):
             finished.append(q)
         return decoding, prefill

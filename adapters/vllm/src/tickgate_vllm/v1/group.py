@@ -25,7 +25,7 @@ its events (arrivals, completions, allocations as counts), not its running
 requests. Anything else (a request in prefill, a resumed request, which
 registers its own blocks as it goes, a preemption, priority) brings every
 member up to date and runs the step in full. With an observer attached, a span
-or step hands it the line of every step it covers (:mod:`.v1_observe`).
+or step hands it the line of every step it covers (:mod:`.observe`).
 """
 
 from __future__ import annotations
@@ -41,16 +41,18 @@ from .spans import longest_fitting, span_record
 
 
 class DecodeGroup:
-    """The decode group of :class:`~.v1_scheduler.VllmV1Scheduler` (a mixin)."""
+    """The decode group of :class:`~.scheduler.VllmV1Scheduler` (a mixin)."""
 
     def _plain(self, q: RequestState) -> bool:
         """``q`` decodes one token per step in blocks allocated on demand, and
         registers nothing in the prefix cache while it runs (see :meth:`_cache`)."""
         T = q.num_tokens
-        return (q.num_computed_tokens + 1 == T and q.num_output_tokens > 0
-                and 0 <= q.num_blocks * self.block_size - T + 1 < self.block_size
-                and not (self.prefix_caching
-                         and (q.num_preemptions or q.num_cached_blocks < q.num_prompt_keys)))
+        return (
+            q.num_computed_tokens + 1 == T
+            and q.num_output_tokens > 0
+            and 0 <= q.num_blocks * self.block_size - T + 1 < self.block_size
+            and not (self.prefix_caching and (q.num_preemptions or q.num_cached_blocks < q.num_prompt_keys))
+        )
 
     def _left(self, q: RequestState) -> int:
         """Steps before the one in which ``q`` samples its last token (``max_tokens``
@@ -114,7 +116,7 @@ class DecodeGroup:
             bs = self.block_size
             T = q.num_tokens
             x0 = q.group_clock + q.num_blocks * bs - T + 1  # the step it took its next block in
-            if D > x0:
+            if x0 < D:
                 g = (D - 1 - x0) // bs + 1
                 q.num_blocks += g
                 # the KV mean counted these blocks from the end of their record on
@@ -138,8 +140,9 @@ class DecodeGroup:
         for q in self.running:
             self._sync(q)
         if self.undealt_blocks:  # pragma: no cover - every popped block belongs to a member
-            raise PluginError(f"vllm-v1: {len(self.undealt_blocks)} blocks taken by the decode group "
-                              "were not dealt out")
+            raise PluginError(
+                f"vllm-v1: {len(self.undealt_blocks)} blocks taken by the decode group were not dealt out"
+            )
         self.phase_members = [0] * (2 * self.block_size)
         self.last_tokens = []
         self.group_context = 0
@@ -151,8 +154,11 @@ class DecodeGroup:
         view = self.members_view
         if view is None:
             running = self.running
-            view = self.members_view = (tuple([q.id for q in running]), [q.decode_entry for q in running],
-                                        [q.decode_entry_json for q in running])
+            view = self.members_view = (
+                tuple([q.id for q in running]),
+                [q.decode_entry for q in running],
+                [q.decode_entry_json for q in running],
+            )
         return view
 
     def _group_allocs(self, n: int) -> int:
@@ -162,7 +168,7 @@ class DecodeGroup:
         total = len(self.running) * rounds
         if rest:
             start = self.decode_clock % bs
-            total += sum(self.phase_members[start:start + rest])
+            total += sum(self.phase_members[start : start + rest])
         return total
 
     def _take(self, n: int) -> None:
@@ -273,8 +279,22 @@ class DecodeGroup:
             decoded = list(decoded_t)
             obs: list[list[Any]] = []  # the admissions' observer entries (with an observer)
             budget, total, context, nsched, prefill_tokens, decode_tokens, admitted_blocks = self._admit_fcfs(
-                tick, budget - r, thr, total, context, nsched, prefill_tokens, decode_tokens,
-                sched_json, sj, decoded, admitted, firsts, newly, obs)
+                tick,
+                budget - r,
+                thr,
+                total,
+                context,
+                nsched,
+                prefill_tokens,
+                decode_tokens,
+                sched_json,
+                sj,
+                decoded,
+                admitted,
+                firsts,
+                newly,
+                obs,
+            )
             if admitted:
                 decoded_t = tuple(decoded)
         free_after_sched = pool.free
@@ -314,8 +334,19 @@ class DecodeGroup:
         # _sync takes each member block's step (D) off the KV sum, counting it
         # from that step on; its share of this step was counted just above
         self.kv_blocks_sum += a0 * D
-        body = (tuple(admitted), prefill_tokens, decoded_t, decode_tokens, len(waiting), r + len(admitted),
-                admitted_blocks, tuple(completed), (), rejected, sched_json)
+        body = (
+            tuple(admitted),
+            prefill_tokens,
+            decoded_t,
+            decode_tokens,
+            len(waiting),
+            r + len(admitted),
+            admitted_blocks,
+            tuple(completed),
+            (),
+            rejected,
+            sched_json,
+        )
         record = self._record(tick, body, kv_after_sched, free_after_sched, 1, duration, sj)
         if self.observer is not None:
             self._observe_step(tick, running, D, obs if admitted else [], total, completed, free_after_sched)

@@ -1,9 +1,9 @@
 """CPU KV offload in the ``vllm-v1`` mirror: the scheduler side of vLLM 0.33's
 native ``OffloadingConnector`` (``vllm/distributed/kv_transfer/kv_connector/v1/
 offloading/scheduler.py``, ``OffloadingConnectorScheduler``) over the CPU tier
-of :mod:`.v1_cpu_tier`, and the reference harness's worker (``FakeOffloadWorker``
+of :mod:`.cpu_tier`, and the reference harness's worker (``FakeOffloadWorker``
 in ``drive_vllm.py``: a job is reported done a fixed number of steps after the
-step that issued it). The waiting pass that calls it is :mod:`.v1_offload_step`.
+step that issued it). The waiting pass that calls it is :mod:`.offload_step`.
 
 What is mirrored (one full-attention KV group, the LRU policy, prompt-only
 offloading, asynchronous loads; what vLLM does, by function):
@@ -19,7 +19,7 @@ offloading, asynchronous loads; what vLLM does, by function):
 - ``build_connector_meta``: the jobs of preempted requests are flushed; store
   jobs, for the scheduled requests in schedule order and then the requests that
   finished in the previous step in ``finished_req_ids``' set order
-  (:func:`~.v1_set_order.set_order`), of every full prompt chunk computed by
+  (:func:`~.set_order.set_order`), of every full prompt chunk computed by
   the end of the step and not stored yet (``_build_store_jobs``); a store the
   tier cannot make room for is retried the next step; then every finished
   request is signalled to the tier (``on_request_finished``);
@@ -46,7 +46,8 @@ are a minimum (and the whole rule when untimed, as in conformance).
 from __future__ import annotations
 
 from collections import deque
-from typing import TYPE_CHECKING, Any, Hashable, Mapping
+from collections.abc import Hashable, Mapping
+from typing import TYPE_CHECKING, Any
 
 from .cpu_tier import MISS, PENDING, CpuTier, TierRequest
 from .set_order import set_order
@@ -57,26 +58,48 @@ if TYPE_CHECKING:  # pragma: no cover
 _INT0 = {"type": "integer", "minimum": 0, "maximum": 1_000_000_000}
 
 OFFLOAD_OPTIONS: Mapping[str, Any] = {
-    "kv_offload_cpu_blocks": {**_INT0, "description": "CPU tier size in chunks of blocks_per_chunk blocks "
-                                                      "(vLLM's --kv-offloading-size in chunks; 0, the default, "
-                                                      "turns offloading off)."},
+    "kv_offload_cpu_blocks": {
+        **_INT0,
+        "description": "CPU tier size in chunks of blocks_per_chunk blocks "
+        "(vLLM's --kv-offloading-size in chunks; 0, the default, "
+        "turns offloading off).",
+    },
     "kv_offload_extra_config": {
-        "type": "object", "additionalProperties": False,
+        "type": "object",
+        "additionalProperties": False,
         "description": "The OffloadingConnector's kv_connector_extra_config keys the mirror models.",
         "properties": {
-            "blocks_per_chunk": {"type": "integer", "minimum": 1, "maximum": 4096,
-                                 "description": "GPU blocks per CPU chunk (default 1)."},
-            "store_threshold": {"type": "integer", "minimum": 0, "maximum": 1_000_000,
-                                "description": "Offers of a chunk before it is stored (default 0: at once)."},
+            "blocks_per_chunk": {
+                "type": "integer",
+                "minimum": 1,
+                "maximum": 4096,
+                "description": "GPU blocks per CPU chunk (default 1).",
+            },
+            "store_threshold": {
+                "type": "integer",
+                "minimum": 0,
+                "maximum": 1_000_000,
+                "description": "Offers of a chunk before it is stored (default 0: at once).",
+            },
         },
     },
-    "kv_offload_load_steps": {**_INT0, "description": "Steps an async load takes: issued in step t, done in "
-                                                      "step t + this (default 0, as the reference harness)."},
-    "kv_offload_store_steps": {**_INT0, "description": "Steps a store takes (default 1: the worker submits a "
-                                                       "step's stores at the start of the next step)."},
-    "kv_offload_host_bandwidth_gb_s": {"type": "number", "exclusiveMinimum": 0, "maximum": 100_000,
-                                       "description": "tickgate only, timed replays: GPU<->CPU bandwidth per "
-                                                      "direction, GB/s (default 64, PCIe 5.0 x16)."},
+    "kv_offload_load_steps": {
+        **_INT0,
+        "description": "Steps an async load takes: issued in step t, done in "
+        "step t + this (default 0, as the reference harness).",
+    },
+    "kv_offload_store_steps": {
+        **_INT0,
+        "description": "Steps a store takes (default 1: the worker submits a "
+        "step's stores at the start of the next step).",
+    },
+    "kv_offload_host_bandwidth_gb_s": {
+        "type": "number",
+        "exclusiveMinimum": 0,
+        "maximum": 100_000,
+        "description": "tickgate only, timed replays: GPU<->CPU bandwidth per "
+        "direction, GB/s (default 64, PCIe 5.0 x16).",
+    },
 }
 DEFAULT_HOST_BANDWIDTH_GB_S = 64.0
 
@@ -84,14 +107,26 @@ DEFAULT_HOST_BANDWIDTH_GB_S = 64.0
 class OffloadRequest:
     """``RequestOffloadState`` of one request."""
 
-    __slots__ = ("q", "ctx", "block_keys", "nblocks", "next_stored", "jobs", "local", "signaled", "waited",
-                 "finished", "final_blocks")
+    __slots__ = (
+        "block_keys",
+        "ctx",
+        "final_blocks",
+        "finished",
+        "jobs",
+        "local",
+        "nblocks",
+        "next_stored",
+        "q",
+        "signaled",
+        "waited",
+    )
 
-    def __init__(self, q: "RequestState", block_keys: list[Hashable], tokens_per_chunk: int, bpc: int) -> None:
+    def __init__(self, q: RequestState, block_keys: list[Hashable], tokens_per_chunk: int, bpc: int) -> None:
         self.q = q
         self.block_keys = block_keys  # the chained hash of each prompt block (own keys past the shared ones)
-        positions = {block_keys[(c + 1) * bpc - 1]: (c + 1) * tokens_per_chunk
-                     for c in range(len(block_keys) // bpc)}
+        positions = {
+            block_keys[(c + 1) * bpc - 1]: (c + 1) * tokens_per_chunk for c in range(len(block_keys) // bpc)
+        }
         self.ctx = TierRequest(positions)
         self.nblocks = 0  # GPU blocks the connector knows of (block_ids)
         self.next_stored = 0  # next_stored_chunk_idx
@@ -104,10 +139,11 @@ class OffloadRequest:
 
 
 class Job:
-    __slots__ = ("id", "req", "keys", "store", "due", "due_ms", "blocks")
+    __slots__ = ("blocks", "due", "due_ms", "id", "keys", "req", "store")
 
-    def __init__(self, jid: int, req: OffloadRequest, keys: list[Hashable], store: bool, due: int,
-                 due_ms: float) -> None:
+    def __init__(
+        self, jid: int, req: OffloadRequest, keys: list[Hashable], store: bool, due: int, due_ms: float
+    ) -> None:
         self.id = jid
         self.req = req
         self.keys = keys
@@ -120,8 +156,9 @@ class Job:
 class Offload:
     """The connector's scheduler side and the fake worker, for one engine."""
 
-    def __init__(self, cfg: Any, block_size: int, caching: bool, timing: Any, by_priority: bool,
-                 usable_blocks: int) -> None:
+    def __init__(
+        self, cfg: Any, block_size: int, caching: bool, timing: Any, by_priority: bool, usable_blocks: int
+    ) -> None:
         extra = cfg.kv_offload_extra_config or {}
         self.bpc = int(extra.get("blocks_per_chunk", 1))
         self.bs = block_size
@@ -141,7 +178,9 @@ class Offload:
         #: kv_holding_waiting: requests that hold KV blocks while waiting (async loads)
         self.holding: Any = [] if by_priority else deque()
         self.recv: set[RequestState] = set()  # finished_recving_kv_req_ids
-        self.finished_now: list[RequestState] = []  # finished in this step's update (next step's finished_req_ids)
+        self.finished_now: list[
+            RequestState
+        ] = []  # finished in this step's update (next step's finished_req_ids)
         self.inflight: set[RequestState] = set()  # S._inflight_prefills
         #: requests whose last store found no room in the tier (they retry when next scheduled)
         self.retry: set[RequestState] = set()
@@ -168,7 +207,7 @@ class Offload:
         self.wait_steps = 0
 
     # -- per request ----------------------------------------------------------
-    def track(self, q: "RequestState", block_keys: list[Hashable]) -> None:
+    def track(self, q: RequestState, block_keys: list[Hashable]) -> None:
         """``on_new_request``; ``block_keys``: the prompt's shareable block keys."""
         full = q.request.prompt_tokens // self.bs
         keys = list(block_keys[:full]) + [(q.ordinal, i) for i in range(len(block_keys), full)]
@@ -192,7 +231,7 @@ class Offload:
         run the steps (:meth:`sync_blocks` afterwards)."""
         return not self.jobs and not self.finished_now and not self.retry and not self.holding
 
-    def sync_blocks(self, running: list["RequestState"]) -> None:
+    def sync_blocks(self, running: list[RequestState]) -> None:
         """After a fast path: the connector's view of the running requests' block tables
         (``_update_req_states`` in each step the path ran)."""
         reqs = self.reqs
@@ -207,7 +246,7 @@ class Offload:
         return bool(self.jobs) or bool(self.finished_now) or bool(self.holding)
 
     # -- admission ------------------------------------------------------------
-    def lookup(self, q: "RequestState", local: int) -> tuple[int | None, bool]:
+    def lookup(self, q: RequestState, local: int) -> tuple[int | None, bool]:
         """``get_num_new_matched_tokens``: tokens to load beyond ``local`` (None: ask again
         next step) and whether the load is asynchronous."""
         r = self.reqs[q]
@@ -249,11 +288,12 @@ class Offload:
         if new < tpc:
             return 0
         if self.being_loaded and not self.being_loaded.isdisjoint(
-                self.chunk_keys(r, start, -(-(local + new) // tpc))):
+            self.chunk_keys(r, start, -(-(local + new) // tpc))
+        ):
             return None
         return new
 
-    def after_alloc(self, q: "RequestState", ext: int, step: int, now_ms: float | None) -> None:
+    def after_alloc(self, q: RequestState, ext: int, step: int, now_ms: float | None) -> None:
         """``update_state_after_alloc`` with ``ext`` > 0 tokens to load: the load job."""
         r = self.reqs[q]
         self.batch_alloc.update(q.blocks)
@@ -277,11 +317,18 @@ class Offload:
             r.waited = True
             self.waited_requests += 1
         # the GPU blocks loaded into: vLLM's ids when the scheduler keeps them, else their count
-        dst: Any = q.blocks[first:first + gpu_blocks] if self.gpu_free is not None else gpu_blocks
+        dst: Any = q.blocks[first : first + gpu_blocks] if self.gpu_free is not None else gpu_blocks
         self.log["kv_load"].append([q.id, job.id, 0, dst, ids])
 
-    def _job(self, r: OffloadRequest, keys: list[Hashable], store: bool, due: int, now_ms: float | None,
-             chunks: int) -> Job:
+    def _job(
+        self,
+        r: OffloadRequest,
+        keys: list[Hashable],
+        store: bool,
+        due: int,
+        now_ms: float | None,
+        chunks: int,
+    ) -> Job:
         jid = self.next_job
         self.next_job += 1
         due_ms = float("-inf")
@@ -305,8 +352,13 @@ class Offload:
         return total
 
     # -- end of schedule(): build_connector_meta --------------------------------
-    def build_meta(self, sched: Mapping["RequestState", list[Any]], preempted: list["RequestState"],
-                   step: int, now_ms: float | None) -> None:
+    def build_meta(
+        self,
+        sched: Mapping[RequestState, list[Any]],
+        preempted: list[RequestState],
+        step: int,
+        now_ms: float | None,
+    ) -> None:
         """Flushes, store jobs and finished requests of this step; ``sched`` maps each
         scheduled request to its entry (tokens first, computed before third)."""
         reqs = self.reqs
@@ -314,7 +366,7 @@ class Offload:
         for q in sched:
             r = reqs.get(q)
             if r is not None:
-                alloc.update(q.blocks[r.nblocks:])  # the whole table for a new admission (nblocks 0)
+                alloc.update(q.blocks[r.nblocks :])  # the whole table for a new admission (nblocks 0)
                 r.nblocks = q.num_blocks
         loads = set(self.batch_loads)
         for q in preempted:
@@ -353,7 +405,7 @@ class Offload:
         self.batch_loads = []
         self.batch_alloc = set()
 
-    def _finished_order(self) -> list["RequestState"]:
+    def _finished_order(self) -> list[RequestState]:
         """Last step's finished requests in the order vLLM walks ``finished_req_ids`` (a set)."""
         done = self.finished_now
         self.finished_now = []
@@ -362,8 +414,9 @@ class Offload:
         by_id = {str(q.id): q for q in done}
         return [by_id[i] for i in set_order(str(q.id) for q in done)]
 
-    def _store(self, r: OffloadRequest | None, after: int, finished: bool, step: int,
-               now_ms: float | None) -> None:
+    def _store(
+        self, r: OffloadRequest | None, after: int, finished: bool, step: int, now_ms: float | None
+    ) -> None:
         """``_build_store_jobs`` for one request: its full prompt chunks computed by the end of
         the step (``after`` tokens; finished: all of them) and not stored yet."""
         if r is None:
@@ -392,8 +445,12 @@ class Offload:
         stored = set(to_store)
         bpc = self.bpc
         blocks = r.final_blocks if finished else q.blocks
-        job.blocks = [b for c, k in zip(range(start, num_chunks), keys) if k in stored
-                      for b in blocks[c * bpc:(c + 1) * bpc]]
+        job.blocks = [
+            b
+            for c, k in zip(range(start, num_chunks), keys)
+            if k in stored
+            for b in blocks[c * bpc : (c + 1) * bpc]
+        ]
         if finished:  # fenced at once, and flushed if a block of it was handed out this step
             self._fence(job)
             if not self.batch_alloc.isdisjoint(job.blocks):
@@ -408,7 +465,7 @@ class Offload:
         for b in job.blocks:
             fences.setdefault(b, set()).add(job.id)
 
-    def request_finished(self, q: "RequestState") -> None:
+    def request_finished(self, q: RequestState) -> None:
         """``_free_request`` -> ``request_finished``, before ``q``'s blocks are freed: its
         stores in flight are fenced by their blocks; it is signalled at the next build."""
         self.finished_now.append(q)
@@ -478,7 +535,9 @@ class Offload:
             "hit_tokens_by_tier": {"gpu": gpu_hit_tokens, "cpu": self.first_cpu_hit_tokens},
             "hit_rate_by_tier": {
                 "gpu": round(gpu_hit_tokens / total_prompt_tokens, 6) if total_prompt_tokens else 0.0,
-                "cpu": round(self.first_cpu_hit_tokens / total_prompt_tokens, 6) if total_prompt_tokens else 0.0,
+                "cpu": round(self.first_cpu_hit_tokens / total_prompt_tokens, 6)
+                if total_prompt_tokens
+                else 0.0,
             },
             "loaded_tokens": self.cpu_hit_tokens,
             "load_jobs": self.load_jobs,

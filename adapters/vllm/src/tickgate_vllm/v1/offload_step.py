@@ -1,7 +1,7 @@
 """The waiting pass with CPU KV offload: ``Scheduler.schedule()``'s waiting loop
 (``vllm/v1/core/sched/scheduler.py``) with vLLM's native ``OffloadingConnector``
-(:mod:`.v1_offload`). The step around it is the extended full step of
-:mod:`.v1_spec_step` (drafts or not); every step with ``kv_offload_cpu_blocks >
+(:mod:`.offload`). The step around it is the extended full step of
+:mod:`.spec_step` (drafts or not); every step with ``kv_offload_cpu_blocks >
 0`` takes it (no fast path).
 
 What changes against the plain waiting pass, each where vLLM makes it:
@@ -33,11 +33,18 @@ from .spec import drafts_unused
 
 
 class OffloadStep:
-    """The offload waiting pass of :class:`~.v1_scheduler.VllmV1Scheduler` (a mixin)."""
+    """The offload waiting pass of :class:`~.scheduler.VllmV1Scheduler` (a mixin)."""
 
-    def _offload_waiting_pass(self, tick: int, token_budget: int, input_budget: int, thr: int,
-                              sched: dict[RequestState, list[Any]], prefill_scheduled: bool,
-                              drafts_needed: bool) -> tuple[int, int, bool, int]:
+    def _offload_waiting_pass(
+        self,
+        tick: int,
+        token_budget: int,
+        input_budget: int,
+        thr: int,
+        sched: dict[RequestState, list[Any]],
+        prefill_scheduled: bool,
+        drafts_needed: bool,
+    ) -> tuple[int, int, bool, int]:
         off = self.offload
         sp = self.step_spec
         ds = sp.draft_slots
@@ -87,10 +94,24 @@ class OffloadStep:
                     skipped_waiting.append(q)
                     continue
                 ext = found
-            reserved = off.reserved_blocks(1 + sp.k + sp.lookahead if sp.k else 0,
-                                           self.max_model_len) + spec_step_blocks if load else 0
-            plan = self._spec_admission(q, token_budget, input_budget, thr, not prefill_scheduled,
-                                        running_scheduled, hits, ext, load, reserved)
+            reserved = (
+                off.reserved_blocks(1 + sp.k + sp.lookahead if sp.k else 0, self.max_model_len)
+                + spec_step_blocks
+                if load
+                else 0
+            )
+            plan = self._spec_admission(
+                q,
+                token_budget,
+                input_budget,
+                thr,
+                not prefill_scheduled,
+                running_scheduled,
+                hits,
+                ext,
+                load,
+                reserved,
+            )
             if plan is None:
                 break
             hits, n, new_blocks, pad = plan
@@ -158,7 +179,6 @@ class OffloadStep:
             self.total_first_query_tokens += q.num_tokens
             self.offload.first_cpu_hit_tokens += before - r.local
         return before
-
 
     def _offload_collect(self, tick: int, end_ms: float | None) -> dict[str, Any]:
         """The end of ``update_from_output``: the connector's completed jobs; the step's

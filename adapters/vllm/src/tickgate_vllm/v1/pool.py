@@ -26,8 +26,8 @@ anywhere; ``shared`` counts holders of blocks held by two or more; ``qpos``
 remembers the queue position a cached block was freed to, which tells whether
 it is still free in O(1) (a hit needs that) without any bookkeeping when it is
 evicted or allocated; it is built once hits are frequent (before that a scan
-of the queue answers), so a workload without shared prefixes never keeps it. So allocation and release touch one dict entry per
-block at most, and a hit never scans the queue. Allocation, registration and
+of the queue answers), so a workload without shared prefixes never keeps it. So allocation and
+release touch one dict entry per block at most, and a hit never scans the queue. Allocation, registration and
 release work on whole runs of blocks with C-level dict/list operations
 (``dict.update(zip(...))``, slices, ``map``) and fall back to the per-block
 loop only when one of the request's blocks is shared or a hash is already cached.
@@ -38,9 +38,9 @@ Without prefix caching every block is anonymous and the pool is one counter.
 from __future__ import annotations
 
 from collections import deque
+from collections.abc import Callable, Hashable
 from itertools import compress, repeat
 from operator import eq, not_, sub
-from typing import Callable, Hashable
 
 _STALE = -1
 
@@ -52,8 +52,24 @@ def _consume(it: object) -> None:
 class BlockPool:
     """Free-block accounting, and the hash -> block map when caching is on."""
 
-    __slots__ = ("usable", "caching", "anon_free", "lq", "lqk", "lbase", "lh", "nstale", "nlru", "cache",
-                 "qpos", "scans_left", "shared", "next_id", "nlists", "extra")
+    __slots__ = (
+        "anon_free",
+        "cache",
+        "caching",
+        "extra",
+        "lbase",
+        "lh",
+        "lq",
+        "lqk",
+        "next_id",
+        "nlists",
+        "nlru",
+        "nstale",
+        "qpos",
+        "scans_left",
+        "shared",
+        "usable",
+    )
 
     def __init__(self, num_gpu_blocks: int, caching: bool) -> None:
         # Block 0 is vLLM's null block: never allocated, never free.
@@ -166,8 +182,8 @@ class BlockPool:
             into.append(bid)
             return
         lqk = self.lqk
-        ev = lq[lh:lh + n]
-        keys = lqk[lh:lh + n]
+        ev = lq[lh : lh + n]
+        keys = lqk[lh : lh + n]
         lh += n
         if self.nstale:
             s = ev.count(_STALE)
@@ -175,8 +191,8 @@ class BlockPool:
                 self.nstale -= s
                 keys = [k for b, k in zip(ev, keys) if b != _STALE]
                 ev = [b for b in ev if b != _STALE]
-                more = lq[lh:lh + s]
-                keys.extend(lqk[lh:lh + s])
+                more = lq[lh : lh + s]
+                keys.extend(lqk[lh : lh + s])
                 lh += s
                 ev.extend(more)
                 s = more.count(_STALE)
@@ -286,7 +302,7 @@ class BlockPool:
             # front (a count), the hashed ones to the back, last block first
             self.anon_free += len(blocks) - ncached
             if ncached:
-                self._enqueue(blocks[ncached - 1::-1], keys[::-1])
+                self._enqueue(blocks[ncached - 1 :: -1], keys[::-1])
             return
         shared = self.shared
         held = shared.__contains__
@@ -301,7 +317,7 @@ class BlockPool:
         tail = blocks[ncached:]
         self.anon_free += len(tail) - sum(map(held, tail))
         if ncached:
-            head = blocks[ncached - 1::-1]
+            head = blocks[ncached - 1 :: -1]
             keep = list(map(not_, map(held, head)))
             self._enqueue(list(compress(head, keep)), list(compress(keys[::-1], keep)))
         holders = list(map(sub, map(shared.__getitem__, sh), repeat(1)))

@@ -6,12 +6,13 @@ Mirrors the reporting half of ``Scheduler.update_from_output()`` in
 ``_free_request()``, and reported) and what vLLM's ``SchedulerStats`` /
 prefill stats count; the record (``TickRecord``) and its pre-encoded
 ``detail`` are tickgate's own (docs/vllm.md, "Trace records"). The summary
-built from the totals is :mod:`.v1_summary`.
+built from the totals is :mod:`.summary`.
 """
 
 from __future__ import annotations
 
-from typing import Any, Iterable, Mapping
+from collections.abc import Iterable, Mapping
+from typing import Any
 
 from tickgate import EncodedDetail, Request, RequestOutcome, TickRecord, tick_record
 
@@ -23,10 +24,11 @@ _NO_CHUNKS = (0, 0, 0, 0)
 
 
 class Records:
-    """Records, outcomes and totals of :class:`~.v1_scheduler.VllmV1Scheduler` (a mixin)."""
+    """Records, outcomes and totals of :class:`~.scheduler.VllmV1Scheduler` (a mixin)."""
 
-    def _step_time(self, prefill_tokens: int, decode_tokens: int, context: int,
-                   firsts: Iterable[RequestState], tick: int) -> tuple[float | None, float | None]:
+    def _step_time(
+        self, prefill_tokens: int, decode_tokens: int, context: int, firsts: Iterable[RequestState], tick: int
+    ) -> tuple[float | None, float | None]:
         """The step's duration and end (timed replays; ``None`` otherwise); the
         requests in ``firsts`` sampled their first token in it."""
         duration = None
@@ -37,12 +39,13 @@ class Records:
                 # ``context`` counts every scheduled request's tokens after the
                 # step, a chunk's p + c among them; the decoding sequences' share
                 # is what the chunks (collected by _chunk) leave
-                duration = timing.price_step(prefill_tokens, decode_tokens, context - before - chunk_tokens,
-                                             chunks, pairs, before)
+                duration = timing.price_step(
+                    prefill_tokens, decode_tokens, context - before - chunk_tokens, chunks, pairs, before
+                )
             else:
                 duration = timing.step_ms(prefill_tokens, decode_tokens, context)
             self.chunk_shape = _NO_CHUNKS
-            if self.spec is not None:  # the drafter's pass after the step (v1_spec)
+            if self.spec is not None:  # the drafter's pass after the step (v1.spec)
                 duration += self.spec.drafter_ms(timing)
         end_ms = self.clock.now_ms + duration if duration is not None else None
         for q in firsts:
@@ -81,8 +84,16 @@ class Records:
             self.kv_peak = kv_after_sched
         self.kv_blocks_sum += kv_after_sched
 
-    def _record(self, tick: int, body: tuple[Any, ...], kv_after_sched: int, free_after_sched: int,
-                span: int, duration: float | None, sj: list[str]) -> TickRecord:
+    def _record(
+        self,
+        tick: int,
+        body: tuple[Any, ...],
+        kv_after_sched: int,
+        free_after_sched: int,
+        span: int,
+        duration: float | None,
+        sj: list[str],
+    ) -> TickRecord:
         """The record of a step (or span) whose decisions are ``body``: admitted,
         prefill tokens, decoded, decode tokens, queued, active, blocks reserved,
         completed, preempted, rejected, sched entries. Its KV figures are sampled
@@ -94,9 +105,21 @@ class Records:
         kv_used, free_blocks = self.kv_sample
         record = tick_record(
             # tick, admitted, prefill_tokens, decoded, decode_tokens, queued, active,
-            tick, body[0], body[1], body[2], body[3], body[4], body[5],
+            tick,
+            body[0],
+            body[1],
+            body[2],
+            body[3],
+            body[4],
+            body[5],
             # kv_pages_used, kv_pages_reserved, completed, preempted, rejected, span, duration_ms, detail
-            kv_used, body[6], body[7], body[8], body[9], span, duration,
+            kv_used,
+            body[6],
+            body[7],
+            body[8],
+            body[9],
+            span,
+            duration,
             self._detail(body[10], sj, free_blocks),
         )
         self.last_record = record
@@ -105,22 +128,35 @@ class Records:
     def _detail(self, sched_json: list[list[Any]], sj: list[str], free_blocks: int) -> Any:
         """The record's ``detail``, with its canonical JSON when every id is a str."""
         if self.plain_ids and type(free_blocks) is int:
-            return EncodedDetail({"sched": sched_json, "free_blocks": free_blocks},
-                                 f'{{"free_blocks":{free_blocks},"sched":[{",".join(sj)}]}}')
+            return EncodedDetail(
+                {"sched": sched_json, "free_blocks": free_blocks},
+                f'{{"free_blocks":{free_blocks},"sched":[{",".join(sj)}]}}',
+            )
         return {"sched": sched_json, "free_blocks": free_blocks}
 
-    def _reject(self, request: Request, arrival_ms: float | None, reason: str, *, key: str,
-                figures: Mapping[str, int]) -> None:
+    def _reject(
+        self, request: Request, arrival_ms: float | None, reason: str, *, key: str, figures: Mapping[str, int]
+    ) -> None:
         """``reason`` quotes the request's numbers; ``key`` and ``figures`` are the same
         without them and the numbers themselves (what the report groups by)."""
         self.rejected_now.append(request.id)
         self.steady = False
-        self.outcomes.append(RequestOutcome(
-            id=request.id, status="rejected", reason=reason, arrival_tick=self.clock.tick,
-            finished_tick=self.clock.tick, prompt_tokens=request.prompt_tokens,
-            priority=request.priority, tenant=request.tenant, lane=request.lane,
-            arrival_ms=arrival_ms, reason_key=key, reason_figures=tuple(figures.items()),
-        ))
+        self.outcomes.append(
+            RequestOutcome(
+                id=request.id,
+                status="rejected",
+                reason=reason,
+                arrival_tick=self.clock.tick,
+                finished_tick=self.clock.tick,
+                prompt_tokens=request.prompt_tokens,
+                priority=request.priority,
+                tenant=request.tenant,
+                lane=request.lane,
+                arrival_ms=arrival_ms,
+                reason_key=key,
+                reason_figures=tuple(figures.items()),
+            )
+        )
 
     def _outcome(self, q: RequestState, tick: int, end_ms: float | None) -> RequestOutcome:
         r = q.request
@@ -131,12 +167,27 @@ class Records:
             missed = end_ms > r.deadline_ms
         return RequestOutcome(  # positionally: one per request, and keywords cost twice as much
             # id, status, arrival_tick, reason, admitted_tick, first_token_tick, finished_tick,
-            r.id, "completed", q.arrival_tick, None, q.admitted_tick, q.first_token_tick, tick,
+            r.id,
+            "completed",
+            q.arrival_tick,
+            None,
+            q.admitted_tick,
+            q.first_token_tick,
+            tick,
             # output_tokens, prompt_tokens, preemptions, prefix_hit_tokens, priority, tenant, lane,
-            q.num_output_tokens, r.prompt_tokens, q.num_preemptions, q.first_hit_tokens, r.priority, r.tenant,
+            q.num_output_tokens,
+            r.prompt_tokens,
+            q.num_preemptions,
+            q.first_hit_tokens,
+            r.priority,
+            r.tenant,
             r.lane,
             # deadline_missed, arrival_ms, admitted_ms, first_token_ms, finished_ms, flags
-            missed, q.arrival_ms, q.admitted_ms, q.first_token_ms, end_ms,
+            missed,
+            q.arrival_ms,
+            q.admitted_ms,
+            q.first_token_ms,
+            end_ms,
             _LENGTH_CAPPED if q.num_output_tokens < q.max_tokens else (),
         )
 

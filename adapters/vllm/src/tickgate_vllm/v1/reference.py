@@ -1,5 +1,5 @@
 """The reference step: vLLM's ``Scheduler.schedule()`` + ``update_from_output()``
-as written, for any policy (priority runs it; fcfs runs :mod:`.v1_fcfs`).
+as written, for any policy (priority runs it; fcfs runs :mod:`.fcfs`).
 
 Mirrors ``vllm/v1/core/sched/scheduler.py``: ``schedule()``'s running pass
 (tokens per request, ``KVCacheManager.allocate_slots()``, preemption of the
@@ -22,7 +22,7 @@ from .request import RUNNING, RequestState
 
 
 class ReferenceStep:
-    """The two-pass step of :class:`~.v1_scheduler.VllmV1Scheduler` (a mixin)."""
+    """The two-pass step of :class:`~.scheduler.VllmV1Scheduler` (a mixin)."""
 
     def _full_step(self) -> TickRecord:
         """One step, any policy (the reference implementation; priority uses it)."""
@@ -160,37 +160,63 @@ class ReferenceStep:
         self.total_preemptions += len(preempted)
         self._count_step(total, kv_after_sched)
         if self.observer is not None:
-            self.observer({
-                "step": tick,
-                "sched": [[q.request.id, e[0], e[1], e[2]] for q, e in sched.items()],
-                "num_tokens": total,
-                "preempted": [q.request.id for q in preempted],
-                "finished": completed,
-                "free_blocks_after_sched": free_after_sched,
-                "running_after_sched": len(running) + len(finished),
-                "free_blocks": pool.free,
-                "running": len(running),
-                "waiting": self._n_waiting(),
-            })
-        body = (tuple(admitted), prefill_tokens, tuple(decoded), decode_tokens, self._n_waiting(),
-                len(running) + len(finished), admitted_blocks, tuple(completed),
-                tuple(q.request.id for q in preempted), rejected, sched_json)
+            self.observer(
+                {
+                    "step": tick,
+                    "sched": [[q.request.id, e[0], e[1], e[2]] for q, e in sched.items()],
+                    "num_tokens": total,
+                    "preempted": [q.request.id for q in preempted],
+                    "finished": completed,
+                    "free_blocks_after_sched": free_after_sched,
+                    "running_after_sched": len(running) + len(finished),
+                    "free_blocks": pool.free,
+                    "running": len(running),
+                    "waiting": self._n_waiting(),
+                }
+            )
+        body = (
+            tuple(admitted),
+            prefill_tokens,
+            tuple(decoded),
+            decode_tokens,
+            self._n_waiting(),
+            len(running) + len(finished),
+            admitted_blocks,
+            tuple(completed),
+            tuple(q.request.id for q in preempted),
+            rejected,
+            sched_json,
+        )
         if body != self.last_body:
             self.kv_sample = (kv_after_sched, free_after_sched)
             self.last_body = body
         record = TickRecord(
-            tick=tick, admitted=body[0], prefill_tokens=prefill_tokens, decoded=body[2],
-            decode_tokens=decode_tokens, queued=body[4], active=body[5],
-            kv_pages_used=self.kv_sample[0], kv_pages_reserved=admitted_blocks,
-            completed=body[7], preempted=body[8], rejected=rejected,
+            tick=tick,
+            admitted=body[0],
+            prefill_tokens=prefill_tokens,
+            decoded=body[2],
+            decode_tokens=decode_tokens,
+            queued=body[4],
+            active=body[5],
+            kv_pages_used=self.kv_sample[0],
+            kv_pages_reserved=admitted_blocks,
+            completed=body[7],
+            preempted=body[8],
+            rejected=rejected,
             duration_ms=duration,
             detail={"sched": sched_json, "free_blocks": self.kv_sample[1]},
         )
         self.last_record = record
         return record
 
-    def _make_room(self, q: RequestState, slot: int, idx: int, sched: dict[RequestState, list[Any]],
-                   preempted: list[RequestState]) -> tuple[int, int, int, int]:
+    def _make_room(
+        self,
+        q: RequestState,
+        slot: int,
+        idx: int,
+        sched: dict[RequestState, list[Any]],
+        preempted: list[RequestState],
+    ) -> tuple[int, int, int, int]:
         """The running pass's ``allocate_slots()`` retry: preempt victims (fcfs: the last
         running request; priority: the worst ``(priority, arrival)``, possibly one already
         scheduled this step) until the blocks for ``slot`` of ``q``'s tokens fit.
@@ -293,7 +319,7 @@ class ReferenceStep:
             # a transferred prompt's blocks are registered under their hashes, as
             # _update_waiting_for_remote_kv's cache_blocks() (then the scheduled
             # token's allocate_slots) registers them
-            # (tokens up to num_tokens, less the hash lookahead: v1_spec, eagle)
+            # (tokens up to num_tokens, less the hash lookahead: v1.spec, eagle)
             self._cache(q, min(before + n, T - self.hash_lookahead) // bs)
         self.running.append(q)
         self.running_joins += 1

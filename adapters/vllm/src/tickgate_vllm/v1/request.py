@@ -13,7 +13,7 @@ Mirrors:
 
 :class:`RequestState` keeps ``__slots__`` (its fields are read in every step of
 every request); the decode group's fields (``group_clock``, ``group_phase``)
-are documented in :mod:`.v1_group`. The step code reads the fields it uses
+are documented in :mod:`.group`. The step code reads the fields it uses
 more than once into short locals (``T`` = ``num_tokens``, ``nc`` =
 ``num_computed_tokens``, ``bs`` = ``block_size``, ``maxlen`` = ``max_model_len``):
 one attribute load per request visited, in the loops the profile is made of.
@@ -22,13 +22,14 @@ one attribute load per request visited, in the loops the profile is made of.
 from __future__ import annotations
 
 import json
+from collections.abc import Hashable
 from itertools import chain
-from typing import Any, Hashable
+from typing import Any
 
 from tickgate import Request, run_starts
 
 WAITING, RUNNING, PREEMPTED = 0, 1, 2
-#: ``RequestStatus.WAITING_FOR_REMOTE_KVS``: holding blocks while its KV loads (v1_offload)
+#: ``RequestStatus.WAITING_FOR_REMOTE_KVS``: holding blocks while its KV loads (v1.offload)
 WAITING_FOR_KV = 3
 _encode_str = json.encoder.encode_basestring_ascii  # json.dumps of a str (ensure_ascii)
 
@@ -36,15 +37,42 @@ _encode_str = json.encoder.encode_basestring_ascii  # json.dumps of a str (ensur
 class RequestState:
     """Scheduler state of one request (vLLM's ``Request`` fields that matter)."""
 
-    __slots__ = ("request", "ordinal", "max_tokens", "priority", "num_tokens", "num_computed_tokens",
-                 "num_output_tokens", "num_blocks", "blocks", "num_cached_blocks", "status",
-                 "num_preemptions", "prompt_keys", "num_prompt_keys", "num_cached_logical", "id", "id_json",
-                 "decode_entry", "decode_entry_json", "admitted_tick", "first_token_tick", "first_token_ms",
-                 "first_hit_tokens", "arrival_tick", "arrival_ms", "admitted_ms", "running_seq",
-                 "group_clock", "group_phase", "transferred")
+    __slots__ = (
+        "admitted_ms",
+        "admitted_tick",
+        "arrival_ms",
+        "arrival_tick",
+        "blocks",
+        "decode_entry",
+        "decode_entry_json",
+        "first_hit_tokens",
+        "first_token_ms",
+        "first_token_tick",
+        "group_clock",
+        "group_phase",
+        "id",
+        "id_json",
+        "max_tokens",
+        "num_blocks",
+        "num_cached_blocks",
+        "num_cached_logical",
+        "num_computed_tokens",
+        "num_output_tokens",
+        "num_preemptions",
+        "num_prompt_keys",
+        "num_tokens",
+        "ordinal",
+        "priority",
+        "prompt_keys",
+        "request",
+        "running_seq",
+        "status",
+        "transferred",
+    )
 
-    def __init__(self, r: Request, ordinal: int, prompt_keys: list[Hashable], tick: int,
-                 arrival_ms: float | None) -> None:
+    def __init__(
+        self, r: Request, ordinal: int, prompt_keys: list[Hashable], tick: int, arrival_ms: float | None
+    ) -> None:
         self.request = r
         self.ordinal = ordinal  # arrival order (ties in the priority queue, keys of its own blocks)
         self.max_tokens = r.max_output_tokens
@@ -87,7 +115,7 @@ class RequestState:
         pk = self.prompt_keys
         return pk[i] if i < len(pk) else (self.ordinal, i)
 
-    def __lt__(self, other: "RequestState") -> bool:  # priority queue order, as vLLM's Request.__lt__
+    def __lt__(self, other: RequestState) -> bool:  # priority queue order, as vLLM's Request.__lt__
         return (self.priority, self.ordinal) < (other.priority, other.ordinal)
 
 
@@ -113,13 +141,13 @@ def prompt_block_keys(r: Request, block_size: int, prefix_block_size: int | None
     if r.prompt_token_ids is not None:
         ids = r.prompt_token_ids
         for i in range(min(full, len(ids) // block_size)):
-            parent = hash((parent, ids[i * block_size:(i + 1) * block_size]))
+            parent = hash((parent, ids[i * block_size : (i + 1) * block_size]))
             keys.append(parent)
     elif r.prefix_blocks is not None:
         wbs = prefix_block_size or block_size
         if wbs >= block_size:
             per = wbs // block_size
-            ids = r.prefix_blocks[:-(-full // per)]
+            ids = r.prefix_blocks[: -(-full // per)]
             try:
                 keys = _run_keys(ids, per)
             except TypeError:  # ids that are not ints (a reader plugin's): one hash per id
@@ -131,7 +159,7 @@ def prompt_block_keys(r: Request, block_size: int, prefix_block_size: int | None
             per = block_size // wbs
             ids = r.prefix_blocks
             for i in range(min(full, len(ids) // per)):
-                parent = hash((parent, ids[i * per:(i + 1) * per]))
+                parent = hash((parent, ids[i * per : (i + 1) * per]))
                 keys.append(parent)
     return keys
 
@@ -161,7 +189,7 @@ def _run_keys(ids: tuple[int, ...], per: int) -> list[Hashable]:
     bases = []
     ends = []
     parent = 0
-    for start, stop in zip(starts, starts[1:] + [len(ids)]):
+    for start, stop in zip(starts, [*starts[1:], len(ids)]):
         first = ids[start]
         base = hash((parent, first))
         bases.append(base)

@@ -7,24 +7,24 @@ picks the path a step takes; the paths live in their own modules:
 =====================  ===================================================================
 module                 what it holds (and what it mirrors)
 =====================  ===================================================================
-:mod:`.v1_options`     the options, vLLM's knob names and defaults
-:mod:`.v1_request`     per-request state (``vllm/v1/request.py``'s ``Request``), prompt block
+:mod:`.options`     the options, vLLM's knob names and defaults
+:mod:`.request`     per-request state (``vllm/v1/request.py``'s ``Request``), prompt block
                        keys (``kv_cache_utils.py``'s chained block hashes)
-:mod:`.v1_reference`   the reference step: ``schedule()`` + ``update_from_output()`` as
+:mod:`.reference`   the reference step: ``schedule()`` + ``update_from_output()`` as
                        written, two passes, any policy (priority runs it), and the waiting
                        pass's admission checks
-:mod:`.v1_fcfs`        the same step for fcfs in one pass per queue
-:mod:`.v1_spans`       fast-forwarding: runs of identical decode-only steps in one go
-:mod:`.v1_group`       the decode group: fcfs steps and spans at the cost of their events
-:mod:`.v1_blocks`      a request's blocks: ``kv_cache_manager.py``'s ``allocate_slots()``,
+:mod:`.fcfs`        the same step for fcfs in one pass per queue
+:mod:`.spans`       fast-forwarding: runs of identical decode-only steps in one go
+:mod:`.group`       the decode group: fcfs steps and spans at the cost of their events
+:mod:`.blocks`      a request's blocks: ``kv_cache_manager.py``'s ``allocate_slots()``,
                        ``cache_blocks()``, ``free()``; ``_preempt_request()``
-:mod:`.v1_pool`        the block pool: free queue and prefix cache (``block_pool.py``)
-:mod:`.v1_events`      KV-cache events where ``block_pool.py`` emits them, when asked for
-:mod:`.v1_records`     records, outcomes, per-step totals; :mod:`.v1_summary` the summary
-:mod:`.v1_observe`     the observer lines of the fast paths' steps (conformance)
-:mod:`.v1_spec_step`   the extended full step: speculative decoding (:mod:`.v1_spec`) and CPU
-                       KV offload (:mod:`.v1_offload`, :mod:`.v1_offload_step`,
-                       :mod:`.v1_cpu_tier`, :mod:`.v1_set_order`)
+:mod:`.pool`        the block pool: free queue and prefix cache (``block_pool.py``)
+:mod:`.events`      KV-cache events where ``block_pool.py`` emits them, when asked for
+:mod:`.records`     records, outcomes, per-step totals; :mod:`.summary` the summary
+:mod:`.observe`     the observer lines of the fast paths' steps (conformance)
+:mod:`.spec_step`   the extended full step: speculative decoding (:mod:`.spec`) and CPU
+                       KV offload (:mod:`.offload`, :mod:`.offload_step`,
+                       :mod:`.cpu_tier`, :mod:`.set_order`)
 =====================  ===================================================================
 
 One step, as in vLLM (see docs/vllm.md for the full list and what is not mirrored):
@@ -51,21 +51,21 @@ One step, as in vLLM (see docs/vllm.md for the full list and what is not mirrore
 
 Which path a step takes (:meth:`VllmV1Scheduler.step`), fastest first (with
 speculative decoding or CPU KV offload on, always the extended full step,
-:meth:`~.v1_spec_step.SpecStep._spec_step`):
+:meth:`~.spec_step.SpecStep._spec_step`):
 
 - fcfs, every running request a plain decoder: the decode group's span or step
-  (:meth:`~.v1_group.DecodeGroup._group_span`, :meth:`~.v1_group.DecodeGroup._group_step`);
+  (:meth:`~.group.DecodeGroup._group_span`, :meth:`~.group.DecodeGroup._group_step`);
 - after a decode-only step: a span of identical steps
-  (:meth:`~.v1_spans.Spans._steady_span`), or under fcfs with nothing waiting the
+  (:meth:`~.spans.Spans._steady_span`), or under fcfs with nothing waiting the
   step where requests sample their last token
-  (:meth:`~.v1_spans.Spans._finishing_decode_step`); under fcfs with nothing
-  waiting, a span starting now (:meth:`~.v1_spans.Spans._fresh_span`);
-- otherwise the full step: :meth:`~.v1_fcfs.FcfsStep._full_step_fcfs` (fcfs) or
-  :meth:`~.v1_reference.ReferenceStep._full_step` (priority; with ``max_span: 1``,
+  (:meth:`~.spans.Spans._finishing_decode_step`); under fcfs with nothing
+  waiting, a span starting now (:meth:`~.spans.Spans._fresh_span`);
+- otherwise the full step: :meth:`~.fcfs.FcfsStep._full_step_fcfs` (fcfs) or
+  :meth:`~.reference.ReferenceStep._full_step` (priority; with ``max_span: 1``,
   every step is a full one).
 
 With an ``observer`` attached (conformance) the same paths run; the fast ones
-hand it the line of every step they cover (:mod:`.v1_observe`).
+hand it the line of every step they cover (:mod:`.observe`).
 
 The paths are mixins of one class sharing the state set in
 :meth:`VllmV1Scheduler.__init__` (a call between them is an ordinary method
@@ -78,7 +78,8 @@ from __future__ import annotations
 
 import heapq
 from collections import deque
-from typing import Any, Callable, Mapping
+from collections.abc import Callable, Mapping
+from typing import Any
 
 from tickgate import BuildContext, Horizon, Request, RequestOutcome, Scheduler, TickRecord
 
@@ -98,23 +99,36 @@ from .spans import Spans, span_record
 from .spec import SpecDecoding, lookahead_block_keys, no_spec
 from .spec_step import SpecStep
 
-__all__ = ["VllmV1Scheduler", "RequestState", "prompt_block_keys"]
+__all__ = ["RequestState", "VllmV1Scheduler", "prompt_block_keys"]
 
 
-class VllmV1Scheduler(KvEventOps, DecodeGroup, Spans, FcfsStep, ReferenceStep, SpecStep, OffloadStep, Records,
-                      BlockOps, ObservedSteps,
-                      Scheduler):
+class VllmV1Scheduler(
+    KvEventOps,
+    DecodeGroup,
+    Spans,
+    FcfsStep,
+    ReferenceStep,
+    SpecStep,
+    OffloadStep,
+    Records,
+    BlockOps,
+    ObservedSteps,
+    Scheduler,
+):
     """The ``vllm-v1`` scheduler plugin (see the module docstring for its parts)."""
 
     name = "vllm-v1"
-    description = ("vLLM 0.33 v1 scheduler (fcfs/priority, chunked prefill, prefix caching, "
-                   "recompute preemption).")
+    description = (
+        "vLLM 0.33 v1 scheduler (fcfs/priority, chunked prefill, prefix caching, recompute preemption)."
+    )
     options_schema = OPTIONS_SCHEMA
     uses_admission_policy = False
     uses_kv_allocator = False
     supports_data_parallel = True  # DP: one engine core (scheduler, KV cache) per rank
-    admission_note = ("vLLM admits strictly in its own waiting-queue order (fcfs or priority) with "
-                      "head-of-line blocking; an external admission policy would change the semantics")
+    admission_note = (
+        "vLLM admits strictly in its own waiting-queue order (fcfs or priority) with "
+        "head-of-line blocking; an external admission policy would change the semantics"
+    )
     #: the decode side of disaggregated prefill/decode (:meth:`add_transferred`)
     accepts_transferred_kv = True
 
@@ -133,8 +147,10 @@ class VllmV1Scheduler(KvEventOps, DecodeGroup, Spans, FcfsStep, ReferenceStep, S
         if pbs is not None and pbs % self.block_size and self.block_size % pbs:
             from tickgate import TickgateError
 
-            raise TickgateError(f"vllm-v1: the workload's prefix blocks cover {pbs} tokens and "
-                                f"block_size is {self.block_size}; one must be a multiple of the other")
+            raise TickgateError(
+                f"vllm-v1: the workload's prefix blocks cover {pbs} tokens and "
+                f"block_size is {self.block_size}; one must be a multiple of the other"
+            )
         self.pool = BlockPool(cfg.num_gpu_blocks, cfg.enable_prefix_caching)
         self.prefix_caching = cfg.enable_prefix_caching
         self.by_priority = cfg.policy == "priority"
@@ -147,7 +163,7 @@ class VllmV1Scheduler(KvEventOps, DecodeGroup, Spans, FcfsStep, ReferenceStep, S
         self.rejected_now: list[str] = []
         self.ordinal = 0
         self.max_span = cfg.max_span
-        #: called with a dict per engine step (conformance); the fast paths expand theirs (v1_observe)
+        #: called with a dict per engine step (conformance); the fast paths expand theirs (v1.observe)
         self.observer: Callable[[dict[str, Any]], None] | None = None
         # steady-state fast path: the last step only decoded, nothing changed since
         self.steady = False
@@ -159,20 +175,24 @@ class VllmV1Scheduler(KvEventOps, DecodeGroup, Spans, FcfsStep, ReferenceStep, S
         self.plain_ids = True  # every request id is a str (records carry pre-encoded details)
         self.running_joins = 0  # running-queue joins so far
         # the decode group (see _group_enter): every running request, decoding,
-        # with its fields as of the decode clock when it joined (v1_group)
+        # with its fields as of the decode clock when it joined (v1.group)
         self.grouped = False
-        #: speculative decoding (v1_spec), None when off; with it every step is a _spec_step
+        #: speculative decoding (v1.spec), None when off; with it every step is a _spec_step
         self.spec = SpecDecoding(cfg) if cfg.num_speculative_tokens else None
         self.hash_lookahead = self.spec.hash_lookahead if self.spec is not None else 0
-        #: CPU KV offload (v1_offload), None when off; with it too every step is the extended step
-        self.offload = (Offload(cfg, self.block_size, self.prefix_caching, ctx.timing, self.by_priority,
-                                self.pool.usable) if cfg.kv_offload_cpu_blocks else None)
+        #: CPU KV offload (v1.offload), None when off; with it too every step is the extended step
+        self.offload = (
+            Offload(cfg, self.block_size, self.prefix_caching, ctx.timing, self.by_priority, self.pool.usable)
+            if cfg.kv_offload_cpu_blocks
+            else None
+        )
         #: vLLM's GPU block ids without prefix caching (offload's fences need them), else None
         self.gpu_ids = self.offload.gpu_free if self.offload is not None else None
-        #: what the extended step (v1_spec_step) reads drafts from: the drafts' state, or none
+        #: what the extended step (v1.spec_step) reads drafts from: the drafts' state, or none
         self.step_spec = self.spec if self.spec is not None else no_spec(cfg)
-        self.group_ok = (not self.by_priority and self.max_span != 1 and self.spec is None
-                         and self.offload is None)
+        self.group_ok = (
+            not self.by_priority and self.max_span != 1 and self.spec is None and self.offload is None
+        )
         self.decode_clock = 0
         # members by allocation phase, twice over (window sums)
         self.phase_members = [0] * (2 * self.block_size)
@@ -200,7 +220,7 @@ class VllmV1Scheduler(KvEventOps, DecodeGroup, Spans, FcfsStep, ReferenceStep, S
         self.transferred_hit_tokens = 0  # their prompt tokens found in the local prefix cache
 
     @classmethod
-    def build(cls, options: Mapping[str, Any], ctx: BuildContext) -> "VllmV1Scheduler":
+    def build(cls, options: Mapping[str, Any], ctx: BuildContext) -> VllmV1Scheduler:
         options, capacity = resolve_num_gpu_blocks(options, ctx.timing)
         return cls(V1Config.from_options(options), ctx, capacity)
 
@@ -230,8 +250,8 @@ class VllmV1Scheduler(KvEventOps, DecodeGroup, Spans, FcfsStep, ReferenceStep, S
         its local prefix-cache hits, fit with the usual checks (full sequence,
         watermark, ``max_num_seqs``, token budget); it is then scheduled for its
         last prompt token and samples its first output token in that step
-        (:meth:`~.v1_reference.ReferenceStep._admission`,
-        :meth:`~.v1_reference.ReferenceStep._admit`). A later preemption frees its
+        (:meth:`~.reference.ReferenceStep._admission`,
+        :meth:`~.reference.ReferenceStep._admit`). A later preemption frees its
         blocks and it recomputes like any other request (so does vLLM:
         ``update_state_after_alloc`` cleared ``do_remote_prefill``, so the
         connector matches nothing the second time).
@@ -244,35 +264,52 @@ class VllmV1Scheduler(KvEventOps, DecodeGroup, Spans, FcfsStep, ReferenceStep, S
         """Queue ``request`` (``add_request()``), or reject it with the reason; its state."""
         p = request.prompt_tokens
         timed = self.timing is not None
-        arrival_ms = request.arrival_ms if request.arrival_ms is not None else (
-            self.clock.now_ms if timed else None)
+        arrival_ms = (
+            request.arrival_ms if request.arrival_ms is not None else (self.clock.now_ms if timed else None)
+        )
         if self.max_model_len is not None and p >= self.max_model_len:
-            self._reject(request, arrival_ms, f"prompt of {p} tokens >= max_model_len {self.max_model_len} "
-                                              "(vLLM rejects it before scheduling)",
-                         key="prompt reaches max_model_len (vLLM rejects it before scheduling)",
-                         figures={"prompt_tokens": p, "max_model_len": self.max_model_len})
+            self._reject(
+                request,
+                arrival_ms,
+                f"prompt of {p} tokens >= max_model_len {self.max_model_len} "
+                "(vLLM rejects it before scheduling)",
+                key="prompt reaches max_model_len (vLLM rejects it before scheduling)",
+                figures={"prompt_tokens": p, "max_model_len": self.max_model_len},
+            )
             return None
         last = p + request.max_output_tokens
         if self.max_model_len is not None:
             last = min(last, self.max_model_len)
         need = -(-(last - 1) // self.block_size)
         if need > self.pool.usable:
-            self._reject(request, arrival_ms, f"needs {need} KV blocks of {self.block_size} tokens; the pool "
-                                              f"has {self.pool.usable} (vLLM would stall on it)",
-                         key="needs more KV blocks than the pool has (vLLM would stall on it)",
-                         figures={"needed_blocks": need, "block_tokens": self.block_size,
-                                  "pool_blocks": self.pool.usable})
+            self._reject(
+                request,
+                arrival_ms,
+                f"needs {need} KV blocks of {self.block_size} tokens; the pool "
+                f"has {self.pool.usable} (vLLM would stall on it)",
+                key="needs more KV blocks than the pool has (vLLM would stall on it)",
+                figures={
+                    "needed_blocks": need,
+                    "block_tokens": self.block_size,
+                    "pool_blocks": self.pool.usable,
+                },
+            )
             return None
-        keys = (prompt_block_keys(request, self.block_size, self.prefix_block_size)
-                if self.prefix_caching else [])
+        keys = (
+            prompt_block_keys(request, self.block_size, self.prefix_block_size) if self.prefix_caching else []
+        )
         if self.hash_lookahead:
             keys = lookahead_block_keys(request, keys, self.block_size)
         q = RequestState(request, self.ordinal, keys, self.clock.tick, arrival_ms)
         if q.id_json is None:
             self.plain_ids = False
         if self.offload is not None:  # the connector's block hashes exist with or without GPU prefix caching
-            self.offload.track(q, keys if self.prefix_caching else
-                               prompt_block_keys(request, self.block_size, self.prefix_block_size))
+            self.offload.track(
+                q,
+                keys
+                if self.prefix_caching
+                else prompt_block_keys(request, self.block_size, self.prefix_block_size),
+            )
         self.ordinal += 1
         if self.by_priority:
             heapq.heappush(self.waiting_heap, q)
@@ -282,8 +319,13 @@ class VllmV1Scheduler(KvEventOps, DecodeGroup, Spans, FcfsStep, ReferenceStep, S
         return q
 
     def has_work(self) -> bool:
-        return (bool(self.running) or bool(self.waiting_fifo) or bool(self.waiting_heap)
-                or bool(self.rejected_now) or (self.offload is not None and self.offload.busy()))
+        return (
+            bool(self.running)
+            or bool(self.waiting_fifo)
+            or bool(self.waiting_heap)
+            or bool(self.rejected_now)
+            or (self.offload is not None and self.offload.busy())
+        )
 
     def pop_outcomes(self) -> list[RequestOutcome]:
         out, self.outcomes = self.outcomes, []
@@ -317,7 +359,7 @@ class VllmV1Scheduler(KvEventOps, DecodeGroup, Spans, FcfsStep, ReferenceStep, S
 
     # -- one step ---------------------------------------------------------------
     def step(self, horizon: Horizon) -> TickRecord:
-        if self.spec is not None:  # speculative decoding: always the extended full step (v1_spec_step)
+        if self.spec is not None:  # speculative decoding: always the extended full step (v1.spec_step)
             return self._spec_step()
         if self.offload is not None:
             return self._offload_step(horizon)
@@ -355,14 +397,20 @@ class VllmV1Scheduler(KvEventOps, DecodeGroup, Spans, FcfsStep, ReferenceStep, S
 
     def _offload_step(self, horizon: Horizon) -> TickRecord:
         """A step with CPU KV offload: the extended full step, or under fcfs while the
-        connector is quiescent and nothing waits (:meth:`~.v1_offload.Offload.quiescent`)
+        connector is quiescent and nothing waits (:meth:`~.offload.Offload.quiescent`)
         the per-request fast paths (spans, the finishing step; not the decode group),
         which decide what the full step would."""
         off = self.offload
         finishing = self.finish_next
         self.finish_next = False
-        if (self.max_span == 1 or self.by_priority or self.waiting_fifo or self.rejected_now or not self.running
-                or not off.quiescent()):
+        if (
+            self.max_span == 1
+            or self.by_priority
+            or self.waiting_fifo
+            or self.rejected_now
+            or not self.running
+            or not off.quiescent()
+        ):
             return self._spec_step()
         record: TickRecord | None = None
         if self.steady:

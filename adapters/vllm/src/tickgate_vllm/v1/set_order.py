@@ -33,10 +33,10 @@ is native-endian), which is what the reference harness runs on.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from functools import lru_cache
-from typing import Iterable
 
-__all__ = ["siphash13", "str_hash", "set_order"]
+__all__ = ["set_order", "siphash13", "str_hash"]
 
 _M64 = (1 << 64) - 1
 _PYSET_MINSIZE = 8
@@ -72,7 +72,7 @@ def _siphash13_u64(data: bytes, k0: int = 0, k1: int = 0) -> int:
     n = len(data)
     full = n & ~7
     for off in range(0, full, 8):
-        m = int.from_bytes(data[off:off + 8], "little")
+        m = int.from_bytes(data[off : off + 8], "little")
         v3 ^= m
         v0, v1, v2, v3 = _round(v0, v1, v2, v3)
         v0 ^= m

@@ -7,14 +7,15 @@ identically, each running request decoding one token, with the blocks
 the way; it ends before the first arrival, last token, or allocation that does
 not fit (docs/vllm.md, "Trace records and fast-forwarding"). The step that ends
 a span because requests sample their last token has its own short path
-(:meth:`Spans._finishing_decode_step`). The decode group (:mod:`.v1_group`)
+(:meth:`Spans._finishing_decode_step`). The decode group (:mod:`.group`)
 spans fcfs traffic in O(1) per span; these are the per-request spans.
 """
 
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING, Callable
+from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from tickgate import Horizon, PluginError, TickRecord, tick_record
 
@@ -25,7 +26,7 @@ if TYPE_CHECKING:  # pragma: no cover
 
 
 class Spans:
-    """Decode-only spans of :class:`~.v1_scheduler.VllmV1Scheduler` (a mixin)."""
+    """Decode-only spans of :class:`~.scheduler.VllmV1Scheduler` (a mixin)."""
 
     def _finishing_decode_step(self) -> TickRecord | None:
         """The step that ends a steady run because requests sample their last token.
@@ -42,10 +43,13 @@ class Spans:
         a0 = 0
         for q in running:
             T = q.num_tokens
-            if (q.num_computed_tokens + 1 != T or not q.num_output_tokens
-                    or (maxlen is not None and T >= maxlen)):
+            if (
+                q.num_computed_tokens + 1 != T
+                or not q.num_output_tokens
+                or (maxlen is not None and maxlen <= T)
+            ):
                 return None
-            if T > q.num_blocks * bs:
+            if q.num_blocks * bs < T:
                 a0 += 1
         pool = self.pool
         if a0 > pool.free or not running or len(running) > self.cfg.max_num_batched_tokens:
@@ -59,13 +63,13 @@ class Spans:
         context = 0
         for q in running:
             T = q.num_tokens
-            if T > q.num_blocks * bs:
+            if q.num_blocks * bs < T:
                 q.num_blocks += 1
                 if caching:
                     pool.allocate(1, q.blocks)
                 else:
                     pool.take(1)
-                    if self.gpu_ids is not None:  # CPU KV offload: vLLM's block ids (v1_offload)
+                    if self.gpu_ids is not None:  # CPU KV offload: vLLM's block ids (v1.offload)
                         q.blocks.append(self.gpu_ids.pop())
             if caching and T // bs > q.num_cached_logical:
                 self._cache(q, T // bs)
@@ -76,7 +80,7 @@ class Spans:
             sj.append(q.decode_entry_json)
             q.num_output_tokens = no = q.num_output_tokens + 1
             q.num_tokens = T = T + 1
-            if no >= q.max_tokens or (maxlen is not None and T >= maxlen):
+            if no >= q.max_tokens or (maxlen is not None and maxlen <= T):
                 finished.append(q)
         r = len(running)
         free_after_sched = pool.free
@@ -120,7 +124,7 @@ class Spans:
             T = q.num_tokens
             if q.num_computed_tokens + 1 != T or not q.num_output_tokens:
                 return None
-            if T > q.num_blocks * bs:
+            if q.num_blocks * bs < T:
                 a0 += 1
             decoded.append(q.id)
             sched_json.append(q.decode_entry)
@@ -237,8 +241,9 @@ class Spans:
         missing = 0
         if self.offload is not None:
             missing = self._apply_span_by_step(n, firsts)
-        elif self.prefix_caching and all([q.num_preemptions == 0 and q.num_cached_blocks >= q.num_prompt_keys
-                                        for q in running]):
+        elif self.prefix_caching and all(
+            q.num_preemptions == 0 and q.num_cached_blocks >= q.num_prompt_keys for q in running
+        ):
             # Only blocks keyed to their own request get registered in the span
             # (deferred to release, see _cache), so the allocations can be one
             # pop of the free queue, dealt out in running order.
@@ -265,7 +270,7 @@ class Spans:
                 else:
                     pos = 0
                     for q, g in zip(takers, grows):
-                        q.blocks += got[pos:pos + g]
+                        q.blocks += got[pos : pos + g]
                         pos += g
         else:
             caching = self.prefix_caching
@@ -344,9 +349,22 @@ def span_record(s: VllmV1Scheduler, span: int) -> TickRecord:
         raise PluginError("vllm-v1: steady span without a previous step")
     return tick_record(
         # tick, admitted, prefill_tokens, decoded, decode_tokens, queued, active,
-        s.clock.tick, (), 0, last.decoded, last.decode_tokens, last.queued, last.active,
+        s.clock.tick,
+        (),
+        0,
+        last.decoded,
+        last.decode_tokens,
+        last.queued,
+        last.active,
         # kv_pages_used, kv_pages_reserved, completed, preempted, rejected, span, duration_ms, detail
-        last.kv_pages_used, 0, (), (), (), span, s._span_duration, last.detail,
+        last.kv_pages_used,
+        0,
+        (),
+        (),
+        (),
+        span,
+        s._span_duration,
+        last.detail,
     )
 
 

@@ -1,7 +1,7 @@
 """Speculative decoding in the ``vllm-v1`` mirror: its options, what the method
 resolves to on the scheduler side, the acceptance of drafts, the report's
 figures and the drafter's cost. The step that schedules and verifies drafts is
-:mod:`.v1_spec_step`.
+:mod:`.spec_step`.
 
 What vLLM 0.33 does, and where (``vllm/config/vllm.py`` = VC,
 ``vllm/config/speculative.py`` = SC, ``vllm/v1/core/sched/scheduler.py`` = S):
@@ -25,8 +25,10 @@ What vLLM 0.33 does, and where (``vllm/config/vllm.py`` = VC,
 
 from __future__ import annotations
 
+import itertools
+from collections.abc import Hashable, Mapping
 from hashlib import sha256
-from typing import TYPE_CHECKING, Any, Hashable, Mapping
+from typing import TYPE_CHECKING, Any
 
 import attrs
 
@@ -48,22 +50,38 @@ DRAFTER_COST = {"ngram": 0.0, "eagle": 0.05, "draft_model": 0.15}
 
 _RATE = {"type": "number", "minimum": 0, "maximum": 1}
 SPEC_OPTIONS: Mapping[str, Any] = {
-    "num_speculative_tokens": {"type": "integer", "minimum": 0, "maximum": 1024,
-                               "description": "Drafts per request and step (vLLM's speculative_config "
-                                              "num_speculative_tokens; 0, the default, turns speculative "
-                                              "decoding off)."},
-    "spec_method": {"enum": list(SPEC_METHODS),
-                    "description": "The drafter (speculative_config method): ngram (default), eagle or "
-                                   "draft_model; what each changes in scheduling is in docs/vllm.md."},
-    "acceptance_rates": {"anyOf": [_RATE, {"type": "array", "items": _RATE, "minItems": 1, "maxItems": 1024}],
-                         "description": "Probability that draft i is accepted given drafts 1..i-1 were: one "
-                                        "value for every position or one per position (default 0.7)."},
-    "seed": {"type": "integer", "minimum": 0, "maximum": 2**63 - 1,
-             "description": "Seed of the acceptance draws (default 0), as the vLLM reference harness uses it."},
-    "spec_drafter_cost": {"type": "number", "minimum": 0, "maximum": 100,
-                          "description": "tickgate only: the drafter's cost per draft position as a fraction of "
-                                         "a decode step (default by method: ngram 0, eagle 0.05, draft_model "
-                                         "0.15)."},
+    "num_speculative_tokens": {
+        "type": "integer",
+        "minimum": 0,
+        "maximum": 1024,
+        "description": "Drafts per request and step (vLLM's speculative_config "
+        "num_speculative_tokens; 0, the default, turns speculative "
+        "decoding off).",
+    },
+    "spec_method": {
+        "enum": list(SPEC_METHODS),
+        "description": "The drafter (speculative_config method): ngram (default), eagle or "
+        "draft_model; what each changes in scheduling is in docs/vllm.md.",
+    },
+    "acceptance_rates": {
+        "anyOf": [_RATE, {"type": "array", "items": _RATE, "minItems": 1, "maxItems": 1024}],
+        "description": "Probability that draft i is accepted given drafts 1..i-1 were: one "
+        "value for every position or one per position (default 0.7).",
+    },
+    "seed": {
+        "type": "integer",
+        "minimum": 0,
+        "maximum": 2**63 - 1,
+        "description": "Seed of the acceptance draws (default 0), as the vLLM reference harness uses it.",
+    },
+    "spec_drafter_cost": {
+        "type": "number",
+        "minimum": 0,
+        "maximum": 100,
+        "description": "tickgate only: the drafter's cost per draft position as a fraction of "
+        "a decode step (default by method: ngram 0, eagle 0.05, draft_model "
+        "0.15).",
+    },
 }
 
 
@@ -76,16 +94,21 @@ class SpecDecoding:
         if not isinstance(rates, (list, tuple)):
             rates = [rates] * k
         if len(rates) != k:
-            raise ConfigError(f"expected one value or {k} (one per draft position, "
-                              f"num_speculative_tokens is {k}), found {len(rates)}", option="acceptance_rates")
+            raise ConfigError(
+                f"expected one value or {k} (one per draft position, "
+                f"num_speculative_tokens is {k}), found {len(rates)}",
+                option="acceptance_rates",
+            )
         thr = cfg.long_prefill_token_threshold
         if 0 < thr < 1 + k:
             # S.schedule's waiting loop pads a one-token admission to 1 + K, then caps it
             # at the threshold and asserts num_new_tokens == 1 + num_spec_tokens
-            raise ConfigError(f"{thr} is below 1 + num_speculative_tokens "
-                              f"({1 + k}); vLLM 0.33's scheduler fails an assertion when it pads an "
-                              "admission to 1 + K tokens (pad_spec_decode in Scheduler.schedule)",
-                              option="long_prefill_token_threshold")
+            raise ConfigError(
+                f"{thr} is below 1 + num_speculative_tokens "
+                f"({1 + k}); vLLM 0.33's scheduler fails an assertion when it pads an "
+                "admission to 1 + K tokens (pad_spec_decode in Scheduler.schedule)",
+                option="long_prefill_token_threshold",
+            )
         self.k = k
         self.method = cfg.spec_method
         self.rates = [float(p) for p in rates]
@@ -125,7 +148,7 @@ class SpecDecoding:
     def uniform(self, req_id: str, pos: int, i: int) -> float:
         """The harness's draw for draft ``i`` (1-based) at output position ``pos``."""
         h = sha256(f"{self.seed}:{req_id}:{pos}:{i}".encode()).digest()
-        return int.from_bytes(h[:8], "big") / 2.0 ** 64
+        return int.from_bytes(h[:8], "big") / 2.0**64
 
     def num_accepted(self, req_id: str, pos: int, n: int) -> int:
         """Drafts accepted of the ``n`` scheduled: in order, up to the first rejected."""
@@ -177,8 +200,9 @@ class SpecDecoding:
             "accepted_tokens": self.accepted,
             "acceptance_rate": round(self.accepted / self.draft_tokens, 6) if self.draft_tokens else 0.0,
             # conditional on the position being drafted (vLLM's per-position counters)
-            "acceptance_rate_per_position": [round(a / d, 6) if d else 0.0
-                                             for a, d in zip(self.accepted_per_pos, self.drafted_per_pos)],
+            "acceptance_rate_per_position": [
+                round(a / d, 6) if d else 0.0 for a, d in zip(self.accepted_per_pos, self.drafted_per_pos)
+            ],
             "drafted_per_position": list(self.drafted_per_pos),
             "accepted_per_position": list(self.accepted_per_pos),
             # vLLM's "mean acceptance length": tokens per verification, the bonus token included
@@ -205,7 +229,7 @@ def lookahead_block_keys(r: Request, keys: list[Hashable], block_size: int) -> l
     full block of a prompt that ends on a block boundary is keyed by the first
     output token, unique to the request (:meth:`RequestState.key`).
 
-    From ``prompt_token_ids``: the chain of :func:`.v1_request.prompt_block_keys`
+    From ``prompt_token_ids``: the chain of :func:`.request.prompt_block_keys`
     with that token added. From workload block ids (no tokens): block i's key
     chained with block i + 1's, i.e. the next whole block must match, not only its
     first token (a simplification, docs/vllm.md).
@@ -216,13 +240,13 @@ def lookahead_block_keys(r: Request, keys: list[Hashable], block_size: int) -> l
         parent = 0
         for i in range(min(len(keys), (len(ids) - 1) // block_size)):
             end = (i + 1) * block_size
-            parent = hash((parent, ids[end - block_size:end], ids[end]))
+            parent = hash((parent, ids[end - block_size : end], ids[end]))
             out.append(parent)
         return out
-    return [hash((a, b)) for a, b in zip(keys, keys[1:])]
+    return [hash((a, b)) for a, b in itertools.pairwise(keys)]
 
 
-def drafts_unused(q: "RequestState", before: int, n: int) -> bool:
+def drafts_unused(q: RequestState, before: int, n: int) -> bool:
     """``Scheduler._drafts_unused``: the drafts proposed after this step cannot be
     verified, because the step is a non-final prefill chunk or samples the
     request's last token (it finishes even if every draft is rejected)."""
@@ -232,5 +256,8 @@ def drafts_unused(q: "RequestState", before: int, n: int) -> bool:
 def no_spec(cfg: Any) -> SpecDecoding:
     """The drafts' state of an engine without speculative decoding (K = 0: no draft,
     no lookahead, no draft slot), for the extended step when only offload needs it."""
-    return SpecDecoding(attrs.evolve(cfg, num_speculative_tokens=0, spec_method="ngram", acceptance_rates=0.7,
-                                     spec_drafter_cost=None))
+    return SpecDecoding(
+        attrs.evolve(
+            cfg, num_speculative_tokens=0, spec_method="ngram", acceptance_rates=0.7, spec_drafter_cost=None
+        )
+    )

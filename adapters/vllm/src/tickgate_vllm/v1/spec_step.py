@@ -3,11 +3,11 @@
 (``vllm/v1/core/sched/scheduler.py``) with drafts, for any policy. Every step
 with ``num_speculative_tokens > 0`` takes it (no fast path), and so does every
 step with CPU KV offload (``kv_offload_cpu_blocks > 0``, drafts or not): its
-waiting pass is then :mod:`.v1_offload_step`'s, and the connector
-(:mod:`.v1_offload`) builds its jobs at the end of the schedule and collects
+waiting pass is then :mod:`.offload_step`'s, and the connector
+(:mod:`.offload`) builds its jobs at the end of the schedule and collects
 the finished ones after the update.
 
-The reference step (:mod:`.v1_reference`) with these changes, each where vLLM
+The reference step (:mod:`.reference`) with these changes, each where vLLM
 makes it:
 
 - running pass: a request asks for ``num_tokens_with_spec - num_computed_tokens``
@@ -52,7 +52,7 @@ from .spec import drafts_unused
 
 
 class SpecStep:
-    """The speculative-decoding step of :class:`~.v1_scheduler.VllmV1Scheduler` (a mixin)."""
+    """The speculative-decoding step of :class:`~.scheduler.VllmV1Scheduler` (a mixin)."""
 
     def _spec_step(self) -> TickRecord:
         tick = self.clock.tick
@@ -127,7 +127,8 @@ class SpecStep:
         if not preempted:
             waiting_pass = self._offload_waiting_pass if off is not None else self._spec_waiting_pass
             token_budget, input_budget, drafts_needed, admitted_blocks = waiting_pass(
-                tick, token_budget, input_budget, thr, sched, prefill_scheduled, drafts_needed)
+                tick, token_budget, input_budget, thr, sched, prefill_scheduled, drafts_needed
+            )
 
         free_after_sched = pool.free
         kv_after_sched = pool.usable - free_after_sched
@@ -139,7 +140,7 @@ class SpecStep:
         sampled: list[RequestState] = []
         sched_json: list[list[Any]] = []
         admitted: list[str] = []
-        for q, (n, kind, before, sd, pad) in sched.items():
+        for q, (n, kind, before, sd, _pad) in sched.items():
             total += n
             context += before + n
             if kind == "running":
@@ -213,7 +214,9 @@ class SpecStep:
         if off is not None and not total and self.timing is not None:
             duration, end_ms = self._offload_idle_time()
         else:
-            duration, end_ms = self._step_time(prefill_tokens + draft_tokens, decode_tokens, context, firsts, tick)
+            duration, end_ms = self._step_time(
+                prefill_tokens + draft_tokens, decode_tokens, context, firsts, tick
+            )
         if finished:
             gone = set(finished)
             self.running = running = [q for q in running if q not in gone]
@@ -228,8 +231,12 @@ class SpecStep:
             # EngineCore.post_step -> update_draft_token_ids: K drafts (none if skip_drafts)
             k = 0 if skip else sp.k
             for q in sched:
-                if q in chunking or not k or q.num_output_tokens >= q.max_tokens or (
-                        maxlen is not None and q.num_tokens >= maxlen):
+                if (
+                    q in chunking
+                    or not k
+                    or q.num_output_tokens >= q.max_tokens
+                    or (maxlen is not None and q.num_tokens >= maxlen)
+                ):
                     held_drafts.pop(q, None)
                 else:
                     held_drafts[q] = k
@@ -259,29 +266,57 @@ class SpecStep:
             if kv_log is not None:
                 line.update(kv_log)
             self.observer(line)
-        body = (tuple(admitted), prefill_tokens, tuple(decoded), decode_tokens, self._n_waiting(),
-                len(running) + len(finished), admitted_blocks, tuple(completed),
-                tuple(q.request.id for q in preempted), rejected, sched_json)
+        body = (
+            tuple(admitted),
+            prefill_tokens,
+            tuple(decoded),
+            decode_tokens,
+            self._n_waiting(),
+            len(running) + len(finished),
+            admitted_blocks,
+            tuple(completed),
+            tuple(q.request.id for q in preempted),
+            rejected,
+            sched_json,
+        )
         if self.spec is not None:
             body += (spec_json,)  # (without drafts: the other paths' body, whose KV sample it carries on)
         if body != self.last_body:
             self.kv_sample = (kv_after_sched, free_after_sched)
             self.last_body = body
         record = TickRecord(
-            tick=tick, admitted=body[0], prefill_tokens=prefill_tokens, decoded=body[2],
-            decode_tokens=decode_tokens, queued=body[4], active=body[5],
-            kv_pages_used=self.kv_sample[0], kv_pages_reserved=admitted_blocks,
-            completed=body[7], preempted=body[8], rejected=rejected,
+            tick=tick,
+            admitted=body[0],
+            prefill_tokens=prefill_tokens,
+            decoded=body[2],
+            decode_tokens=decode_tokens,
+            queued=body[4],
+            active=body[5],
+            kv_pages_used=self.kv_sample[0],
+            kv_pages_reserved=admitted_blocks,
+            completed=body[7],
+            preempted=body[8],
+            rejected=rejected,
             duration_ms=duration,
-            detail=({"sched": sched_json, "spec": spec_json, "free_blocks": self.kv_sample[1]}
-                    if self.spec is not None else {"sched": sched_json, "free_blocks": self.kv_sample[1]}),
+            detail=(
+                {"sched": sched_json, "spec": spec_json, "free_blocks": self.kv_sample[1]}
+                if self.spec is not None
+                else {"sched": sched_json, "free_blocks": self.kv_sample[1]}
+            ),
         )
         self.last_record = record
         return record
 
-    def _spec_waiting_pass(self, tick: int, token_budget: int, input_budget: int, thr: int,
-                           sched: dict[RequestState, list[Any]], prefill_scheduled: bool,
-                           drafts_needed: bool) -> tuple[int, int, bool, int]:
+    def _spec_waiting_pass(
+        self,
+        tick: int,
+        token_budget: int,
+        input_budget: int,
+        thr: int,
+        sched: dict[RequestState, list[Any]],
+        prefill_scheduled: bool,
+        drafts_needed: bool,
+    ) -> tuple[int, int, bool, int]:
         """The waiting pass (one queue, strict head-of-line blocking); returns the budgets
         left, whether drafts are needed and the blocks the admissions took."""
         sp = self.step_spec
@@ -299,8 +334,9 @@ class SpecStep:
                 q = self.waiting_fifo[0]
             if input_budget <= ds:
                 break
-            plan = self._spec_admission(q, token_budget, input_budget, thr, not prefill_scheduled,
-                                        running_scheduled)
+            plan = self._spec_admission(
+                q, token_budget, input_budget, thr, not prefill_scheduled, running_scheduled
+            )
             if plan is None:
                 break
             hits, n, new_blocks, pad = plan
@@ -318,10 +354,20 @@ class SpecStep:
             drafts_needed = drafts_needed or not drafts_unused(q, before, n)
         return token_budget, input_budget, drafts_needed, admitted_blocks
 
-    def _spec_admission(self, q: RequestState, token_budget: int, input_budget: int, thr: int,
-                        no_chunk: bool, running_scheduled: bool, hits: list[int] | None = None, ext: int = 0,
-                        load: bool = False, reserved: int = 0) -> tuple[list[int], int, int, bool] | None:
-        """:meth:`~.v1_reference.ReferenceStep._admission` with drafts: the budget
+    def _spec_admission(
+        self,
+        q: RequestState,
+        token_budget: int,
+        input_budget: int,
+        thr: int,
+        no_chunk: bool,
+        running_scheduled: bool,
+        hits: list[int] | None = None,
+        ext: int = 0,
+        load: bool = False,
+        reserved: int = 0,
+    ) -> tuple[list[int], int, int, bool] | None:
+        """:meth:`~.reference.ReferenceStep._admission` with drafts: the budget
         is ``min(token_budget, input_budget - draft_slots)``, a one-token admission
         may be padded to 1 + K (``no_chunk``: no running prefill chunk was scheduled,
         and ``running_scheduled``: a running request was, or the request has
@@ -329,7 +375,7 @@ class SpecStep:
         blocks include the lookahead slots. Returns the hits, the tokens, the new
         blocks and whether it is padded, or ``None`` (admission stops).
 
-        With CPU KV offload (:mod:`.v1_offload_step`) the caller passes the GPU
+        With CPU KV offload (:mod:`.offload_step`) the caller passes the GPU
         ``hits`` it offered the connector and the ``ext`` tokens the connector
         answered: an asynchronous ``load`` schedules nothing and takes blocks for the
         hit only, keeping ``reserved`` blocks free; a request whose load is done holds

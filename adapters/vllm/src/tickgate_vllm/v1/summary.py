@@ -22,7 +22,7 @@ def _hist_percentile(hist: dict[int, int], count: int, percent: int) -> int:
     return 0  # pragma: no cover
 
 
-def summary(s: "VllmV1Scheduler") -> dict[str, Any]:
+def summary(s: VllmV1Scheduler) -> dict[str, Any]:
     steps = s.total_steps
     out: dict[str, Any] = {
         "engine": "vllm-v1",
@@ -34,7 +34,8 @@ def summary(s: "VllmV1Scheduler") -> dict[str, Any]:
             "hit_rate": round(s.total_hit_tokens / s.total_query_tokens, 6) if s.total_query_tokens else 0.0,
             "first_admission_hit_tokens": s.total_first_hit_tokens,
             "first_admission_hit_rate": round(s.total_first_hit_tokens / s.total_first_query_tokens, 6)
-            if s.total_first_query_tokens else 0.0,
+            if s.total_first_query_tokens
+            else 0.0,
         },
         "admissions": s.total_admissions,
         "preemptions": s.total_preemptions,

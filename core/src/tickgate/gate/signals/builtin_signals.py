@@ -16,7 +16,20 @@ def register_gate_signals(register: Register) -> None:
     from .quantiles import DecodeTokenP95, LatencyP95, MemoryPressure, TtftP95
     from .throughput import Throughput
 
-    for signal in (OutputMismatch, NumericDrift, ErrorRate, LatencyP95, TtftP95, DecodeTokenP95,
-                   MemoryPressure, RouteEvidence, SchedulerEvidence, StreamingEvidence, MatchedTraffic,
-                   Throughput, Goodput, PrefixCacheHitRate):
+    for signal in (
+        OutputMismatch,
+        NumericDrift,
+        ErrorRate,
+        LatencyP95,
+        TtftP95,
+        DecodeTokenP95,
+        MemoryPressure,
+        RouteEvidence,
+        SchedulerEvidence,
+        StreamingEvidence,
+        MatchedTraffic,
+        Throughput,
+        Goodput,
+        PrefixCacheHitRate,
+    ):
         register(signal)

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from typing import Any, Iterable, Mapping
+from collections.abc import Iterable, Mapping
+from typing import Any
 
 from ...interfaces.gate import SignalResult
 
@@ -48,10 +49,12 @@ def aggregate_count(aggregates: Mapping[str, Any]) -> int:
 def no_join(reason: str) -> SignalResult:
     """Aggregate-only runs: this signal needs per-request pairs."""
     return SignalResult(
-        status="hold", reason="missing_evidence",
+        status="hold",
+        reason="missing_evidence",
         message=f"no per-request join was possible (aggregate-only observations): {reason}",
         next_action="capture per-request observations (request_id on both sides) so they can be joined",
-        evidence={"matched": 0})
+        evidence={"matched": 0},
+    )
 
 
 def not_recorded(what: str, **figures: Any) -> SignalResult:
@@ -60,7 +63,9 @@ def not_recorded(what: str, **figures: Any) -> SignalResult:
     Reported as not evaluated (it does not decide unless the policy marks the
     signal ``required``). Evidence on one side only is a hold, never this."""
     return SignalResult(
-        status="not_evaluated", reason="not_recorded",
+        status="not_evaluated",
+        reason="not_recorded",
         message=f"neither side records {what}",
         next_action=f"record {what} on both sides, or mark the signal required: true to hold without it",
-        **figures)
+        **figures,
+    )

@@ -23,8 +23,8 @@ import math
 from statistics import NormalDist
 from typing import Any
 
-from ..comparison import Comparison
 from ...interfaces.gate import GateSignal, SignalResult
+from ..comparison import Comparison
 from .common import FRACTION, id_text, ids, no_join, not_recorded, pct, schema
 
 #: SLO option -> the observation it bounds
@@ -35,14 +35,24 @@ NAN = math.nan
 class Goodput(GateSignal):
     name = "goodput"
     description = "hold when the share of requests meeting every SLO (DistServe's goodput) drops"
-    options_schema = schema({
-        "slo": {**schema({k: {"type": "number", "exclusiveMinimum": 0} for k in SLO_KEYS}), "minProperties": 1,
+    options_schema = schema(
+        {
+            "slo": {
+                **schema({k: {"type": "number", "exclusiveMinimum": 0} for k in SLO_KEYS}),
+                "minProperties": 1,
                 "description": "ms bounds: ttft_ms (time to first token), itl_ms (mean inter-token gap), "
-                               "e2e_ms (end-to-end latency)"},
-        "max_drop": {**FRACTION, "default": 0.05, "description": "absolute drop of the attainment, 0.05 = 5 points"},
-        "confidence": {"type": "number", "minimum": 0.5, "exclusiveMaximum": 1, "default": 0.95},
-        "min_pairs": {"type": "integer", "minimum": 1, "default": 100},
-    }, required=["slo"])
+                "e2e_ms (end-to-end latency)",
+            },
+            "max_drop": {
+                **FRACTION,
+                "default": 0.05,
+                "description": "absolute drop of the attainment, 0.05 = 5 points",
+            },
+            "confidence": {"type": "number", "minimum": 0.5, "exclusiveMaximum": 1, "default": 0.95},
+            "min_pairs": {"type": "integer", "minimum": 1, "default": 100},
+        },
+        required=["slo"],
+    )
 
     def evaluate(self, comparison: Comparison) -> SignalResult:
         if not comparison.per_request:
@@ -54,23 +64,41 @@ class Goodput(GateSignal):
         good_b, missing_b, per_b = self._good(comparison, "baseline", slo)
         good_c, missing_c, per_c = self._good(comparison, "candidate", slo)
         missing = sorted(set(missing_b) | set(missing_c))
-        evidence = {"matched": n, "missing": len(missing), "min_pairs": min_pairs,
-                    "good_baseline": sum(good_b), "good_candidate": sum(good_c)}
+        evidence = {
+            "matched": n,
+            "missing": len(missing),
+            "min_pairs": min_pairs,
+            "good_baseline": sum(good_b),
+            "good_candidate": sum(good_c),
+        }
         slo_text = ", ".join(f"{k} <= {v:g}" for k, v in slo.items())
         succeeded = [n - sum(comparison.aligned(w, "errors")) for w in ("baseline", "candidate")]
         if missing and [len(missing_b), len(missing_c)] == succeeded:  # no successful request has them
-            return not_recorded(f"the figures the SLOs bound ({', '.join(SLO_KEYS[k] for k in slo)})",
-                                threshold=max_drop, evidence=evidence)
+            return not_recorded(
+                f"the figures the SLOs bound ({', '.join(SLO_KEYS[k] for k in slo)})",
+                threshold=max_drop,
+                evidence=evidence,
+            )
         if missing:
             shown = ids(comparison.pair_id(p) for p in missing)
-            return SignalResult(status="hold", reason="missing_evidence", threshold=max_drop, evidence=evidence,
-                                message=f"{len(missing)} successful pairs lack a figure an SLO bounds ({slo_text})",
-                                next_action=f"record ttft/latency/tokens for request ids {id_text(shown, len(missing))}",
-                                details={"missing_ids": shown})
+            return SignalResult(
+                status="hold",
+                reason="missing_evidence",
+                threshold=max_drop,
+                evidence=evidence,
+                message=f"{len(missing)} successful pairs lack a figure an SLO bounds ({slo_text})",
+                next_action=f"record ttft/latency/tokens for request ids {id_text(shown, len(missing))}",
+                details={"missing_ids": shown},
+            )
         if n < min_pairs:
-            return SignalResult(status="hold", reason="insufficient_data", threshold=max_drop, evidence=evidence,
-                                message=f"{n} matched requests; {min_pairs} are needed to judge goodput",
-                                next_action=f"gate again with at least {min_pairs - n} more matched requests")
+            return SignalResult(
+                status="hold",
+                reason="insufficient_data",
+                threshold=max_drop,
+                evidence=evidence,
+                message=f"{n} matched requests; {min_pairs} are needed to judge goodput",
+                next_action=f"gate again with at least {min_pairs - n} more matched requests",
+            )
         rb, rc = sum(good_b) / n, sum(good_c) / n
         diffs = [c - b for b, c in zip(good_b, good_c)]
         mean = sum(diffs) / n
@@ -79,24 +107,45 @@ class Goodput(GateSignal):
         half = z * math.sqrt(max(var, 0.0) / n)
         ci = (mean - half, mean + half)
         per_slo = {k: {"baseline": per_b[k] / n, "candidate": per_c[k] / n} for k in slo}
-        common: dict[str, Any] = dict(baseline=rb, candidate=rc, delta=rc - rb, threshold=max_drop, unit="fraction",
-                                      ci=ci, confidence=float(self.options.get("confidence", 0.95)),
-                                      evidence=evidence, details={"slo": slo, "attainment_per_slo": per_slo})
-        head = (f"goodput ({slo_text}) {pct(rb)} -> {pct(rc)} of requests ({pct(rc - rb)}, "
-                f"CI {pct(ci[0])}..{pct(ci[1])}), allowed drop {pct(max_drop)}")
+        common: dict[str, Any] = {
+            "baseline": rb,
+            "candidate": rc,
+            "delta": rc - rb,
+            "threshold": max_drop,
+            "unit": "fraction",
+            "ci": ci,
+            "confidence": float(self.options.get("confidence", 0.95)),
+            "evidence": evidence,
+            "details": {"slo": slo, "attainment_per_slo": per_slo},
+        }
+        head = (
+            f"goodput ({slo_text}) {pct(rb)} -> {pct(rc)} of requests ({pct(rc - rb)}, "
+            f"CI {pct(ci[0])}..{pct(ci[1])}), allowed drop {pct(max_drop)}"
+        )
         if rb - rc > max_drop:
             worst = min(slo, key=lambda k: (per_slo[k]["candidate"] - per_slo[k]["baseline"], k))
             if ci[1] < 0:
-                return SignalResult(status="hold", reason="regression", message=f"{head}: regression",
-                                    next_action=f"the {worst} SLO lost most requests: profile the candidate's "
-                                                f"{SLO_KEYS[worst]} under this load", **common)
-            return SignalResult(status="hold", reason="inconclusive", message=f"{head}: large but not significant",
-                                next_action="gate again with more traffic to tell a regression from noise", **common)
+                return SignalResult(
+                    status="hold",
+                    reason="regression",
+                    message=f"{head}: regression",
+                    next_action=f"the {worst} SLO lost most requests: profile the candidate's "
+                    f"{SLO_KEYS[worst]} under this load",
+                    **common,
+                )
+            return SignalResult(
+                status="hold",
+                reason="inconclusive",
+                message=f"{head}: large but not significant",
+                next_action="gate again with more traffic to tell a regression from noise",
+                **common,
+            )
         return SignalResult(status="pass", reason="within_policy", message=head, **common)
 
     @staticmethod
-    def _good(comparison: Comparison, which: str, slo: dict[str, float]
-              ) -> tuple[list[int], list[int], dict[str, int]]:
+    def _good(
+        comparison: Comparison, which: str, slo: dict[str, float]
+    ) -> tuple[list[int], list[int], dict[str, int]]:
         """Per pair 1 if the request met every SLO; the successful pairs
         missing a bounded figure; per SLO how many pairs met it."""
         errors = comparison.aligned(which, "errors")

@@ -9,10 +9,11 @@ owns errors). A pair with nothing to compare is missing evidence: above
 
 from __future__ import annotations
 
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
-from ..comparison import Comparison, gather
 from ...interfaces.gate import GateSignal, SignalResult
+from ..comparison import Comparison, gather
 from ..stats import min_pairs_for_rate
 from .common import FRACTION, id_text, ids, no_join, not_recorded, pct, schema
 
@@ -24,11 +25,13 @@ class OutputMismatch(GateSignal):
     name = "output-mismatch"
     description = "rollback when output fingerprints differ on more pairs than the policy allows"
     response = "rollback"
-    options_schema = schema({
-        "max_mismatch_rate": {**FRACTION, "default": 0.0},
-        "max_missing_fraction": {**FRACTION, "default": 0.0},
-        "confidence": {"type": "number", "exclusiveMinimum": 0, "exclusiveMaximum": 1, "default": 0.95},
-    })
+    options_schema = schema(
+        {
+            "max_mismatch_rate": {**FRACTION, "default": 0.0},
+            "max_missing_fraction": {**FRACTION, "default": 0.0},
+            "confidence": {"type": "number", "exclusiveMinimum": 0, "exclusiveMaximum": 1, "default": 0.95},
+        }
+    )
 
     def evaluate(self, comparison: Comparison) -> SignalResult:
         if not comparison.per_request:
@@ -50,39 +53,68 @@ class OutputMismatch(GateSignal):
                 elif b != c:
                     mismatched.append(comparison.pair_id(p))
         compared = len(ok) - len(missing)
-        evidence = {"matched": comparison.matched, "eligible": len(ok), "compared": compared,
-                    "mismatched": len(mismatched), "missing": len(missing), "min_pairs": min_pairs}
+        evidence = {
+            "matched": comparison.matched,
+            "eligible": len(ok),
+            "compared": compared,
+            "mismatched": len(mismatched),
+            "missing": len(missing),
+            "min_pairs": min_pairs,
+        }
         if ok and not compared and comparison.recorded_by_neither("fingerprints", ok):
-            return not_recorded("output_fingerprint (the output text or its hash)", threshold=max_rate,
-                                evidence=evidence)
+            return not_recorded(
+                "output_fingerprint (the output text or its hash)", threshold=max_rate, evidence=evidence
+            )
         rate = len(mismatched) / compared if compared else 0.0
-        common: dict[str, Any] = dict(baseline=0.0, candidate=rate, delta=rate, threshold=max_rate,
-                                      unit="fraction", evidence=evidence)
+        common: dict[str, Any] = {
+            "baseline": 0.0,
+            "candidate": rate,
+            "delta": rate,
+            "threshold": max_rate,
+            "unit": "fraction",
+            "evidence": evidence,
+        }
         if compared and rate > max_rate:
             shown = ids(mismatched)
             return SignalResult(
-                status="rollback", reason="mismatch",
+                status="rollback",
+                reason="mismatch",
                 message=f"{len(mismatched)} of {compared} compared outputs differ ({pct(rate)} > {pct(max_rate)})",
                 next_action=f"diff the outputs of request ids {id_text(shown, len(mismatched))} "
-                            "between baseline and candidate",
-                details={"mismatched_ids": shown}, **common)
+                "between baseline and candidate",
+                details={"mismatched_ids": shown},
+                **common,
+            )
         if not compared or len(missing) > max_missing * len(ok):
             shown = ids(missing)
             return SignalResult(
-                status="hold", reason="missing_evidence",
+                status="hold",
+                reason="missing_evidence",
                 message=f"{len(missing)} of {len(ok)} eligible pairs have no output_fingerprint on one side"
-                        + ("" if ok else " (no pair without errors to compare)"),
-                next_action=(f"record output_fingerprint for request ids {id_text(shown, len(missing))}"
-                             if missing else "capture successful requests on both sides"),
-                details={"missing_ids": shown}, **common)
+                + ("" if ok else " (no pair without errors to compare)"),
+                next_action=(
+                    f"record output_fingerprint for request ids {id_text(shown, len(missing))}"
+                    if missing
+                    else "capture successful requests on both sides"
+                ),
+                details={"missing_ids": shown},
+                **common,
+            )
         if compared < min_pairs:
             return SignalResult(
-                status="hold", reason="insufficient_data",
+                status="hold",
+                reason="insufficient_data",
                 message=f"only {compared} compared outputs; {min_pairs} are needed to show a mismatch rate "
-                        f"<= {pct(max_rate)}",
-                next_action=f"gate again with at least {min_pairs - compared} more matched requests", **common)
-        return SignalResult(status="pass", reason="within_policy",
-                            message=f"{compared} outputs compared, {len(mismatched)} differ", **common)
+                f"<= {pct(max_rate)}",
+                next_action=f"gate again with at least {min_pairs - compared} more matched requests",
+                **common,
+            )
+        return SignalResult(
+            status="pass",
+            reason="within_policy",
+            message=f"{compared} outputs compared, {len(mismatched)} differ",
+            **common,
+        )
 
 
 def _specificity(scope: Mapping[str, str]) -> tuple[int, int]:
@@ -99,20 +131,33 @@ class NumericDrift(GateSignal):
     name = "numeric-drift"
     description = "rollback when numeric outputs differ beyond the tolerance of their (model, backend, accelerator) scope"
     response = "rollback"
-    options_schema = schema({
-        "default": schema(TOLERANCE),
-        "tolerances": {"type": "array", "items": schema({
-            "scope": {**schema({k: {"type": "string", "minLength": 1} for k in SCOPE_KEYS}), "minProperties": 1},
-            **TOLERANCE}, required=["scope"])},
-        "max_drift_rate": {**FRACTION, "default": 0.0},
-        "max_missing_fraction": {**FRACTION, "default": 0.0},
-    })
+    options_schema = schema(
+        {
+            "default": schema(TOLERANCE),
+            "tolerances": {
+                "type": "array",
+                "items": schema(
+                    {
+                        "scope": {
+                            **schema({k: {"type": "string", "minLength": 1} for k in SCOPE_KEYS}),
+                            "minProperties": 1,
+                        },
+                        **TOLERANCE,
+                    },
+                    required=["scope"],
+                ),
+            },
+            "max_drift_rate": {**FRACTION, "default": 0.0},
+            "max_missing_fraction": {**FRACTION, "default": 0.0},
+        }
+    )
 
     def configure(self, options: dict[str, Any]) -> None:
         super().configure(options)
         default = options.get("default", {})
-        self.scopes: list[tuple[dict[str, str], float, float]] = [({}, float(default.get("abs", 0.0)),
-                                                                  float(default.get("rel", 0.0)))]
+        self.scopes: list[tuple[dict[str, str], float, float]] = [
+            ({}, float(default.get("abs", 0.0)), float(default.get("rel", 0.0)))
+        ]
         seen: dict[str, int] = {}
         for i, entry in enumerate(options.get("tolerances", [])):
             scope = dict(entry["scope"])
@@ -172,36 +217,62 @@ class NumericDrift(GateSignal):
                 st["drifted"] += 1
                 drifted.append((comparison.pair_id(p), scope_label(self.scopes[s][0])))
         compared = len(ok) - len(missing)
-        scopes = [{"scope": scope_label(scope), "abs": atol, "rel": rtol, **stats[i]}
-                  for i, (scope, atol, rtol) in enumerate(self.scopes) if stats[i]["pairs"]]
+        scopes = [
+            {"scope": scope_label(scope), "abs": atol, "rel": rtol, **stats[i]}
+            for i, (scope, atol, rtol) in enumerate(self.scopes)
+            if stats[i]["pairs"]
+        ]
         scopes.sort(key=lambda s: s["scope"])
         rate = len(drifted) / compared if compared else 0.0
-        evidence = {"matched": comparison.matched, "eligible": len(ok), "compared": compared,
-                    "drifted": len(drifted), "missing": len(missing)}
-        common: dict[str, Any] = dict(baseline=0.0, candidate=rate, delta=rate, threshold=max_rate,
-                                      unit="fraction", evidence=evidence)
+        evidence = {
+            "matched": comparison.matched,
+            "eligible": len(ok),
+            "compared": compared,
+            "drifted": len(drifted),
+            "missing": len(missing),
+        }
+        common: dict[str, Any] = {
+            "baseline": 0.0,
+            "candidate": rate,
+            "delta": rate,
+            "threshold": max_rate,
+            "unit": "fraction",
+            "evidence": evidence,
+        }
         if compared and rate > max_rate:
             drifted.sort()
             shown = drifted[:20]
             worst = sorted({label for _, label in drifted})
             return SignalResult(
-                status="rollback", reason="drift",
+                status="rollback",
+                reason="drift",
                 message=f"{len(drifted)} of {compared} numeric outputs drift beyond tolerance "
-                        f"({pct(rate)} > {pct(max_rate)}); scopes applied: {', '.join(worst)}",
+                f"({pct(rate)} > {pct(max_rate)}); scopes applied: {', '.join(worst)}",
                 next_action=f"diff output_values of request ids {id_text([i for i, _ in shown], len(drifted))}"
-                            "; if the drift is expected on this hardware, set a tolerance for that scope",
+                "; if the drift is expected on this hardware, set a tolerance for that scope",
                 details={"scopes": scopes, "drifted": [{"request_id": i, "scope": s} for i, s in shown]},
-                **common)
+                **common,
+            )
         if ok and not compared and comparison.recorded_by_neither("values", ok):
             return not_recorded("output_values", threshold=max_rate, evidence=evidence)
         if not compared or len(missing) > max_missing * len(ok):
             shown = ids(missing)
             return SignalResult(
-                status="hold", reason="missing_evidence",
+                status="hold",
+                reason="missing_evidence",
                 message=f"{len(missing)} of {len(ok)} eligible pairs have no output_values on one side",
-                next_action=(f"record output_values for request ids {id_text(shown, len(missing))}"
-                             if missing else "capture successful requests on both sides"),
-                details={"scopes": scopes, "missing_ids": shown}, **common)
-        return SignalResult(status="pass", reason="within_policy",
-                            message=f"{compared} numeric outputs within tolerance",
-                            details={"scopes": scopes}, **common)
+                next_action=(
+                    f"record output_values for request ids {id_text(shown, len(missing))}"
+                    if missing
+                    else "capture successful requests on both sides"
+                ),
+                details={"scopes": scopes, "missing_ids": shown},
+                **common,
+            )
+        return SignalResult(
+            status="pass",
+            reason="within_policy",
+            message=f"{compared} numeric outputs within tolerance",
+            details={"scopes": scopes},
+            **common,
+        )

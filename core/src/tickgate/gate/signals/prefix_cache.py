@@ -14,17 +14,19 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..comparison import Comparison
 from ...interfaces.gate import GateSignal, SignalResult
+from ..comparison import Comparison
 from .common import FRACTION, not_recorded, pct, schema
 
 
 class PrefixCacheHitRate(GateSignal):
     name = "prefix-cache-hit-rate"
     description = "hold when the prefix-cache hit rate drops by more than the policy allows (absolute points)"
-    options_schema = schema({
-        "threshold": {**FRACTION, "default": 0.05, "description": "absolute drop, 0.05 = 5 points"},
-    })
+    options_schema = schema(
+        {
+            "threshold": {**FRACTION, "default": 0.05, "description": "absolute drop, 0.05 = 5 points"},
+        }
+    )
 
     def evaluate(self, comparison: Comparison) -> SignalResult:
         threshold = float(self.options.get("threshold", 0.05))
@@ -32,19 +34,37 @@ class PrefixCacheHitRate(GateSignal):
         c = _rate(comparison.candidate.aggregates)
         evidence = {"matched": comparison.matched}
         if b is None and c is None:
-            return not_recorded("run.aggregates.prefix_cache_hit_rate", threshold=threshold, evidence=evidence)
+            return not_recorded(
+                "run.aggregates.prefix_cache_hit_rate", threshold=threshold, evidence=evidence
+            )
         if b is None or c is None:
             side = "baseline" if b is None else "candidate"
-            return SignalResult(status="hold", reason="missing_evidence", threshold=threshold, evidence=evidence,
-                                message=f"the {side} reports no prefix_cache_hit_rate",
-                                next_action=f"capture the {side}'s prefix-cache counters (/metrics scrape or replay)")
-        common: dict[str, Any] = dict(baseline=b, candidate=c, delta=c - b, threshold=threshold, unit="absolute",
-                                      evidence=evidence)
+            return SignalResult(
+                status="hold",
+                reason="missing_evidence",
+                threshold=threshold,
+                evidence=evidence,
+                message=f"the {side} reports no prefix_cache_hit_rate",
+                next_action=f"capture the {side}'s prefix-cache counters (/metrics scrape or replay)",
+            )
+        common: dict[str, Any] = {
+            "baseline": b,
+            "candidate": c,
+            "delta": c - b,
+            "threshold": threshold,
+            "unit": "absolute",
+            "evidence": evidence,
+        }
         head = f"prefix-cache hit rate {pct(b)} -> {pct(c)} ({(c - b) * 100:+.2f} points), allowed drop {pct(threshold)}"
         if b - c > threshold:
-            return SignalResult(status="hold", reason="regression", message=f"{head}: regression",
-                                next_action="compare prefix caching, KV pool size, block size and routing of the "
-                                            "candidate with the baseline's", **common)
+            return SignalResult(
+                status="hold",
+                reason="regression",
+                message=f"{head}: regression",
+                next_action="compare prefix caching, KV pool size, block size and routing of the "
+                "candidate with the baseline's",
+                **common,
+            )
         return SignalResult(status="pass", reason="within_policy", message=head, **common)
 
 

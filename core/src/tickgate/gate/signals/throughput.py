@@ -28,24 +28,39 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..comparison import Comparison, gather
 from ...interfaces.gate import GateSignal, SignalResult
+from ..comparison import Comparison, gather
 from .common import DEFAULT_SEGMENT_KEYS, SEGMENT_KEYS, aggregate_count, not_recorded, pct, schema
 
-METRICS = (("output_tokens_per_s", "output tokens/s", "output_throughput"),
-           ("requests_per_s", "requests/s", "request_throughput"))
+METRICS = (
+    ("output_tokens_per_s", "output tokens/s", "output_throughput"),
+    ("requests_per_s", "requests/s", "request_throughput"),
+)
 
 
 class Throughput(GateSignal):
     name = "throughput"
-    description = "hold when output tokens/s or requests/s drop by more than the policy allows (overall or per segment)"
-    options_schema = schema({
-        "threshold": {"type": "number", "minimum": 0, "maximum": 1, "default": 0.10,
-                      "description": "relative drop, 0.10 = 10 % fewer tokens or requests per second"},
-        "min_pairs": {"type": "integer", "minimum": 1, "default": 50,
-                      "description": "requests a pass needs (per segment: to be judged at all)"},
-        "segment_keys": {**SEGMENT_KEYS, "default": DEFAULT_SEGMENT_KEYS},
-    })
+    description = (
+        "hold when output tokens/s or requests/s drop by more than the policy allows (overall or per segment)"
+    )
+    options_schema = schema(
+        {
+            "threshold": {
+                "type": "number",
+                "minimum": 0,
+                "maximum": 1,
+                "default": 0.10,
+                "description": "relative drop, 0.10 = 10 % fewer tokens or requests per second",
+            },
+            "min_pairs": {
+                "type": "integer",
+                "minimum": 1,
+                "default": 50,
+                "description": "requests a pass needs (per segment: to be judged at all)",
+            },
+            "segment_keys": {**SEGMENT_KEYS, "default": DEFAULT_SEGMENT_KEYS},
+        }
+    )
 
     def evaluate(self, comparison: Comparison) -> SignalResult:
         threshold = float(self.options.get("threshold", 0.10))
@@ -53,48 +68,86 @@ class Throughput(GateSignal):
         per_request = comparison.per_request and self._timed(comparison, comparison.ok_pairs())
         if per_request:
             pairs = comparison.ok_pairs()
-            base, cand = self._rates(comparison, "baseline", pairs), self._rates(comparison, "candidate", pairs)
+            base, cand = (
+                self._rates(comparison, "baseline", pairs),
+                self._rates(comparison, "candidate", pairs),
+            )
             n = len(pairs)
             source = "per-request send times and latencies"
         else:
-            base, cand = (self._aggregate(comparison.baseline.aggregates),
-                          self._aggregate(comparison.candidate.aggregates))
+            base, cand = (
+                self._aggregate(comparison.baseline.aggregates),
+                self._aggregate(comparison.candidate.aggregates),
+            )
             n = min(aggregate_count(s.aggregates) for s in (comparison.baseline, comparison.candidate))
             source = "the run aggregates"
         evidence = {"matched": comparison.matched, "used": n, "min_pairs": min_pairs}
         known = [k for k, _, _ in METRICS if base.get(k) is not None and cand.get(k) is not None]
         if not known:
             if all(v is None for v in (*base.values(), *cand.values())):
-                return not_recorded("throughput (per-request start_ms with latency_ms, or run output_throughput / "
-                                    "request_throughput)", threshold=threshold, evidence=evidence)
-            return SignalResult(status="hold", reason="missing_evidence", threshold=threshold, evidence=evidence,
-                                message="throughput is known on one side only",
-                                next_action="report the run's output_throughput and request_throughput on both sides")
+                return not_recorded(
+                    "throughput (per-request start_ms with latency_ms, or run output_throughput / "
+                    "request_throughput)",
+                    threshold=threshold,
+                    evidence=evidence,
+                )
+            return SignalResult(
+                status="hold",
+                reason="missing_evidence",
+                threshold=threshold,
+                evidence=evidence,
+                message="throughput is known on one side only",
+                next_action="report the run's output_throughput and request_throughput on both sides",
+            )
         drops = {k: 1.0 - cand[k] / base[k] if base[k] else 0.0 for k in known}  # type: ignore[operator]
         worst = max(known, key=lambda k: (drops[k], k))
-        label = dict((k, lbl) for k, lbl, _ in METRICS)
+        label = {k: lbl for k, lbl, _ in METRICS}
         head = "; ".join(f"{label[k]} {base[k]:.3f} -> {cand[k]:.3f} ({pct(-drops[k])})" for k in known)
         segments = self._segments(comparison, threshold, min_pairs) if per_request else []
-        common: dict[str, Any] = dict(baseline=base[worst], candidate=cand[worst], delta=-drops[worst],
-                                      threshold=threshold, unit="relative", evidence=evidence,
-                                      details={"source": source, "metrics": {k: {"baseline": base[k],
-                                               "candidate": cand[k], "drop": drops[k]} for k in known},
-                                               "segments": segments})
+        common: dict[str, Any] = {
+            "baseline": base[worst],
+            "candidate": cand[worst],
+            "delta": -drops[worst],
+            "threshold": threshold,
+            "unit": "relative",
+            "evidence": evidence,
+            "details": {
+                "source": source,
+                "metrics": {k: {"baseline": base[k], "candidate": cand[k], "drop": drops[k]} for k in known},
+                "segments": segments,
+            },
+        }
         if drops[worst] > threshold:
-            return SignalResult(status="hold", reason="regression",
-                                message=f"{head}: {label[worst]} dropped past {pct(threshold)} (from {source})",
-                                next_action="compare the candidate's batch sizes and step times with the baseline's "
-                                            "under the same load", **common)
+            return SignalResult(
+                status="hold",
+                reason="regression",
+                message=f"{head}: {label[worst]} dropped past {pct(threshold)} (from {source})",
+                next_action="compare the candidate's batch sizes and step times with the baseline's "
+                "under the same load",
+                **common,
+            )
         regressed = [s for s in segments if s["regressed"]]
         if regressed:
-            return SignalResult(status="hold", reason="regression",
-                                message=f"{head}; but segment " + ", ".join(
-                                    f"{s['key']}={s['value']} {pct(-s['drop'])}" for s in regressed) + " dropped",
-                                next_action="investigate the regressed segment's traffic first", **common)
+            return SignalResult(
+                status="hold",
+                reason="regression",
+                message=f"{head}; but segment "
+                + ", ".join(f"{s['key']}={s['value']} {pct(-s['drop'])}" for s in regressed)
+                + " dropped",
+                next_action="investigate the regressed segment's traffic first",
+                **common,
+            )
         if n < min_pairs:
-            return SignalResult(status="hold", reason="insufficient_data", message=f"{head}; only {n} requests",
-                                next_action=f"gate again with at least {min_pairs - n} more requests", **common)
-        return SignalResult(status="pass", reason="within_policy", message=f"{head} (from {source})", **common)
+            return SignalResult(
+                status="hold",
+                reason="insufficient_data",
+                message=f"{head}; only {n} requests",
+                next_action=f"gate again with at least {min_pairs - n} more requests",
+                **common,
+            )
+        return SignalResult(
+            status="pass", reason="within_policy", message=f"{head} (from {source})", **common
+        )
 
     @staticmethod
     def _timed(comparison: Comparison, pairs: list[int]) -> bool:
@@ -120,8 +173,10 @@ class Throughput(GateSignal):
             return {"output_tokens_per_s": None, "requests_per_s": None}
         seconds = duration / 1000.0
         known_tokens = not comparison.has_nan(tokens)
-        return {"output_tokens_per_s": sum(tokens) / seconds if known_tokens else None,
-                "requests_per_s": len(pairs) / seconds}
+        return {
+            "output_tokens_per_s": sum(tokens) / seconds if known_tokens else None,
+            "requests_per_s": len(pairs) / seconds,
+        }
 
     @staticmethod
     def _aggregate(aggregates: dict[str, Any]) -> dict[str, float | None]:
@@ -144,11 +199,19 @@ class Throughput(GateSignal):
                 if len(pairs) >= min_pairs:
                     b = self._rates(comparison, "baseline", pairs)
                     c = self._rates(comparison, "candidate", pairs)
-                    metric = "output_tokens_per_s" if b["output_tokens_per_s"] and c["output_tokens_per_s"] \
+                    metric = (
+                        "output_tokens_per_s"
+                        if b["output_tokens_per_s"] and c["output_tokens_per_s"]
                         else "requests_per_s"
+                    )
                     if b[metric] and c[metric] is not None:
                         drop = 1.0 - c[metric] / b[metric]  # type: ignore[operator]
-                        entry.update(metric=metric, baseline=b[metric], candidate=c[metric], drop=drop,
-                                     regressed=drop > threshold)
+                        entry.update(
+                            metric=metric,
+                            baseline=b[metric],
+                            candidate=c[metric],
+                            drop=drop,
+                            regressed=drop > threshold,
+                        )
                 out.append(entry)
         return out

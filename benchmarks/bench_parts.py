@@ -121,7 +121,8 @@ def main() -> int:
     from tickgate.interfaces import Clock
     from tickgate.host.policy import load_policy
     from tickgate.simulate import replay
-    from tickgate.replay.report import FingerprintSink, SummarySink
+    from tickgate.replay.fingerprint import FingerprintSink
+    from tickgate.replay.report import SummarySink
     from tickgate.workload.sources import open_requests
 
     policy = load_policy(args.policy)

@@ -15,7 +15,7 @@ from tickgate.interfaces import Clock
 from tickgate.interfaces.model import Request, RequestOutcome, TickRecord, tick_record
 from tickgate.host.registry import get_registry
 from tickgate.host.policy import Policy, Selection
-from tickgate.replay.report import FingerprintSink
+from tickgate.replay.fingerprint import FingerprintSink
 
 
 def make_policy(page_size: int, kv_pages: int, budget: int, width: int, aging: int) -> Policy:

@@ -15,7 +15,7 @@ from tickgate import Request
 from tickgate.interfaces import Clock, Horizon, optional_attribute
 from tickgate.host.policy import load_policy
 from tickgate.replay.engine import build_scheduler
-from tickgate.replay.report import canonical_body
+from tickgate.replay.fingerprint import canonical_body
 
 PRESETS = ["vllm-v1-bench.yaml", "sglang-default.yaml", "trtllm-max-utilization.yaml"]
 

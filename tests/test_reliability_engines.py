@@ -25,7 +25,7 @@ from tickgate.replay.engine import build_scheduler, run
 from tickgate.interfaces import Clock
 from tickgate.interfaces.model import Request, RequestOutcome, TickRecord
 from tickgate.host.policy import load_policy
-from tickgate.replay.report import FingerprintSink
+from tickgate.replay.fingerprint import FingerprintSink
 
 SETTINGS = settings(max_examples=15, deadline=None, derandomize=True,
                     suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])

@@ -26,7 +26,7 @@ from tickgate.seed.scheduler import SeedScheduler
 from tickgate.interfaces.model import Request, TickRecord
 from tickgate.host.policy import load_policy
 from tickgate.simulate import replay
-from tickgate.replay.report import canonical_body
+from tickgate.replay.fingerprint import canonical_body
 from tickgate.workload.sources import open_requests
 
 TRACES = FIXTURES / "realdata" / "traces"

@@ -15,7 +15,8 @@ from tickgate.util.errors import InputError, TickgateError
 from tickgate.interfaces.model import Request, RequestOutcome, TickRecord
 from tickgate.host.policy import load_policy
 from tickgate.simulate import replay
-from tickgate.replay.report import FingerprintSink, SummarySink
+from tickgate.replay.fingerprint import FingerprintSink
+from tickgate.replay.report import SummarySink
 from tickgate.replay.sidecar import BATCH, Sidecar
 from tickgate.workload.sources import open_requests
 

@@ -23,7 +23,7 @@ import pytest
 from tickgate_vllm.v1 import set_order as v1_set_order
 from tickgate_vllm.v1.set_order import set_order, siphash13, str_hash
 
-_SRC = str(Path(v1.set_order.__file__).resolve().parents[2])
+_SRC = str(Path(v1_set_order.__file__).resolve().parents[2])
 
 needs_cpython311 = pytest.mark.skipif(
     not (platform.python_implementation() == "CPython" and sys.version_info >= (3, 11)

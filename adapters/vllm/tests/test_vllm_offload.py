@@ -70,7 +70,7 @@ def test_finished_requests_follow_vllms_set_order(monkeypatch: pytest.MonkeyPatc
     requests, config = load_reference_workload(REF / f"{name}.workload.json", None)
     reference = list(read_steps(REF / f"{name}.steps.jsonl"))
     assert compare(reference, run_mirror(requests, config))["first_divergence"] is None
-    monkeypatch.setattr(v1.offload, "set_order", list)
+    monkeypatch.setattr(v1_offload, "set_order", list)
     assert compare(reference, run_mirror(requests, config))["first_divergence"] is not None
 
 

@@ -23,7 +23,7 @@ from tickgate import Request
 from tickgate.interfaces import Clock, Horizon, optional_attribute
 from tickgate.host.policy import load_policy
 from tickgate.replay.engine import build_scheduler
-from tickgate.replay.report import canonical_body
+from tickgate.replay.fingerprint import canonical_body
 
 LINEAR = {"name": "linear", "options": {"fixed_ms": 5.0, "per_prefill_token_ms": 0.03,
                                         "per_decode_seq_ms": 0.25, "per_context_token_ms": 0.001}}

@@ -37,8 +37,7 @@ each request's own tokens past its tree-owned prefix.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Hashable, Mapping
-from itertools import chain
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from tickgate import (
@@ -55,6 +54,8 @@ from tickgate import (
     rejected_outcome,
 )
 
+from .decode_batch import DecodeBatch
+from .kv_memory import KvMemory
 from .options import (
     CLIP_MAX_NEW_TOKENS,
     DEFAULT_INIT_NEW_TOKEN_RATIO,
@@ -67,12 +68,12 @@ from .options import (
 )
 from .prefill_adder import CONTINUE, NO_TOKEN, OTHER, PrefillAdder
 from .radix_cache import RadixCache
-from .request_state import Req, sequence_key
+from .request_state import Req
 from .schedule_policy import SchedulePolicy
 from .step_result import StepResults
 
 
-class SglangScheduler(StepResults, Scheduler):
+class SglangScheduler(StepResults, DecodeBatch, KvMemory, Scheduler):
     name = "sglang"
     description = (
         "SGLang mirror: radix prefix cache (LRU), lpm/dfs-weight/fcfs/lof/random, new-token-ratio "
@@ -250,105 +251,6 @@ class SglangScheduler(StepResults, Scheduler):
             out["kv_capacity"] = self.kv_capacity
         return out
 
-    # -- content and memory ----------------------------------------------------
-    def _key(self, request: Request, max_new: int) -> tuple[Hashable, ...]:
-        """Radix units of the request's sequence (see :mod:`.request_state`)."""
-        if not self.radix:
-            return ()
-        p = self.page
-        if request.prompt_token_ids is not None:
-            ids = request.prompt_token_ids[: request.prompt_tokens]
-            prompt_units: tuple[Hashable, ...] = tuple(
-                tuple(ids[i : i + p]) for i in range(0, len(ids) - p + 1, p)
-            )
-        elif request.prefix_blocks is not None:
-            prompt_units = self._block_pages(
-                request.prefix_blocks[: request.prompt_tokens // self.block_size]
-            )
-        else:
-            prompt_units = ()
-        return sequence_key(prompt_units, request.prompt_tokens, max_new, p, self.seq)
-
-    def _block_pages(self, ids: tuple[Hashable, ...]) -> tuple[Hashable, ...]:
-        """The radix units of the pages under workload block ids: a block of
-        ``block_size`` tokens is ``block_size // page_size`` pages, matched, cached
-        and evicted page by page as SGLang does. The first page of a block is its
-        id, the others their offset in the block: two prefixes agree up to a page
-        exactly when their ids agree up to its block."""
-        tail = self.block_tail
-        if not tail:
-            return tuple(ids)
-        return tuple(chain.from_iterable((bid, *tail) for bid in ids))
-
-    @property
-    def available(self) -> int:
-        """``token_to_kv_pool_allocator.available_size()``."""
-        return self.capacity - self.tree.total_size - self.own_tokens
-
-    def _pages(self, tokens: int) -> int:
-        return -(-tokens // self.page) * self.page
-
-    def _set_own(self, req: Req, held: int) -> None:
-        """The request now holds KV for ``held`` tokens (page-rounded), the first
-        ``req.protected`` of them owned by the tree."""
-        new = self._pages(held) - req.protected if held else 0
-        self.own_tokens += new - req.own
-        req.own = new
-
-    def _evict_for(self, tokens: int) -> None:
-        """``evict_to_free_tokens``: evict LRU cache for the shortfall."""
-        short = tokens - self.available
-        if short > 0:
-            self.evicted += self.tree.evict(short)
-
-    def match(self, req: Req, *, limit: bool = True) -> None:
-        """``match_kv_cache``: the cached prefix of prompt + output, at most
-        ``len - 1`` tokens when ``limit`` (``init_next_round_input``)."""
-        if not req.key:
-            req.prefix_len, req.last_node = 0, None
-            return
-        n = req.fill_len - 1 if limit else req.fill_len
-        tokens, node = self.tree.match_prefix(req.key, req.weight, n // req.weight)
-        req.prefix_len, req.last_node = tokens, node
-
-    def _checkpoint(self, req: Req, up_to: int) -> None:
-        """``checkpoint_into_tree``: insert the first ``up_to`` tokens (whole pages),
-        move the request's lock onto the node the insert ended on; what the tree
-        already held is freed from the request. With ``finished`` the tree is also
-        split at the prompt's last whole page, so eviction can drop the output
-        without the prompt."""
-        if not req.key:
-            return
-        units = up_to // req.weight
-        if units <= 0:
-            return
-        tree = self.tree
-        _, node = tree.insert(req.key, req.weight, units)
-        if req.finished:  # the node keeps ending at ``units`` (a split puts the new node above)
-            prompt_units = req.request.prompt_tokens // req.weight
-            if 0 < prompt_units < units:
-                tree.insert(req.key, req.weight, prompt_units)
-        old = req.lock_node
-        tree.inc_lock_ref(node)
-        if old is not None:
-            tree.dec_lock_ref(old)
-        req.lock_node = node
-        req.last_node = node
-        req.protected = units * req.weight
-        self._set_own(req, req.kv_len)
-
-    def _release(self, req: Req, *, checkpoint: bool) -> None:
-        """``release_kv_cache``: optionally cache first, then drop the lock and free
-        the request's own tokens."""
-        if checkpoint:
-            self._checkpoint(req, req.kv_len)
-        if req.lock_node is not None:
-            self.tree.dec_lock_ref(req.lock_node)
-            req.lock_node = None
-        self.own_tokens -= req.own
-        req.own = 0
-        req.protected = 0
-
     # -- one step --------------------------------------------------------------
     def step(self, horizon: Horizon) -> TickRecord:
         tick = self.clock.tick
@@ -488,103 +390,6 @@ class SglangScheduler(StepResults, Scheduler):
             duration,
             rejected,
         )
-
-    def _decode_need(self, reqs: list[Req]) -> int:
-        """``new_tokens_required_next_decode``: a page for each request at a page boundary."""
-        if self.page == 1:
-            return len(reqs)
-        return sum(self.page for r in reqs if r.kv_len % self.page == 0)
-
-    def _check_decode_mem(self, reqs: list[Req]) -> bool:
-        """``check_decode_mem`` → ``check_decode_capacity``: evict the shortfall, then compare."""
-        need = self._decode_need(reqs)
-        self._evict_for(need)
-        return self.available >= need
-
-    def _run_decode(self, tick: int, rejected: tuple[str, ...]) -> TickRecord:
-        """``update_running_batch`` + ``prepare_for_decode``, the forward, ``process_batch_result_decode``."""
-        self.decode_batches += 1
-        retracted: list[str] = []
-        if not self._check_decode_mem(self.running):
-            retracted = self._retract()
-            self.batch_is_full = False
-        else:
-            self.ratio = max(self.ratio - self.decay, self.min_ratio)
-        # alloc_for_decode: paged allocation evicts for a page per request (allocation.py,
-        # alloc_paged_token_slots_decode), token allocation for a token per request
-        self._evict_for(len(self.running) * self.page)
-        context = 0
-        own_before = self.own_tokens
-        for req in self.running:
-            context += req.kv_len
-            req.kv_len += 1
-            self._set_own(req, req.kv_len)
-        if self.available < 0:
-            raise ReplayError(f"sglang: the decode at step {tick} overflows the KV pool")
-        free_after_sched = self.available
-        grown = self.own_tokens - own_before
-        decoding = [r.rid for r in self.running]
-        duration = self._duration(0, len(decoding), context)
-        end_ms = self.clock.now_ms + duration if duration is not None else None
-        completed: list[str] = []
-        survivors: list[Req] = []
-        for req in self.running:
-            req.out += 1
-            if req.out >= req.max_new_tokens:
-                completed.append(req.rid)
-                self._finish(req, tick, end_ms)
-            else:
-                survivors.append(req)
-        if completed:
-            self.batch_is_full = False  # filter_batch at the next step
-        self.running = survivors
-        return self._decode_record(
-            tick, decoding, retracted, completed, free_after_sched, grown, duration, rejected
-        )
-
-    def _retract(self) -> list[str]:
-        """``retract_decode`` (schedule_batch.py) and its ratio estimate."""
-        running = self.running
-        order = sorted(
-            range(len(running)),
-            key=lambda i: (running[i].out, -running[i].request.prompt_tokens),
-            reverse=True,
-        )
-        retracted: list[Req] = []
-        first = True
-        while first or not self._check_decode_mem([running[i] for i in order]):
-            if len(order) == 1:
-                break
-            first = False
-            victim = running[order.pop()]
-            self._release(victim, checkpoint=False)  # release_req
-            self._evict_for(len(order) * self.retract_steps)
-            victim.kv_len = victim.prefix_len = 0  # reset_for_retract
-            victim.last_node = None
-            victim.retractions += 1
-            victim.pieces = 0
-            self.retractions += 1
-            self.retracted_ids.add(victim.rid)
-            retracted.append(victim)
-        if not self._check_decode_mem([running[i] for i in order]):
-            raise ReplayError("sglang: a single running request cannot decode; the KV pool is too small")
-        self.running = [running[i] for i in order]
-        kept = self.running
-        decoded = sum(r.out for r in kept)
-        max_new = sum(r.max_new_tokens for r in kept)
-        self.ratio = min(1.0, (decoded + self.retract_steps * len(kept)) / (max_new + 1))
-        self.waiting.extend(retracted)
-        return [r.rid for r in retracted]
-
-    def _run_idle(self, tick: int, rejected: tuple[str, ...]) -> TickRecord:
-        """No batch: ``on_idle`` (resets the ratio only when fully idle)."""
-        if self.waiting or self.chunked:
-            raise ReplayError(
-                f"sglang: {len(self.waiting)} requests wait but none can be admitted into an "
-                f"empty engine of {self.capacity} tokens"
-            )
-        self.ratio = self.init_ratio
-        return self._idle_record(tick, rejected)
 
     # -- helpers ---------------------------------------------------------------
     def _duration(self, prefill: int, seqs: int, context: int) -> float | None:

@@ -1,4 +1,4 @@
-"""The TensorRT-LLM adapter: the trtllm scheduler mirror (scheduler, capacity, micro_batch, block and
+"""The TensorRT-LLM adapter: the trtllm scheduler mirror (scheduler, options, capacity, micro_batch, block and
 prefix reuse), readers of what TensorRT-LLM and trtllm-bench write."""
 
 __version__ = "0.1.0"

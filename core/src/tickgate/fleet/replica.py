@@ -20,7 +20,8 @@ from typing import Any
 from ..interfaces import Clock, Horizon, optional_attribute
 from ..interfaces.model import Request, RequestOutcome, TickRecord
 from ..replay.engine import Frontend, advance, take_step
-from ..replay.report import FingerprintSink, SummarySink
+from ..replay.fingerprint import FingerprintSink
+from ..replay.report import SummarySink
 from ..replay.sidecar import Sidecar
 
 __all__ = ["Engine", "Target"]

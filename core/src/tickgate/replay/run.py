@@ -14,7 +14,8 @@ from ..interfaces.model import Request
 from ..util.atomic import atomic_writer
 from ..util.errors import InputError, TickLimitExceeded
 from .engine import build_scheduler, run
-from .report import DETAIL_LIMIT, FingerprintSink, SummarySink, TraceSink
+from .fingerprint import FingerprintSink, TraceSink
+from .report import DETAIL_LIMIT, SummarySink
 from .sidecar import Sidecar
 
 #: what the error for a timed workload under an untimed policy suggests adding:

@@ -25,7 +25,8 @@ import attrs
 
 from ..interfaces.model import Request, RequestOutcome, TickRecord, tick_record
 from ..parallel.helper import Channel, Helper
-from .report import EncodedDetail, FingerprintSink, SummarySink
+from .fingerprint import EncodedDetail, FingerprintSink
+from .report import SummarySink
 
 #: events per message
 BATCH = 512

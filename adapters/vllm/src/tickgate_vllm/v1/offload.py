@@ -49,108 +49,13 @@ from collections import deque
 from collections.abc import Hashable, Mapping
 from typing import TYPE_CHECKING, Any
 
-from .cpu_tier import MISS, PENDING, CpuTier, TierRequest
+from .cpu_tier import MISS, PENDING, CpuTier
+from .offload_options import DEFAULT_HOST_BANDWIDTH_GB_S, OFFLOAD_OPTIONS
+from .offload_state import Job, OffloadRequest
 from .set_order import set_order
 
 if TYPE_CHECKING:  # pragma: no cover
     from .request import RequestState
-
-_INT0 = {"type": "integer", "minimum": 0, "maximum": 1_000_000_000}
-
-OFFLOAD_OPTIONS: Mapping[str, Any] = {
-    "kv_offload_cpu_blocks": {
-        **_INT0,
-        "description": "CPU tier size in chunks of blocks_per_chunk blocks "
-        "(vLLM's --kv-offloading-size in chunks; 0, the default, "
-        "turns offloading off).",
-    },
-    "kv_offload_extra_config": {
-        "type": "object",
-        "additionalProperties": False,
-        "description": "The OffloadingConnector's kv_connector_extra_config keys the mirror models.",
-        "properties": {
-            "blocks_per_chunk": {
-                "type": "integer",
-                "minimum": 1,
-                "maximum": 4096,
-                "description": "GPU blocks per CPU chunk (default 1).",
-            },
-            "store_threshold": {
-                "type": "integer",
-                "minimum": 0,
-                "maximum": 1_000_000,
-                "description": "Offers of a chunk before it is stored (default 0: at once).",
-            },
-        },
-    },
-    "kv_offload_load_steps": {
-        **_INT0,
-        "description": "Steps an async load takes: issued in step t, done in "
-        "step t + this (default 0, as the reference harness).",
-    },
-    "kv_offload_store_steps": {
-        **_INT0,
-        "description": "Steps a store takes (default 1: the worker submits a "
-        "step's stores at the start of the next step).",
-    },
-    "kv_offload_host_bandwidth_gb_s": {
-        "type": "number",
-        "exclusiveMinimum": 0,
-        "maximum": 100_000,
-        "description": "tickgate only, timed replays: GPU<->CPU bandwidth per "
-        "direction, GB/s (default 64, PCIe 5.0 x16).",
-    },
-}
-DEFAULT_HOST_BANDWIDTH_GB_S = 64.0
-
-
-class OffloadRequest:
-    """``RequestOffloadState`` of one request."""
-
-    __slots__ = (
-        "block_keys",
-        "ctx",
-        "final_blocks",
-        "finished",
-        "jobs",
-        "local",
-        "nblocks",
-        "next_stored",
-        "q",
-        "signaled",
-        "waited",
-    )
-
-    def __init__(self, q: RequestState, block_keys: list[Hashable], tokens_per_chunk: int, bpc: int) -> None:
-        self.q = q
-        self.block_keys = block_keys  # the chained hash of each prompt block (own keys past the shared ones)
-        positions = {
-            block_keys[(c + 1) * bpc - 1]: (c + 1) * tokens_per_chunk for c in range(len(block_keys) // bpc)
-        }
-        self.ctx = TierRequest(positions)
-        self.nblocks = 0  # GPU blocks the connector knows of (block_ids)
-        self.next_stored = 0  # next_stored_chunk_idx
-        self.jobs: set[int] = set()  # transfer_jobs
-        self.local = 0  # num_locally_computed_tokens of the last lookup
-        self.signaled = False  # finished_signaled
-        self.waited = False  # has waited for a load (report)
-        self.finished = False
-        self.final_blocks: list[int] = []  # its GPU blocks when it finished (what its stores read)
-
-
-class Job:
-    __slots__ = ("blocks", "due", "due_ms", "id", "keys", "req", "store")
-
-    def __init__(
-        self, jid: int, req: OffloadRequest, keys: list[Hashable], store: bool, due: int, due_ms: float
-    ) -> None:
-        self.id = jid
-        self.req = req
-        self.keys = keys
-        self.store = store
-        self.due = due
-        self.due_ms = due_ms
-        self.blocks: list[int] = []  # the GPU blocks a store reads (its fence once the request finished)
 
 
 class Offload:

@@ -10,7 +10,7 @@ import attrs
 
 from tickgate import ConfigError, kv_capacity
 
-from .offload import OFFLOAD_OPTIONS
+from .offload_options import OFFLOAD_OPTIONS
 from .spec import SPEC_OPTIONS
 
 _INT = {"type": "integer", "minimum": 1, "maximum": 1_000_000_000}

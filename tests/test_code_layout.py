@@ -35,3 +35,24 @@ def test_the_vllm_module_table_lists_every_module_of_the_mirror() -> None:
     package = REPO / "adapters" / "vllm" / "src" / "tickgate_vllm" / "v1"
     modules = sorted(p.stem for p in package.glob("*.py") if p.stem != "__init__")
     assert sorted(listed) == modules and len(listed) == len(set(listed))
+
+
+#: ``# type: ignore[code]  # why``: the error it silences and the reason, on its line
+_IGNORE = re.compile(r"#\s*type:\s*ignore(?P<code>\[[\w\-, ]+\])?(?P<rest>.*)$")
+
+
+def test_every_type_ignore_names_its_error_and_says_why() -> None:
+    sources = [*REPO.glob("core/src/tickgate/**/*.py"), *REPO.glob("adapters/*/src/**/*.py")]
+    bare = []
+    for path in sources:
+        for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+            found = _IGNORE.search(line)
+            if found and not (found["code"] and re.match(r"\s*#\s*\S", found["rest"])):
+                bare.append(f"{path.relative_to(REPO)}:{number}: {line.strip()}")
+    assert bare == [], "write `# type: ignore[code]  # why`, or fix the type"
+
+
+def test_the_walker_of_type_ignores_tells_a_reason_from_none() -> None:
+    assert _IGNORE.search("x = f()  # type: ignore[arg-type]  # attrs converter")["rest"].strip()
+    assert not _IGNORE.search("x = f()  # type: ignore")["code"]
+    assert not _IGNORE.search("x = f()  # type: ignore[misc]")["rest"].strip()

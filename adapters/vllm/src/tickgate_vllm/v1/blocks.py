@@ -12,11 +12,15 @@ from __future__ import annotations
 
 import heapq
 from itertools import repeat
+from typing import TYPE_CHECKING
 
-from .request import PREEMPTED, RequestState
+from .request import PREEMPTED, RequestState, SchedulerState
+
+if TYPE_CHECKING:  # pragma: no cover
+    from collections.abc import Hashable
 
 
-class BlockOps:
+class BlockOps(SchedulerState):
     """Block helpers of :class:`~.scheduler.VllmV1Scheduler` (a mixin: state is the scheduler's)."""
 
     def _grow(self, q: RequestState, n: int) -> None:
@@ -42,7 +46,8 @@ class BlockOps:
         if new_blocks:
             self._grow(q, new_blocks)
 
-    def _cache(self, q: RequestState, upto: int) -> None:
+    # self typed as the base: KvEventOps._cache_recording calls BlockOps._cache(self, ...)
+    def _cache(self: SchedulerState, q: RequestState, upto: int) -> None:
         """Register q's full computed blocks [num_cached_logical, upto) in the prefix cache
         (``cache_blocks()``).
 
@@ -72,7 +77,7 @@ class BlockOps:
         """Register blocks [num_cached_blocks, upto), all beyond the prompt keys."""
         i = q.num_cached_blocks
         bl = q.blocks[i:upto]
-        keys = list(zip(repeat(q.ordinal), range(i, upto)))
+        keys: list[Hashable] = list(zip(repeat(q.ordinal), range(i, upto)))
         # plain stores: a stale entry of the request's own earlier run is
         # overwritten (the mirror's rule since the first version)
         self.pool.store(bl, keys)

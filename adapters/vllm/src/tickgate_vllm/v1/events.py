@@ -39,7 +39,7 @@ from tickgate import BlockRemoved, BlockStored, PluginError, Request, external_b
 
 from .blocks import BlockOps
 from .pool import BlockPool
-from .request import RequestState, prompt_block_keys
+from .request import RequestState, SchedulerState, prompt_block_keys
 from .spans import Spans
 
 
@@ -69,7 +69,7 @@ class EventPool(BlockPool):
             ]
 
 
-class KvEventOps:
+class KvEventOps(SchedulerState):
     """The KV-event capability of :class:`~.scheduler.VllmV1Scheduler` (a mixin)."""
 
     records_kv_events = True
@@ -108,19 +108,21 @@ class KvEventOps:
         """The ``BlockStored`` of q's blocks [a, b), their hashes noted in the pool."""
         key = q.key
         hashes = tuple([external_block_hash(key(i)) for i in range(a, b)])
-        self.pool.hashes.update(zip(q.blocks[a:b], hashes))
+        pool: EventPool = self.pool  # type: ignore[assignment]  # recording runs only on the EventPool that enable_kv_events installed
+        pool.hashes.update(zip(q.blocks[a:b], hashes))
         bs = self.block_size
         return BlockStored(hashes, external_block_hash(key(a - 1)) if a else None, (b - a) * bs, bs)
 
     def _cache_recording(self, q: RequestState, upto: int) -> None:
         old = q.num_cached_logical
-        BlockOps._cache(self, q, upto)  # type: ignore[arg-type]
+        BlockOps._cache(self, q, upto)
         if q.num_cached_logical > old:
-            self.pool.events.append(self._stored(q, old, q.num_cached_logical))
+            pool: EventPool = self.pool  # type: ignore[assignment]  # recording runs only on the EventPool that enable_kv_events installed
+            pool.events.append(self._stored(q, old, q.num_cached_logical))
 
     def _apply_span_recording(self, n: int, firsts: list[int]) -> None:
         """``Spans._apply_span``, then its events rebuilt in step order (module docstring)."""
-        pool = self.pool
+        pool: EventPool = self.pool  # type: ignore[assignment]  # recording runs only on the EventPool that enable_kv_events installed
         bs = self.block_size
         running = self.running
         before = [(q.num_tokens, q.num_cached_logical) for q in running]
@@ -128,7 +130,7 @@ class KvEventOps:
         mark = len(pool.events)
         del self._cache  # the span registers with the plain method; its events are built below
         try:
-            Spans._apply_span(self, n, firsts)  # type: ignore[arg-type]
+            Spans._apply_span(self, n, firsts)
         finally:
             self._cache = self._cache_recording
         removed = pool.events[mark:]

@@ -16,10 +16,10 @@ from typing import Any
 
 from tickgate import TickRecord
 
-from .request import RequestState
+from .request import RequestState, SchedulerState
 
 
-class FcfsStep:
+class FcfsStep(SchedulerState):
     """The single-pass fcfs step of :class:`~.scheduler.VllmV1Scheduler` (a mixin)."""
 
     def _full_step_fcfs(self) -> TickRecord:

@@ -36,11 +36,11 @@ from typing import Any
 
 from tickgate import Horizon, PluginError, TickRecord
 
-from .request import RequestState
+from .request import RequestState, SchedulerState
 from .spans import longest_fitting, span_record
 
 
-class DecodeGroup:
+class DecodeGroup(SchedulerState):
     """The decode group of :class:`~.scheduler.VllmV1Scheduler` (a mixin)."""
 
     def _plain(self, q: RequestState) -> bool:

@@ -44,13 +44,13 @@ from typing import TYPE_CHECKING, Any
 
 from tickgate import PluginError
 
-from .request import RequestState
+from .request import RequestState, SchedulerState
 
 if TYPE_CHECKING:  # pragma: no cover
     from .scheduler import VllmV1Scheduler  # noqa: F401
 
 
-class ObservedSteps:
+class ObservedSteps(SchedulerState):
     """Observer lines of the fast paths of :class:`~.scheduler.VllmV1Scheduler` (a mixin)."""
 
     #: lines built by the fast paths' expansions (an instance attribute once one is)

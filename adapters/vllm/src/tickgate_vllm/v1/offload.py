@@ -281,9 +281,9 @@ class Offload:
         fences = self.fences
         if fences and not alloc.isdisjoint(fences):
             for b in alloc:
-                jobs = fences.get(b)
-                if jobs:
-                    self.batch_flush.update(jobs)
+                fenced = fences.get(b)
+                if fenced:
+                    self.batch_flush.update(fenced)
         finished = self._finished_order()
         for q, entry in sched.items():
             self._store(reqs.get(q), entry[2] + entry[0], False, step, now_ms)

@@ -28,11 +28,11 @@ from __future__ import annotations
 import heapq
 from typing import Any
 
-from .request import PREEMPTED, RUNNING, WAITING, WAITING_FOR_KV, RequestState
+from .request import PREEMPTED, RUNNING, WAITING, WAITING_FOR_KV, RequestState, SchedulerState
 from .spec import drafts_unused
 
 
-class OffloadStep:
+class OffloadStep(SchedulerState):
     """The offload waiting pass of :class:`~.scheduler.VllmV1Scheduler` (a mixin)."""
 
     def _offload_waiting_pass(
@@ -52,8 +52,9 @@ class OffloadStep:
         caching = self.prefix_caching
         pool = self.pool
         prio = self.by_priority
+        assert off is not None  # the extended step passes here only with offload on
         holding = off.holding
-        waiting = self.waiting_heap if prio else self.waiting_fifo
+        waiting: Any = self.waiting_heap if prio else self.waiting_fifo  # a heap or a deque, as holding
         running_scheduled = bool(sched)
         spec_step_blocks = -(-(1 + sp.k + sp.lookahead) // bs) if sp.k else 0
         admitted_blocks = 0
@@ -166,6 +167,7 @@ class OffloadStep:
         self.running_joins += 1
         q.running_seq = self.running_joins
         q.status = RUNNING
+        assert self.offload is not None  # a load completed: offload is on
         r = self.offload.reqs[q]
         self.total_admissions += 1
         self.total_hit_tokens += r.local
@@ -184,6 +186,7 @@ class OffloadStep:
         """The end of ``update_from_output``: the connector's completed jobs; the step's
         connector log, with the requests waiting for their KV (the harness's fields)."""
         off = self.offload
+        assert off is not None  # called only with offload on
         off.collect(tick, end_ms)
         log: dict[str, Any] = off.take_log()
         waiting = sorted(q.id for q in off.holding if q.status == WAITING_FOR_KV)
@@ -195,6 +198,7 @@ class OffloadStep:
         """A timed step that schedules nothing: the engine waits for the next transfer
         to end (none limited by bandwidth: no time passes)."""
         now = self.clock.now_ms
+        assert self.offload is not None  # called only with offload on
         due = self.offload.next_due_ms()
         duration = max(0.0, due - now) if due is not None else 0.0
         return duration, now + duration

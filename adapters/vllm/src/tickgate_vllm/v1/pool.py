@@ -38,15 +38,15 @@ Without prefix caching every block is anonymous and the pool is one counter.
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Callable, Hashable
+from collections.abc import Callable, Hashable, Iterable
 from itertools import compress, repeat
 from operator import eq, not_, sub
 
 _STALE = -1
 
 
-def _consume(it: object) -> None:
-    deque(it, 0)  # type: ignore[call-overload]
+def _consume(it: Iterable[object]) -> None:
+    deque(it, 0)
 
 
 class BlockPool:
@@ -173,7 +173,7 @@ class BlockPool:
                 if type(entry) is int:
                     del cache[key]
                 else:
-                    entry.remove(bid)  # type: ignore[union-attr]
+                    entry.remove(bid)  # type: ignore[union-attr]  # type(entry) is int does not narrow the else branch to the list
                     if not entry:
                         del cache[key]
                         self.nlists -= 1
@@ -207,7 +207,7 @@ class BlockPool:
                 if type(entry) is int:
                     del cache[key]
                 else:
-                    entry.remove(bid)  # type: ignore[union-attr]
+                    entry.remove(bid)  # type: ignore[union-attr]  # type(entry) is int does not narrow the else branch to the list
                     if not entry:
                         del cache[key]
                         self.nlists -= 1
@@ -224,12 +224,12 @@ class BlockPool:
         for entry in map(cache.get, keys[:limit]):
             if entry is None:
                 return out
-            out.append(entry if type(entry) is int else entry[0])  # type: ignore[arg-type]
+            out.append(entry if type(entry) is int else entry[0])  # type: ignore[index]  # type(entry) is int does not narrow the else branch to the list
         for i in range(len(keys), limit):
             entry = cache.get(key(i))
             if entry is None:
                 break
-            out.append(entry if type(entry) is int else entry[0])  # type: ignore[arg-type]
+            out.append(entry if type(entry) is int else entry[0])  # type: ignore[index]  # type(entry) is int does not narrow the else branch to the list
         return out
 
     def evictable(self, blocks: list[int]) -> int:
@@ -264,7 +264,7 @@ class BlockPool:
             self.cache[key] = [entry, bid]
             self.nlists += 1
         else:
-            entry.append(bid)  # type: ignore[union-attr]
+            entry.append(bid)  # type: ignore[union-attr]  # type(entry) is int does not narrow the else branch to the list
 
     def insert_run(self, blocks: list[int], keys: list[Hashable]) -> None:
         """``insert`` for each (block, key) pair in order.

@@ -16,14 +16,14 @@ from typing import Any
 
 from tickgate import EncodedDetail, Request, RequestOutcome, TickRecord, tick_record
 
-from .request import RequestState
+from .request import RequestState, SchedulerState
 
 _LENGTH_CAPPED = ("length_capped",)
 #: (chunks, attended pairs, earlier context, chunk tokens) of a step without prefill chunks
 _NO_CHUNKS = (0, 0, 0, 0)
 
 
-class Records:
+class Records(SchedulerState):
     """Records, outcomes and totals of :class:`~.scheduler.VllmV1Scheduler` (a mixin)."""
 
     def _step_time(

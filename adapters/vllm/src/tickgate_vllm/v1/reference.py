@@ -18,10 +18,10 @@ from typing import Any
 
 from tickgate import TickRecord
 
-from .request import RUNNING, RequestState
+from .request import RUNNING, RequestState, SchedulerState
 
 
-class ReferenceStep:
+class ReferenceStep(SchedulerState):
     """The two-pass step of :class:`~.scheduler.VllmV1Scheduler` (a mixin)."""
 
     def _full_step(self) -> TickRecord:

@@ -69,7 +69,9 @@ hand it the line of every step they cover (:mod:`.observe`).
 
 The paths are mixins of one class sharing the state set in
 :meth:`VllmV1Scheduler.__init__` (a call between them is an ordinary method
-call; no per-step indirection is added). Every path makes the decisions of the
+call; no per-step indirection is added); their common base
+:class:`~.request.SchedulerState` declares that state and those calls for the
+type checker (annotations only at run time). Every path makes the decisions of the
 reference step: the conformance fixtures and the fast-forward property tests
 check it.
 """
@@ -401,6 +403,7 @@ class VllmV1Scheduler(
         the per-request fast paths (spans, the finishing step; not the decode group),
         which decide what the full step would."""
         off = self.offload
+        assert off is not None  # step() takes this path only with offload on
         finishing = self.finish_next
         self.finish_next = False
         if (

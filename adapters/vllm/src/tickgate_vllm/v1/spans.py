@@ -15,17 +15,13 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from typing import TYPE_CHECKING
 
 from tickgate import Horizon, PluginError, TickRecord, tick_record
 
-from .request import RequestState
-
-if TYPE_CHECKING:  # pragma: no cover
-    from .scheduler import VllmV1Scheduler
+from .request import RequestState, SchedulerState
 
 
-class Spans:
+class Spans(SchedulerState):
     """Decode-only spans of :class:`~.scheduler.VllmV1Scheduler` (a mixin)."""
 
     def _finishing_decode_step(self) -> TickRecord | None:
@@ -230,7 +226,8 @@ class Spans:
             total = _next_down(total)
         return n, total
 
-    def _apply_span(self, n: int, firsts: list[int]) -> None:
+    # self typed as the base: KvEventOps._apply_span_recording calls Spans._apply_span(self, ...)
+    def _apply_span(self: SchedulerState, n: int, firsts: list[int]) -> None:
         """Advance every running request ``n`` decode steps, with the blocks they
         take on the way (request ``i`` first needs one at step ``firsts[i]``)."""
         bs = self.block_size
@@ -342,7 +339,7 @@ def _deal_by_step(takers: list[RequestState], starts: list[int], n: int, bs: int
         takers[i].blocks.append(b)
 
 
-def span_record(s: VllmV1Scheduler, span: int) -> TickRecord:
+def span_record(s: SchedulerState, span: int) -> TickRecord:
     """The last decode-only record, repeated ``span`` times from the current tick."""
     last = s.last_record
     if last is None:  # pragma: no cover - steady implies a previous record

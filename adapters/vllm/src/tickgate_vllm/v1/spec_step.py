@@ -47,11 +47,11 @@ from typing import Any
 
 from tickgate import TickRecord
 
-from .request import RequestState
+from .request import RequestState, SchedulerState
 from .spec import drafts_unused
 
 
-class SpecStep:
+class SpecStep(SchedulerState):
     """The speculative-decoding step of :class:`~.scheduler.VllmV1Scheduler` (a mixin)."""
 
     def _spec_step(self) -> TickRecord:
@@ -211,6 +211,8 @@ class SpecStep:
             sp.skip_steps += 1
         sp.steps += 1
         sp.output_tokens += out_tokens
+        duration: float | None
+        end_ms: float | None
         if off is not None and not total and self.timing is not None:
             duration, end_ms = self._offload_idle_time()
         else:
@@ -266,7 +268,7 @@ class SpecStep:
             if kv_log is not None:
                 line.update(kv_log)
             self.observer(line)
-        body = (
+        body: tuple[Any, ...] = (
             tuple(admitted),
             prefill_tokens,
             tuple(decoded),

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # pragma: no cover
-    from .scheduler import VllmV1Scheduler
+    from .request import SchedulerState
 
 
 def _hist_percentile(hist: dict[int, int], count: int, percent: int) -> int:
@@ -22,7 +22,7 @@ def _hist_percentile(hist: dict[int, int], count: int, percent: int) -> int:
     return 0  # pragma: no cover
 
 
-def summary(s: VllmV1Scheduler) -> dict[str, Any]:
+def summary(s: SchedulerState) -> dict[str, Any]:
     steps = s.total_steps
     out: dict[str, Any] = {
         "engine": "vllm-v1",

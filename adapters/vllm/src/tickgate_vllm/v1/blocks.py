@@ -14,7 +14,8 @@ import heapq
 from itertools import repeat
 from typing import TYPE_CHECKING
 
-from .request import PREEMPTED, RequestState, SchedulerState
+from .request import PREEMPTED, RequestState
+from .state import SchedulerState
 
 if TYPE_CHECKING:  # pragma: no cover
     from collections.abc import Hashable

@@ -39,8 +39,9 @@ from tickgate import BlockRemoved, BlockStored, PluginError, Request, external_b
 
 from .blocks import BlockOps
 from .pool import BlockPool
-from .request import RequestState, SchedulerState, prompt_block_keys
+from .request import RequestState, prompt_block_keys
 from .spans import Spans
+from .state import SchedulerState
 
 
 class EventPool(BlockPool):

@@ -16,7 +16,8 @@ from typing import Any
 
 from tickgate import TickRecord
 
-from .request import RequestState, SchedulerState
+from .request import RequestState
+from .state import SchedulerState
 
 
 class FcfsStep(SchedulerState):

@@ -36,8 +36,9 @@ from typing import Any
 
 from tickgate import Horizon, PluginError, TickRecord
 
-from .request import RequestState, SchedulerState
+from .request import RequestState
 from .spans import longest_fitting, span_record
+from .state import SchedulerState
 
 
 class DecodeGroup(SchedulerState):

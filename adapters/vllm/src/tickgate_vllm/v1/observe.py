@@ -40,14 +40,12 @@ lines built here (the rest came from full steps).
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from tickgate import PluginError
 
-from .request import RequestState, SchedulerState
-
-if TYPE_CHECKING:  # pragma: no cover
-    from .scheduler import VllmV1Scheduler  # noqa: F401
+from .request import RequestState
+from .state import SchedulerState
 
 
 class ObservedSteps(SchedulerState):

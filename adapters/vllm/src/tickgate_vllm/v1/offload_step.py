@@ -28,8 +28,9 @@ from __future__ import annotations
 import heapq
 from typing import Any
 
-from .request import PREEMPTED, RUNNING, WAITING, WAITING_FOR_KV, RequestState, SchedulerState
+from .request import PREEMPTED, RUNNING, WAITING, WAITING_FOR_KV, RequestState
 from .spec import drafts_unused
+from .state import SchedulerState
 
 
 class OffloadStep(SchedulerState):

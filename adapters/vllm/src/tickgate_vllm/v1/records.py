@@ -16,7 +16,8 @@ from typing import Any
 
 from tickgate import EncodedDetail, Request, RequestOutcome, TickRecord, tick_record
 
-from .request import RequestState, SchedulerState
+from .request import RequestState
+from .state import SchedulerState
 
 _LENGTH_CAPPED = ("length_capped",)
 #: (chunks, attended pairs, earlier context, chunk tokens) of a step without prefill chunks

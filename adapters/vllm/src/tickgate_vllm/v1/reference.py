@@ -18,7 +18,8 @@ from typing import Any
 
 from tickgate import TickRecord
 
-from .request import RUNNING, RequestState, SchedulerState
+from .request import RUNNING, RequestState
+from .state import SchedulerState
 
 
 class ReferenceStep(SchedulerState):

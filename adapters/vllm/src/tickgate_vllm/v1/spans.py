@@ -18,7 +18,8 @@ from collections.abc import Callable
 
 from tickgate import Horizon, PluginError, TickRecord, tick_record
 
-from .request import RequestState, SchedulerState
+from .request import RequestState
+from .state import SchedulerState
 
 
 class Spans(SchedulerState):

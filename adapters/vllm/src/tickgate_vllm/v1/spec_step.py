@@ -47,8 +47,9 @@ from typing import Any
 
 from tickgate import TickRecord
 
-from .request import RequestState, SchedulerState
+from .request import RequestState
 from .spec import drafts_unused
+from .state import SchedulerState
 
 
 class SpecStep(SchedulerState):

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # pragma: no cover
-    from .request import SchedulerState
+    from .state import SchedulerState
 
 
 def _hist_percentile(hist: dict[int, int], count: int, percent: int) -> int:

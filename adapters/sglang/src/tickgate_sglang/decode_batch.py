@@ -11,9 +11,10 @@ from tickgate import (
 )
 
 from .request_state import Req
+from .scheduler_state import SchedulerState
 
 
-class DecodeBatch:
+class DecodeBatch(SchedulerState):
     """The decode round of :class:`~.scheduler.SglangScheduler` (a mixin): ``update_running_batch``
     with ``ScheduleBatch.check_decode_mem`` and ``retract_decode``, and the idle step."""
 

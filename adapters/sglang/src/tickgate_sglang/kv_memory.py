@@ -12,9 +12,10 @@ from tickgate import (
 )
 
 from .request_state import Req, sequence_key
+from .scheduler_state import SchedulerState
 
 
-class KvMemory:
+class KvMemory(SchedulerState):
     """A request's KV in the radix tree and the token pool, for :class:`~.scheduler.SglangScheduler`
     (a mixin): radix keys, matching, checkpoints into the tree, release and eviction."""
 

@@ -155,7 +155,7 @@ class RadixCache:
                 self.protected_size += node.tokens
                 delta += node.tokens
             node.lock_ref += 1
-            node = node.parent  # type: ignore[assignment]
+            node = node.parent  # type: ignore[assignment]  # below the root every node has a parent
         return delta
 
     def dec_lock_ref(self, node: TreeNode) -> int:
@@ -169,7 +169,7 @@ class RadixCache:
                 self.protected_size -= node.tokens
                 delta += node.tokens
             node.lock_ref -= 1
-            node = node.parent  # type: ignore[assignment]
+            node = node.parent  # type: ignore[assignment]  # below the root every node has a parent
         return delta
 
     # -- eviction --------------------------------------------------------------
@@ -211,7 +211,7 @@ class RadixCache:
         total = 0
         while node is not self.root:
             total += node.tokens
-            node = node.parent  # type: ignore[assignment]
+            node = node.parent  # type: ignore[assignment]  # below the root every node has a parent
         return total
 
     def node_count(self) -> int:

@@ -351,6 +351,7 @@ class SglangScheduler(StepResults, DecodeBatch, KvMemory, Scheduler):
         free_after_sched = self.available
         grown = self.own_tokens - own_before
         prefill = extend_total
+        duration: float | None
         if self.timing is not None and self.timing.prices_shape:
             duration = self.timing.price_step(prefill, 0, 0, len(batch), pairs, earlier)
         else:

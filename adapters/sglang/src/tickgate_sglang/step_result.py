@@ -12,14 +12,17 @@ from typing import Any
 
 from tickgate import TickRecord
 
+from .request_state import Req
+from .scheduler_state import SchedulerState
 
-class StepResults:
+
+class StepResults(SchedulerState):
     """Builds the step's record and hands the harness-format line to ``observer``."""
 
-    def _line(self: Any, tick: int, batch: str | None, free_after_sched: int, **fields: Any) -> None:
+    def _line(self, tick: int, batch: str | None, free_after_sched: int, **fields: Any) -> None:
         if self.observer is None:
             return
-        line = {
+        line: dict[str, Any] = {
             "step": tick,
             "batch": batch,
             "admitted": [],
@@ -40,13 +43,13 @@ class StepResults:
         line["waiting"] = len(self.waiting)
         self.observer(line)
 
-    def _used_pages(self: Any) -> int:
+    def _used_pages(self) -> int:
         return (self.tree.total_size + self.own_tokens) // self.page
 
     def _prefill_record(
-        self: Any,
+        self,
         tick: int,
-        batch: list[Any],
+        batch: list[Req],
         admitted: list[list[Any]],
         continued: list[list[Any]],
         scheduled: dict[str, int],
@@ -91,7 +94,7 @@ class StepResults:
         )
 
     def _decode_record(
-        self: Any,
+        self,
         tick: int,
         decoding: list[str],
         retracted: list[str],
@@ -120,6 +123,6 @@ class StepResults:
             detail=detail,
         )
 
-    def _idle_record(self: Any, tick: int, rejected: tuple[str, ...]) -> TickRecord:
+    def _idle_record(self, tick: int, rejected: tuple[str, ...]) -> TickRecord:
         self._line(tick, None, self.available)
         return TickRecord(tick=tick, rejected=rejected, duration_ms=self._duration(0, 0, 0))

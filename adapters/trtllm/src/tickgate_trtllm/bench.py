@@ -179,10 +179,10 @@ def stdout_to_report(text: str, path: Path) -> dict[str, Any]:
             report.setdefault(section, {})[key] = _float(raw.rstrip("%"), path, lineno)
     if "performance" not in report:
         raise InputError(path, "no PERFORMANCE OVERVIEW found (expected trtllm-bench report output)")
-    for section in report.values():
+    for figures in report.values():
         for key in ("num_requests",):
-            if key in section:
-                section[key] = int(section[key])
+            if key in figures:
+                figures[key] = int(figures[key])
     return report
 
 

@@ -112,7 +112,7 @@ def _chain(units: list[tuple[Hashable, ...]], unit_tokens: int, covered: int) ->
     return PromptIdentity(keys, units, unit_tokens, covered)
 
 
-def own_key(seq: int, j: int) -> Hashable:
+def own_key(seq: int, j: int) -> tuple[int, int]:
     """Key of block ``j`` of the request with arrival number ``seq`` where its
     content is its own (a tuple: never equal to a shared key, an int)."""
     return (seq, j)

@@ -41,6 +41,7 @@ from __future__ import annotations
 
 from collections import OrderedDict
 from collections.abc import Hashable, Sequence
+from typing import final
 
 from .block_keys import PromptIdentity, own_key
 
@@ -81,6 +82,7 @@ class Block:
         self.in_tree = False
 
 
+@final  # so ``type(entry) is _Run`` failing tells the type checker it is a Block
 class _Run:
     """A run of anonymous free blocks in the queue (its count is the queue's value)."""
 
@@ -111,7 +113,7 @@ class BlockReuse:
         self.root.in_tree = True
         self.root.children = {}
         #: the free queue, front first: Block -> 1, or _Run -> its count of anonymous blocks
-        self.free: OrderedDict[object, int] = OrderedDict()
+        self.free: OrderedDict[Block | _Run, int] = OrderedDict()
         if free_blocks:
             self.free[_Run()] = free_blocks
         # totals for the report
@@ -133,11 +135,11 @@ class BlockReuse:
                     free[entry] = count - n
                     free.move_to_end(entry, last=False)
                     count = n
-            elif entry.in_tree:  # type: ignore[attr-defined]
-                if entry.children:  # type: ignore[attr-defined]
-                    self._evict(entry)  # type: ignore[arg-type]
+            elif entry.in_tree:
+                if entry.children:
+                    self._evict(entry)
                 else:  # a leaf, as free blocks nearly always are
-                    self._detach(entry)  # type: ignore[arg-type]
+                    self._detach(entry)
                     self.evicted_blocks += 1
             n -= count
             if blocks is not None:
@@ -180,12 +182,15 @@ class BlockReuse:
         node = b.parent
         if node is None:
             return
-        del node.children[b.key]  # type: ignore[union-attr]
+        children, partials = node.children, node.partials
+        assert children is not None  # b is one of them
+        del children[b.key]
         if b.index is not None:
-            same = node.partials[b.index]  # type: ignore[index]
+            assert partials is not None  # b is listed there under its index
+            same = partials[b.index]
             same.remove(b)
             if not same:
-                del node.partials[b.index]  # type: ignore[union-attr]
+                del partials[b.index]
         b.parent = None
         b.in_tree = False
 
@@ -277,7 +282,8 @@ class BlockReuse:
             return best, best_n
         if not node.partials:
             return None, 0
-        ut = ident.unit_tokens  # type: ignore[union-attr]
+        assert ident is not None  # units come from the identity
+        ut = ident.unit_tokens
         for c in node.partials.get(units[0], ()):
             if not self._candidate(c):
                 continue
@@ -378,9 +384,9 @@ class BlockReuse:
         or the prompt has no full block)."""
         tpb = self.tpb
         node = self.root
-        keys = ident.keys if ident is not None else ()
+        keys, covered = (ident.keys, ident.covered) if ident is not None else ((), 0)
         for j in range(prompt_len // tpb):
-            key = keys[j] if j < len(keys) and ident.covered >= (j + 1) * tpb else own_key(seq, j)  # type: ignore
+            key = keys[j] if j < len(keys) and covered >= (j + 1) * tpb else own_key(seq, j)
             found = node.children.get(key) if node.children else None
             if found is None:
                 return key

@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import heapq
 from collections.abc import Callable, Iterable, Sequence
-from typing import Protocol
+from typing import Protocol, TypeVar
 
 POLICIES = ("GUARANTEED_NO_EVICT", "MAX_UTILIZATION", "STATIC_BATCH")
 
@@ -36,24 +36,30 @@ POLICIES = ("GUARANTEED_NO_EVICT", "MAX_UTILIZATION", "STATIC_BATCH")
 class Active(Protocol):
     seq: int
     in_generation: bool
-    started: bool
     blocks: int
+
+    @property
+    def started(self) -> bool: ...
 
     def blocks_to_completion(self) -> int: ...
 
     def blocks_next_step(self) -> int: ...
 
 
+#: the caller's request type: what it passes in is what it gets back
+A = TypeVar("A", bound=Active)
+
+
 def guaranteed_no_evict(
-    generating: Sequence[Active],
-    contexts: Iterable[Active],
+    generating: Sequence[A],
+    contexts: Iterable[A],
     free_blocks: int,
     max_requests: int,
     static_batch: bool = False,
-    skip: Callable[[Active], bool] | None = None,
-) -> list[Active]:
+    skip: Callable[[A], bool] | None = None,
+) -> list[A]:
     """Scheduled requests, generation first then contexts, in list order."""
-    scheduled: list[Active] = []
+    scheduled: list[A] = []
     available = free_blocks
     for req in generating:
         if len(scheduled) >= max_requests:
@@ -76,18 +82,18 @@ def guaranteed_no_evict(
 
 
 def max_utilization(
-    generating: Sequence[Active],
-    contexts: Sequence[Active],
+    generating: Sequence[A],
+    contexts: Sequence[A],
     free_blocks: int,
     max_requests: int,
-    skip: Callable[[Active], bool] | None = None,
-    freed_by: Callable[[Active], int] | None = None,
-) -> tuple[list[Active], list[Active]]:
+    skip: Callable[[A], bool] | None = None,
+    freed_by: Callable[[A], int] | None = None,
+) -> tuple[list[A], list[A]]:
     """(scheduled, paused): the active list is the arrival-ordered merge of both lists."""
     started = sorted((r for r in (*generating, *contexts) if r.started), key=lambda r: r.seq)
     merged = heapq.merge(generating, contexts, key=lambda r: r.seq)
-    scheduled: list[Active] = []
-    paused: list[Active] = []
+    scheduled: list[A] = []
+    paused: list[A] = []
     used = 0
     free = free_blocks
     end = None  # requests at or after this seq were paused: the walk stops there

@@ -16,7 +16,7 @@ request's last chunk may be shorter than a unit.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Protocol
+from typing import Protocol, TypeVar
 
 CHUNKING_POLICIES = ("FIRST_COME_FIRST_SERVED", "EQUAL_PROGRESS")
 
@@ -27,19 +27,23 @@ class Schedulable(Protocol):
     def context_remaining(self) -> int: ...
 
 
+#: the caller's request type: what it passes in is what it gets back
+S = TypeVar("S", bound=Schedulable)
+
+
 def micro_batch(
-    fitting: Sequence[Schedulable],
+    fitting: Sequence[S],
     *,
     max_batch_size: int,
     max_num_tokens: int,
     chunking: str | None,
     chunk_unit: int,
     max_context_length: int | None = None,
-) -> tuple[list[tuple[Schedulable, int]], list[Schedulable]]:
+) -> tuple[list[tuple[S, int]], list[S]]:
     """Returns ([(context request, chunk tokens)], [generation requests])."""
-    contexts: list[tuple[Schedulable, int]] = []
-    generation: list[Schedulable] = []
-    to_chunk: list[Schedulable] = []
+    contexts: list[tuple[S, int]] = []
+    generation: list[S] = []
+    to_chunk: list[S] = []
     tokens = 0
     chunked_tokens = 0
     all_fit = True

@@ -288,7 +288,7 @@ class TrtllmScheduler(Scheduler):
             self._pause(req)
         contexts, generation = micro_batch(
             fitting,
-            max_batch_size=self.max_batch_size,  # type: ignore[arg-type]
+            max_batch_size=self.max_batch_size,
             max_num_tokens=self.max_num_tokens,
             chunking=self.chunking,
             chunk_unit=self.tpb,
@@ -337,7 +337,7 @@ class TrtllmScheduler(Scheduler):
                 self.chunks += 1
         context = 0
         decoding = [r.request.id for r in generation]
-        for req in generation:  # type: ignore[assignment]
+        for req in generation:
             context += req.kv_len
             req.kv_len += 1
             extra = self._grow(req, -(-req.kv_len // self.tpb))
@@ -348,6 +348,7 @@ class TrtllmScheduler(Scheduler):
         prefill = sum(chunks.values())
         batch_tokens = prefill + len(generation)
         self.peak_batch_tokens = max(self.peak_batch_tokens, batch_tokens)
+        duration: float | None
         if contexts and self.timing is not None and self.timing.prices_shape:
             duration = self.timing.price_step(
                 prefill, len(generation), context, len(contexts), pairs, earlier
@@ -372,7 +373,7 @@ class TrtllmScheduler(Scheduler):
             else:
                 req.in_generation = True
                 insort(self.generating, req, key=lambda r: r.seq)
-        for req in generation:  # type: ignore[assignment]
+        for req in generation:
             if req.decoded >= req.request.max_output_tokens:
                 completed.append(req.request.id)
                 self._remove(self.generating, req)

@@ -19,9 +19,9 @@ without one every match is zero and the policy refuses to run.
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
-from typing import Any
+from typing import Any, Protocol, cast
 
-from ..interfaces import AdmissionContext, AdmissionPolicy, KvAllocator, optional_attribute
+from ..interfaces import AdmissionContext, AdmissionPolicy, optional_attribute
 from ..interfaces.model import Request
 from ..util.errors import ConfigError
 from ._queue import OrderedQueue, fcfs_key
@@ -41,12 +41,20 @@ OPTIONS_SCHEMA: Mapping[str, Any] = {
 }
 
 
+class _KeyedPrefixCache(Protocol):
+    """What lpm asks of its allocator (the ``prefix-cache`` one): page keys, and their cached run."""
+
+    def page_keys(self, blocks: tuple[int, ...], prompt_tokens: int | None = None) -> list[int]: ...
+
+    def match_keys(self, keys: list[int]) -> int: ...
+
+
 class LongestPrefixMatch(AdmissionPolicy):
     name = "lpm"
     description = "Longest cached prefix first (SGLang lpm); needs the prefix-cache KV allocator."
     options_schema = OPTIONS_SCHEMA
 
-    def __init__(self, options: Mapping[str, Any], allocator: KvAllocator) -> None:
+    def __init__(self, options: Mapping[str, Any], allocator: _KeyedPrefixCache) -> None:
         self.kv = allocator
         self.max_scan = options.get("max_scan", 128)
         self.queue = OrderedQueue()
@@ -63,14 +71,14 @@ class LongestPrefixMatch(AdmissionPolicy):
                 f'admission "lpm" orders requests by their prefix-cache hits, but the KV '
                 f'allocator "{name}" has no prefix cache; set kv_allocator: {{name: prefix-cache}}'
             )
-        return cls(options, kv)
+        return cls(options, cast(_KeyedPrefixCache, kv))  # it has page_keys (checked above)
 
     def enqueue(self, request: Request, tick: int) -> str | None:
         if request.id in self.queue:
             return "duplicate request id"
         self.queue.push(fcfs_key(request), request)
         if request.prefix_blocks:
-            self.keys[request.id] = self.kv.page_keys(request.prefix_blocks, request.prompt_tokens)  # type: ignore[attr-defined]
+            self.keys[request.id] = self.kv.page_keys(request.prefix_blocks, request.prompt_tokens)
         return None
 
     def candidates(self, tick: int) -> Iterator[Request]:
@@ -79,7 +87,7 @@ class LongestPrefixMatch(AdmissionPolicy):
             yield from self.queue.walk()
             return
         self.ranked_walks += 1
-        match = self.kv.match_keys  # type: ignore[attr-defined]
+        match = self.kv.match_keys
         ranked = sorted(
             (-match(self.keys[k[2]]) if k[2] in self.keys else 0, k, r) for k, r in self.queue.items
         )

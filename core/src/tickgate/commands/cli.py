@@ -127,7 +127,7 @@ def main(argv: list[str] | None = None) -> int:
 
 #: click >= 8.2 raises this for a group called without a command; older clicks print the
 #: help and exit 0 themselves (the tuple then catches nothing)
-_NO_ARGS_IS_HELP: tuple[type[BaseException], ...] = tuple(
+_NO_ARGS_IS_HELP: tuple[type[click.UsageError], ...] = tuple(
     cls for cls in [getattr(click.exceptions, "NoArgsIsHelpError", None)] if cls is not None
 )
 

@@ -94,6 +94,7 @@ def import_command(
         progress("import", unit=" requests", quiet=quiet) as bar,
     ):  # on a terminal only
         if parts:  # two processes, half the file each (parallel/import_parts.py); the bar counts this one's
+            assert second is not None  # the second spool, with parts
             first_count, second_count = import_parts.read_in_parts(
                 reader, input_path, options, parts, spool, second, counted=bar.counted
             )
@@ -117,6 +118,7 @@ def import_command(
             if parts:
                 if first_count and second_count:
                     fh.write(",\n")  # what write_requests puts between two requests
+                assert second is not None
                 second.seek(0)
                 shutil.copyfileobj(second, fh, 1 << 20)
             fh.write(WORKLOAD_TAIL)

@@ -166,7 +166,7 @@ def _base_policy(path: Path) -> dict[str, Any]:
             f"{path}: the policy has no timing section, and SLOs are in ms: add one (docs/timing.md)"
         )
     data, _ = load_yaml(path)
-    return data  # type: ignore[no-any-return]
+    return data
 
 
 def _workload(path: Path, input_format: str, block_size: int | None, limit: int | None) -> Any:

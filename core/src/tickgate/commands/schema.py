@@ -53,7 +53,8 @@ def policy_schema(registry: Any = None) -> dict[str, Any]:
     )
     for section, kind in SECTIONS.items():
         choices = [_choice(info, {}, ["name"]) for info in registry.of_kind(kind)]
-        schema["properties"][section] = {"oneOf": choices} if choices else {"not": {}}
+        section_schema: dict[str, Any] = {"oneOf": choices} if choices else {"not": {}}
+        schema["properties"][section] = section_schema
     models = registry.of_kind(TIMING_KIND)
     choices = [_choice(info, {}, ["name"]) for info in models]
     short = [
@@ -65,14 +66,16 @@ def policy_schema(registry: Any = None) -> dict[str, Any]:
         for info in models
         if info.name == DEFAULT_TIMING
     ]
-    schema["properties"]["timing"] = {"oneOf": choices + short} if choices else {"not": {}}
+    timing_schema: dict[str, Any] = {"oneOf": choices + short} if choices else {"not": {}}
+    schema["properties"]["timing"] = timing_schema
     gate = copy.deepcopy(load_schema("gate-section.schema.json"))
     gate.pop("$schema", None)
     gate.pop("$id", None)
     entry = gate["properties"]["signals"]["items"]
     extra = {key: value for key, value in entry["properties"].items() if key not in ("name", "options")}
     signals = [_choice(info, extra, ["name"]) for info in registry.of_kind("gate_signal")]
-    gate["properties"]["signals"]["items"] = {"oneOf": signals} if signals else {"not": {}}
+    items: dict[str, Any] = {"oneOf": signals} if signals else {"not": {}}
+    gate["properties"]["signals"]["items"] = items
     schema["properties"]["gate"] = gate
     return schema
 

@@ -104,7 +104,8 @@ class Fleet:
             self.decode_pool = by_role["decode"]
             self.decode_targets = self.pool_targets[self.decode_pool.name]
             self.decode_router = self._router(self.decode_pool, len(self.decode_targets))
-            self.handoff = Handoff(spec.transfer)  # type: ignore[arg-type]
+            assert spec.transfer is not None  # fleet_spec gives a disaggregated fleet its transfer
+            self.handoff = Handoff(spec.transfer)
             self.prefill_engines = [e for t in self.entry_targets for e in t.engines]
             for t in self.decode_targets:
                 for e in t.engines:
@@ -205,6 +206,7 @@ class Fleet:
         while True:
             head = self._head
             t_head = head.arrival_ms if head is not None else INF
+            assert t_head is not None  # a fleet's requests are timed
             t_entry = entries[0][0] if entries else INF
             t_step = steps[0][0] if steps else INF
             if handoff is not None and handoff.pending:
@@ -282,7 +284,9 @@ class Fleet:
         engine.in_flight += 1
         engine.routed += 1
         self._seq += 1
-        heapq.heappush(self.entries, (entering.arrival_ms, self._seq, engine.index))  # type: ignore[arg-type]
+        at = entering.arrival_ms
+        assert at is not None  # a fleet's requests are timed
+        heapq.heappush(self.entries, (at, self._seq, engine.index))
         return engine
 
     def _route_decode(self, request: Request) -> None:
@@ -307,6 +311,7 @@ class Fleet:
             return self._head.arrival_ms if self._head is not None else None
         own = engine.entries[0].arrival_ms if engine.entries else INF
         head = self._head.arrival_ms if self._head is not None else INF
+        assert own is not None and head is not None  # a fleet's requests are timed
         nxt = own if own < head else head
         if self.handoff is not None and engine.transferred:
             # a decode replica's next request comes with a transfer that has begun, or with one a
@@ -339,7 +344,9 @@ class Fleet:
                 taken.append((e, e.take_one()))
         durations = [r.duration_ms or 0.0 for _, r in taken]
         if len(taken) < len(target.engines):
-            durations.append(self.timing.step_ms(0, 0, 0))  # type: ignore[union-attr]
+            timing = self.timing
+            assert timing is not None  # a fleet runs on a timed policy (fleet_spec)
+            durations.append(timing.step_ms(0, 0, 0))
         longest = max(durations)
         end = start + longest
         for e, record in taken:

@@ -90,7 +90,7 @@ class EventPrefixes:
     def __init__(self) -> None:
         self.resident: list[set[int] | None] = []  # None: the engine records no events
         self.block_size: list[int] = []
-        self._for: tuple[Any, Any] | None = None
+        self._for: tuple[Request, type[Any], int] | None = None
         self._hashes: list[int] = []
 
     def add_engine(self, scheduler: Any, records: bool) -> None:

@@ -37,12 +37,14 @@ def replica_report(fleet: Fleet, index: int, inputs: Mapping[str, Any]) -> dict[
     e = fleet.engines[index]
     s = e.scheduler
     timing = fleet.timing
-    return e.summary.report(  # type: ignore[union-attr]
+    summary, digest = e.summary, e.digest
+    assert summary is not None and digest is not None  # set by Engine.finish
+    return summary.report(
         total_ticks=e.clock.tick,
         kv_capacity=s.kv_capacity_pages(),
         decode_slots=s.decode_slots_per_tick(),
         final_kv=s.kv_used_pages(),
-        fingerprint=e.digest,
+        fingerprint=digest,
         extra=s.extra_summary(),
         built=e.built,
         inputs=dict(inputs),
@@ -102,6 +104,7 @@ def _merged_gaps(fleet: Fleet) -> dict[str, Any] | None:
     total = 0.0
     top = 0.0
     for e in fleet.engines:
+        assert e.summary is not None  # set by Engine.finish
         g = e.summary.gaps
         for gap, n in g.bins.items():
             bins[gap] = bins.get(gap, 0) + n

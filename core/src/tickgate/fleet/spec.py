@@ -135,7 +135,7 @@ def fleet_spec(policy: Policy, registry: Registry | None = None) -> FleetSpec | 
             if p.role == "decode" and not optional_attribute(
                 p.scheduler.plugin.obj, "accepts_transferred_kv"
             ):
-                at = (
+                sched_at = (
                     (*where, "pools", p.name, "scheduler", "name")
                     if "scheduler" in pools_doc[p.name]
                     else ("scheduler", "name")
@@ -145,7 +145,7 @@ def fleet_spec(policy: Policy, registry: Registry | None = None) -> FleetSpec | 
                     f'the decode pool\'s scheduler "{p.scheduler.plugin.name}" cannot take a '
                     "request whose prompt KV arrives computed (a disaggregated decode side); "
                     "schedulers that can: vllm-v1",
-                    at,
+                    sched_at,
                 )
     elif any("router" in doc for doc in pools_doc.values()):
         name = next(n for n, doc in pools_doc.items() if "router" in doc)
@@ -189,13 +189,14 @@ def _pool(
             policy, selections={**policy.selections, "scheduler": sel}, scheduler_at=(*at, "scheduler")
         )
     else:
-        sel = policy.selection("scheduler")
-        if sel is None:
+        selected = policy.selection("scheduler")
+        if selected is None:
             raise _error(
                 policy,
                 f"pool {name!r} needs a scheduler: give it one, or the policy a 'scheduler' section",
                 at,
             )
+        sel = selected
         pool_policy = policy
     router = _router(policy, registry, doc["router"], (*at, "router")) if "router" in doc else default_router
     dp = int(doc.get("data_parallel_size", cluster.get("data_parallel_size", 1)))

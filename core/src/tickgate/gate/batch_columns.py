@@ -24,7 +24,7 @@ import struct
 from collections.abc import Sequence
 from itertools import repeat
 from operator import itemgetter
-from typing import Any
+from typing import Any, cast
 
 from .observations import CATEGORIES, NAN, REQUEST_KEYS, Category, Side
 
@@ -72,9 +72,12 @@ def add_batch(side: Side, batch: list[Any]) -> bool:
     numbers = {key: _numbers(columns[key], len(batch), nullable, *limits) for key, limits in _NUMERIC.items()}
     if None in numbers.values():
         return False
-    if not side.extend_ids(columns["request_id"]):  # type: ignore[arg-type]
+    ids = columns["request_id"]
+    assert ids is not None  # _valid checked it
+    if not side.extend_ids(ids):
         return False  # a repeated id: the exact path names both places
-    _append(side, columns, codes, numbers, len(batch))  # type: ignore[arg-type]
+    # no None among the codes and numbers (checked above)
+    _append(side, columns, cast("dict[str, _Codes]", codes), cast("dict[str, bytes]", numbers), len(batch))
     return True
 
 
@@ -120,12 +123,12 @@ def _mixed_columns(batch: list[Any]) -> Columns | None:
     non_null = 0
     for col in columns.values():
         if col is not None:
-            non_null += len(col) - col.count(None)  # type: ignore[attr-defined]
+            non_null += len(col) - col.count(None)
     errors = columns["error"]
     error_nulls = 0
     if errors is not None:
         stated = sum(map(dict.__contains__, batch, repeat("error")))
-        error_nulls = stated - (len(errors) - errors.count(None))  # type: ignore[attr-defined]
+        error_nulls = stated - (len(errors) - errors.count(None))
     if sum(map(len, batch)) != non_null + error_nulls:
         return None  # an explicit null where the schema wants a value
     return columns

@@ -19,10 +19,10 @@ from __future__ import annotations
 
 import math
 from array import array
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from itertools import compress
 from operator import itemgetter
-from typing import Any
+from typing import Any, cast
 
 import attrs
 
@@ -52,8 +52,8 @@ class Comparison:
 
     baseline: Side
     candidate: Side
-    pairs_b: array  # type: ignore[type-arg]
-    pairs_c: array  # type: ignore[type-arg]
+    pairs_b: array
+    pairs_c: array
     baseline_only: list[str]
     candidate_only: list[str]
     seed: int = 0
@@ -108,7 +108,7 @@ class Comparison:
             self._aligned[key] = self._memo.keep(cached)
         return cached
 
-    def _side(self, which: str) -> tuple[Side, array]:  # type: ignore[type-arg]
+    def _side(self, which: str) -> tuple[Side, array]:
         return (self.baseline, self.pairs_b) if which == "baseline" else (self.candidate, self.pairs_c)
 
     def _in_pair_order(self, which: str) -> bool:
@@ -244,9 +244,9 @@ class Comparison:
                 for value in distinct:
                     cached[value] = list(compress(range(len(values)), map(value.__eq__, values)))
             else:
-                for p, value in enumerate(values):
-                    if value is not None:
-                        cached.setdefault(value, []).append(p)
+                for p, v in enumerate(values):
+                    if v is not None:
+                        cached.setdefault(v, []).append(p)
             self._group_cache[key] = cached
         return cached
 
@@ -289,7 +289,7 @@ class Comparison:
         self._group_masks[key] = masks
         return masks
 
-    def _codes(self, which: str, key: str) -> array:  # type: ignore[type-arg]
+    def _codes(self, which: str, key: str) -> array:
         """A side's category codes for ``key`` in pair order (-1: no value)."""
         side, rows = self._side(which)
         codes = side.cats[key].codes
@@ -345,7 +345,7 @@ def join(baseline: Side, candidate: Side, seed: int = 0) -> Comparison:
     ordered = cids if isinstance(order, range) else gather(cids, order)
     matches = list(map(baseline.index.get, ordered))
     found = [b is not None for b in matches]
-    pairs_b = array("q", compress(matches, found))
+    pairs_b = array("q", cast("Iterator[int]", compress(matches, found)))  # the found: none is None
     pairs_c = array("q", compress(order, found))
     candidate_only = [cids[row] for row, f in zip(order, found) if not f] if len(pairs_b) < len(order) else []
     cindex = candidate.index
@@ -360,8 +360,8 @@ def _same_prompts(
     baseline: Side,
     candidate: Side,
     pairs_b: array,
-    pairs_c: array,  # type: ignore[type-arg]
-) -> tuple[array, array, list[tuple[str, str, str]]]:  # type: ignore[type-arg]
+    pairs_c: array,
+) -> tuple[array, array, list[tuple[str, str, str]]]:
     """The pairs, or none when any two known prompt identities differ (then
     also the differing pairs, in id order)."""
     bp, cp = gather(baseline.prompts, pairs_b), gather(candidate.prompts, pairs_c)

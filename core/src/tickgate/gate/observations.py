@@ -14,7 +14,7 @@ from __future__ import annotations
 import math
 import operator
 from array import array
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from itertools import islice
 from typing import Any
 
@@ -220,7 +220,7 @@ class Side:
             self._index = dict(zip(self.ids, range(len(self.ids))))
         return self._index
 
-    def extend_ids(self, ids: list[str]) -> bool:
+    def extend_ids(self, ids: Sequence[str]) -> bool:
         """Append ``ids`` if none repeats (within them or with those present);
         False, and nothing changed, otherwise."""
         if not ids:
@@ -360,7 +360,7 @@ class Side:
         return [*CATEGORIES, *self.custom_keys]
 
 
-def ascending(ids: list[str]) -> bool:
+def ascending(ids: Sequence[str]) -> bool:
     """Strictly ascending (so without repeats), in one C-level pass."""
     return all(map(operator.lt, ids, islice(ids, 1, None)))
 

@@ -72,8 +72,8 @@ def build_report(
     config: GateConfig, comparison: Comparison, outcomes: list[Outcome], segments: dict[str, Any]
 ) -> dict[str, Any]:
     decision = decide(outcomes)
-    triage = []
-    not_evaluated = [
+    triage: list[dict[str, Any]] = []
+    not_evaluated: list[dict[str, Any]] = [
         {"signal": o.configured.id, "dry_run": o.configured.dry_run, "message": o.result.message}
         for o in outcomes
         if o.result.status == "not_evaluated"

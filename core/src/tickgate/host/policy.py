@@ -139,7 +139,7 @@ def _select(
     kind: str,
     name: str,
     options: Any,
-    path: Path,
+    path: Path | str,
     locs: Locations,
     name_at: tuple[str, ...],
     options_at: tuple[str, ...],
@@ -178,7 +178,7 @@ def check_requires(requirements: Any, path: Path, locs: Locations) -> None:
 
     for i, text in enumerate(requirements):
         line, col = locs.get(f"$.requires[{i}]", (None, None))
-        where = {"line": line, "column": col, "json_path": f"$.requires[{i}]"}
+        where: dict[str, Any] = {"line": line, "column": col, "json_path": f"$.requires[{i}]"}
         try:
             req = Requirement(text)
         except InvalidRequirement as exc:

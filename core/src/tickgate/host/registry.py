@@ -233,9 +233,8 @@ class Registry:
         entry_point: str | None = None,
     ) -> None:
         """Register an in-process plugin module (tests, embedding applications)."""
-        self.add_module(
-            module, _Source(entry_point or getattr(module, "__name__", "plugin"), distribution, version)
-        )
+        name = entry_point if entry_point else getattr(module, "__name__", "plugin")
+        self.add_module(module, _Source(name, distribution, version))
 
     # -- lookup ------------------------------------------------------------
     def get(self, kind: str, name: str) -> PluginInfo:

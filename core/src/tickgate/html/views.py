@@ -245,18 +245,18 @@ def gate_sections(report: dict[str, Any]) -> list[Section]:
         "Each signal's delta (point), its confidence interval (bar) and its threshold "
         "(tick), grouped by unit."
     )
-    for unit, rows in by_unit.items():
+    for unit, points in by_unit.items():
         if unit == "requests":
             continue  # a count against a minimum (matched traffic): the table says it
         section.charts.append(
             (
                 f"gate-{unit}",
                 charts.render(
-                    charts.intervals(f"Signals: {_UNITS.get(unit, unit)}", rows, _UNITS.get(unit, unit))
+                    charts.intervals(f"Signals: {_UNITS.get(unit, unit)}", points, _UNITS.get(unit, unit))
                 ),
             )
         )
-    rows = []
+    rows: list[list[Any]] = []
     for sig in signals:
         ci = sig.get("confidence_interval")
         rows.append(

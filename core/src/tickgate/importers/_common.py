@@ -126,7 +126,7 @@ class TraceReader(WorkloadReader):
         if first["last"] is not None and second["first"] is not None:
             assert self.order is not None  # read_part set it
             order = ArrivalOrder(path, self.order.column)
-            order.first = tuple(second["first"])  # type: ignore[assignment]
+            order.first = tuple(second["first"])
             order.follows(first["last"][0], first["last"][1])
         if second_failed:
             return
@@ -199,12 +199,12 @@ class CsvTraceReader(TraceReader):
             rows += 1
             got = request(CsvRow(path, line, cells, index), order)
             if got.__class__ is str:
-                self.skipped.add(got, line)  # type: ignore[arg-type]
+                self.skipped.add(got, line)
                 self.progress(rows, requests)
                 continue
             requests += 1
             self.progress(rows, requests)
-            yield got  # type: ignore[misc]
+            yield got  # type: ignore[misc]  # not a str: a Request (mypy does not narrow on __class__)
         self.progress(rows, requests)
 
     def request(self, row: CsvRow, order: ArrivalOrder) -> Request | str:
@@ -221,7 +221,7 @@ def parse_count(path: Path, line: int, column: str, text: str) -> int:
         try:
             f = float(text)
         except ValueError:
-            f = None  # type: ignore[assignment]
+            f = None
         if f is None or not f.is_integer():
             raise InputError(
                 path, f"{column}: expected a whole number of tokens, found {text!r}", line=line

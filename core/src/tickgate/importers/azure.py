@@ -63,9 +63,11 @@ class AzureReader(CsvTraceReader):
         output = row.count("GeneratedTokens")
         if prompt == 0 or output == 0:
             return "zero ContextTokens" if prompt == 0 else "zero GeneratedTokens"
+        origin = order.origin
+        assert origin is not None  # order.check set it
         return Request(
             id=self.request_id(row.line),
             prompt_tokens=prompt,
             max_output_tokens=output,
-            arrival_ms=(ns - order.origin) / 1e6,
-        )  # type: ignore[operator]
+            arrival_ms=(ns - origin) / 1e6,
+        )

@@ -48,11 +48,13 @@ class BurstGptReader(CsvTraceReader):
             return FAILED
         if prompt == 0:
             return "zero Request tokens"
+        origin = order.origin
+        assert origin is not None  # order.check set it
         return Request(
             id=self.request_id(row.line),
             prompt_tokens=prompt,
             max_output_tokens=output,
-            arrival_ms=(ts - order.origin) * 1000.0,  # type: ignore[operator]
+            arrival_ms=(ts - origin) * 1000.0,
             tenant=log_type,
             lane=model,
         )

@@ -52,7 +52,7 @@ def _first_timestamp(path: Path) -> float | None:
                     ts = _decode(raw.rstrip("\r\n")).get("timestamp")
                 except (ValueError, RecursionError, AttributeError):
                     return None
-                return ts if type(ts) in (int, float) else None  # type: ignore[no-any-return]
+                return ts if type(ts) in (int, float) else None
     return None
 
 
@@ -130,7 +130,7 @@ class MooncakeReader(TraceReader):
                 raise InputError(path, f"invalid JSON: {json_problem(msg)}", line=line, column=col) from None
             if type(obj) is not dict:
                 raise _reject(path, line, f"expected a JSON object per line, found {type(obj).__name__}")
-            ts = obj.get("timestamp")
+            ts: Any = obj.get("timestamp")  # a JSON value, checked here
             if type(ts) not in (int, float) or not (0 <= ts <= MAX_INT):
                 what = "missing" if ts is None else f"found {json.dumps(ts)[:40]}"
                 raise _reject(path, line, f"timestamp: expected milliseconds >= 0, {what}")
@@ -172,12 +172,14 @@ class MooncakeReader(TraceReader):
                 continue
             requests += 1
             self.progress(rows, requests)
+            origin = order.origin
+            assert origin is not None  # order.check set it
             yield Request(
                 id=self.request_id(line),
                 prompt_tokens=prompt,
                 max_output_tokens=output,
                 priority=priority,
-                arrival_ms=float(ts - order.origin),  # type: ignore[operator]
+                arrival_ms=float(ts - origin),
                 prefix_blocks=blocks,
             )
         self.progress(rows, requests)

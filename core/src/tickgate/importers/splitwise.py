@@ -60,10 +60,12 @@ class SplitwiseReader(CsvTraceReader):
         app = row.text("application_id")
         if prompt == 0 or output == 0:
             return "zero prompt_size" if prompt == 0 else "zero token_size"
+        origin = order.origin
+        assert origin is not None  # order.check set it
         return Request(
             id=rid,
             prompt_tokens=prompt,
             max_output_tokens=output,
-            arrival_ms=(ts - order.origin) * 1000.0,  # type: ignore[operator]
+            arrival_ms=(ts - origin) * 1000.0,
             tenant=app or None,
         )

@@ -4,7 +4,7 @@ scheduler, KV allocator and admission-policy bases, and what they are built with
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
-from typing import Any, ClassVar
+from typing import Any, ClassVar, overload
 
 import attrs
 
@@ -62,9 +62,15 @@ class BuildContext:
     def kv_allocator(self, capacity: int, page_size: int, default: str = "paged") -> KvAllocator:
         return self.make_kv_allocator(capacity, page_size, default)
 
+    @overload
+    def admission(self, actx: AdmissionContext, default: str = "priority-fcfs") -> AdmissionPolicy: ...
+    @overload
+    def admission(self, actx: AdmissionContext, default: None) -> AdmissionPolicy | None: ...
     def admission(
         self, actx: AdmissionContext, default: str | None = "priority-fcfs"
     ) -> AdmissionPolicy | None:
+        """The policy file's admission policy, else ``default`` (None only when ``default`` is None
+        and the policy file names none)."""
         return self.make_admission(actx, default)
 
 
@@ -258,7 +264,7 @@ class AdmissionPolicy(Plugin):
 
     @classmethod
     def build(cls, options: Mapping[str, Any], ctx: AdmissionContext) -> AdmissionPolicy:
-        return cls()  # type: ignore[call-arg]
+        return cls()
 
     def enqueue(self, request: Request, tick: int) -> str | None:
         """Queue a request; return a rejection reason to refuse it outright."""

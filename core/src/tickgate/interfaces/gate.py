@@ -74,7 +74,7 @@ STATUSES = ("pass", "hold", "rollback", "not_evaluated")
 RANK = {"not_evaluated": -1, "pass": 0, "hold": 1, "rollback": 2}
 
 
-def _finite_or_none(_: Any, attribute: attrs.Attribute, value: Any) -> None:  # type: ignore[type-arg]
+def _finite_or_none(_: Any, attribute: attrs.Attribute, value: Any) -> None:
     if value is None:
         return
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):

@@ -36,14 +36,23 @@ class ReplicaView(Protocol):
     position: int
     name: str
     pool: str
-    #: requests routed to it that have not finished (waiting + running)
-    in_flight: int
-    #: requests it has been routed in all
-    routed: int
-    #: its running batch: the ``active`` count of its last step, at most ``in_flight``
-    running: int
-    #: prompt tokens its prefills have computed so far (the driver adds up its records)
-    prefilled_tokens: int
+
+    # the counts are read-only (the fleet's replicas compute them from their ranks)
+    @property
+    def in_flight(self) -> int:
+        """Requests routed to it that have not finished (waiting + running)."""
+
+    @property
+    def routed(self) -> int:
+        """Requests it has been routed in all."""
+
+    @property
+    def running(self) -> int:
+        """Its running batch: the ``active`` count of its last step, at most ``in_flight``."""
+
+    @property
+    def prefilled_tokens(self) -> int:
+        """Prompt tokens its prefills have computed so far (the driver adds up its records)."""
 
     @property
     def waiting(self) -> int:

@@ -41,6 +41,8 @@ class TimingModel(Plugin):
     #: tokenization, IPC, streaming the tokens back): added to TTFT and end-to-end
     #: latency as a client measures them, never to a step (scheduling is unchanged)
     frontend_ms: float = 0.0
+    #: the validated options :meth:`build` keeps (a model that overrides it may keep none)
+    options: dict[str, Any]
 
     def frontend_service_ms(self, prompt_tokens: int, output_tokens: int) -> float:
         """The serial work one request costs the server's front end (an API server

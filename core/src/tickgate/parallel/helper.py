@@ -91,7 +91,8 @@ class Helper:
     def start(self) -> Helper:
         """Fork the child."""
         from_child, child_out = frames.pipe()
-        parent_ends, child_ends = (from_child,), (child_out,)
+        parent_ends: tuple[int, ...] = (from_child,)
+        child_ends: tuple[int, ...] = (child_out,)
         child_in = to_child = -1
         if self._to_child:
             try:

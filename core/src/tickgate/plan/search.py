@@ -81,7 +81,7 @@ def search(
         batch = [s for s in searches if not s.done]
         if not batch:
             break
-        points = []
+        points: list[Point] = []
         for s in batch:
             params = dict(s.combo)
             if ranged is not None:

@@ -15,7 +15,7 @@ from typing import Any, Protocol
 import attrs
 
 from ..host.policy import Policy, require_section
-from ..host.registry import Registry, get_registry
+from ..host.registry import PluginInfo, Registry, get_registry
 from ..interfaces import AdmissionContext, BuildContext, Clock, Horizon, Scheduler, optional_attribute
 from ..interfaces.model import Request, RequestOutcome, TickRecord
 from ..util.errors import InputError, PluginError, ReplayError, TickLimitExceeded
@@ -83,9 +83,12 @@ def build_scheduler(
         )
 
     def make_admission(actx: AdmissionContext, default: str | None = "priority-fcfs") -> Any:
-        if adm_sel is None and default is None:
+        if adm_sel is not None:
+            info = adm_sel.plugin
+        elif default is not None:
+            info = registry.get("admission", default)
+        else:
             return None
-        info = adm_sel.plugin if adm_sel is not None else registry.get("admission", default)
         options = adm_sel.options if adm_sel is not None else {}
         built["admission"] = {"name": info.name, "options": dict(options)}
         return policy.build_plugin(
@@ -139,7 +142,9 @@ class _Window:
             return None
         at = self.freed.popleft()
         if self.timed:
-            if at > request.arrival_ms:  # type: ignore[operator]
+            arrival = request.arrival_ms
+            assert arrival is not None  # timed: every request has one
+            if at > arrival:
                 return attrs.evolve(request, arrival_ms=at)
         elif at > request.arrival_tick:
             return attrs.evolve(request, arrival_tick=int(at))
@@ -147,7 +152,7 @@ class _Window:
 
     def release(self, outcomes: list[RequestOutcome], step_tick: int, step_start_ms: float) -> None:
         """Free the slots of requests that finished in the step at ``step_tick``."""
-        times = []
+        times: list[float] = []
         for o in outcomes:
             if not self.timed:
                 times.append((o.finished_tick if o.finished_tick is not None else step_tick) + 1)
@@ -182,14 +187,15 @@ class Frontend:
 
     def enter(self, request: Request) -> Request:
         at = request.arrival_ms
+        assert at is not None  # only timed replays have a front end
         free = self.free_at
         self.free_at = (at if at >= free else free) + self.service(
-            request.prompt_tokens,  # type: ignore[operator]
+            request.prompt_tokens,
             request.max_output_tokens,
         )
-        if at >= free:  # type: ignore[operator]
+        if at >= free:
             return request
-        self.client[request.id] = at  # type: ignore[assignment]
+        self.client[request.id] = at
         return attrs.evolve(request, arrival_ms=free)
 
     def leave(self, outcome: RequestOutcome) -> RequestOutcome:
@@ -257,8 +263,9 @@ def run(
                 for outcome in outcomes:
                     for fn in on_outcome:
                         fn(outcome)
-                window.release(outcomes, clock.tick, clock.now_ms)  # type: ignore[union-attr]
-                pending = window.issue(waiting)  # type: ignore[union-attr]
+                assert window is not None  # only a window holds a request back (waiting)
+                window.release(outcomes, clock.tick, clock.now_ms)
+                pending = window.issue(waiting)
                 if pending is None:
                     raise PluginError(
                         f"{label} has no work and reported no outcome at step {clock.tick}, "
@@ -268,13 +275,15 @@ def run(
                 if frontend is not None:
                     pending = frontend.enter(pending)
             if timed:
-                if pending.arrival_ms > clock.now_ms:  # type: ignore[operator]
-                    clock.idle_ms += pending.arrival_ms - clock.now_ms  # type: ignore[operator]
-                    clock.now_ms = pending.arrival_ms  # type: ignore[assignment]
+                arrival = pending.arrival_ms
+                assert arrival is not None  # timed: every request has one
+                if arrival > clock.now_ms:
+                    clock.idle_ms += arrival - clock.now_ms
+                    clock.now_ms = arrival
             elif pending.arrival_tick > clock.tick:
                 clock.tick = pending.arrival_tick
         while pending is not None and (
-            (pending.arrival_ms <= clock.now_ms) if timed else (pending.arrival_tick <= clock.tick)  # type: ignore[operator]
+            (pending.arrival_ms <= clock.now_ms) if timed else (pending.arrival_tick <= clock.tick)  # type: ignore[operator]  # timed: arrival_ms set
         ):
             for fn in on_arrival:
                 fn(pending)
@@ -373,17 +382,17 @@ def culprit(exc: BaseException, default: str) -> str:
     """Name the plugin whose code raised: the innermost traceback frame that
     belongs to a registered plugin's module (a scheduler calls its admission
     policy and allocator, so the scheduler is not always the one to blame)."""
-    modules: dict[str, Any] = {}
+    modules: dict[str, PluginInfo] = {}
     for info in get_registry():
         module = getattr(info.obj, "__module__", None)
         if module:
             modules.setdefault(module, info)
-    blamed = None
+    blamed: PluginInfo | None = None
     tb = exc.__traceback__
     while tb is not None:
-        info = modules.get(tb.tb_frame.f_globals.get("__name__", ""))
-        if info is not None:
-            blamed = info
+        found = modules.get(tb.tb_frame.f_globals.get("__name__", ""))
+        if found is not None:
+            blamed = found
         tb = tb.tb_next
     return blamed.label() if blamed is not None else default
 

@@ -35,7 +35,7 @@ _detail_memo: list[Any] = [None, ""]
 _ONLY_INT = {int}
 
 
-class EncodedDetail(dict):  # type: ignore[type-arg]
+class EncodedDetail(dict):
     """A record ``detail`` that carries its own canonical JSON.
 
     ``canonical_json`` must be exactly ``json.dumps(dict(self), sort_keys=True,
@@ -55,7 +55,7 @@ def _encode_detail(detail: Any) -> str:
     global _detail_c
     memo = _detail_memo
     if detail is memo[0]:
-        return memo[1]  # type: ignore[no-any-return]
+        return memo[1]
     if type(detail) is EncodedDetail:
         text = detail.canonical_json
     elif _detail_c is None or type(detail) is not dict:  # pragma: no cover - unusual

@@ -18,9 +18,9 @@ from __future__ import annotations
 
 from array import array
 from collections.abc import Iterable, Mapping
-from typing import Any
+from typing import Any, Protocol
 
-from ..interfaces.model import Request, RequestOutcome, TickRecord
+from ..interfaces.model import RequestOutcome, TickRecord
 from ..util.quantile import interpolate
 from .serialize import outcome_to_json
 from .series import Series
@@ -50,6 +50,20 @@ def distribution(values: Iterable[float], digits: int = 6) -> dict[str, Any] | N
         "p99": _round(interpolate(data, last * 99 / 100.0), digits),
         "max": _round(data[-1], digits),
     }
+
+
+class Arriving(Protocol):
+    """What :meth:`SummarySink.arrival` reads of a request (a :class:`~tickgate.Request`, or
+    the sidecar's copy of these four fields)."""
+
+    @property
+    def prompt_tokens(self) -> int: ...
+    @property
+    def arrival_ms(self) -> float | None: ...
+    @property
+    def tenant(self) -> str | None: ...
+    @property
+    def lane(self) -> str | None: ...
 
 
 class _Segment:
@@ -118,7 +132,7 @@ class SummarySink:
         self.series = Series()
 
     # -- sink protocol --------------------------------------------------------
-    def arrival(self, request: Request) -> None:
+    def arrival(self, request: Arriving) -> None:
         self.request_count += 1
         self.total_prompt_tokens += request.prompt_tokens
         self.series.arrival(request.arrival_ms)

@@ -172,7 +172,7 @@ class Series:
         }
         if self.timed:
             ms = self.ms
-            out["ms"] = [None if ms[b] is None else round(ms[b], 3) for b in keep]  # type: ignore[arg-type]
+            out["ms"] = [None if (t := ms[b]) is None else round(t, 3) for b in keep]
         out["steps"] = [self.steps[b] for b in keep]
         for name, sums, maxima in (
             ("kv_pages_used", self.kv_sum, self.kv_max),

@@ -173,6 +173,7 @@ class TokenGaps:
         del waited[start]
         unlisted = waited.pop(None, 0)
         for t, k in waited.items():
+            assert t is not None  # popped above
             self._add(first_end - t, k)
         if unlisted and not self.every_sample:  # else: first tokens
             for i, t in zip(ids, before):

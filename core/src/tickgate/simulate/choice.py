@@ -91,7 +91,8 @@ def _replay_fleet(
         )
     inputs = dict(inputs or {})
     inputs["policy"] = policy.source or policy.path
-    inputs["timing"] = policy.timing.to_json()  # type: ignore[union-attr]
+    assert policy.timing is not None  # fleet_spec refuses a fleet without one
+    inputs["timing"] = policy.timing.to_json()
     return replay_fleet(
         requests,
         policy,

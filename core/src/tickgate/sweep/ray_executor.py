@@ -109,7 +109,7 @@ class RayExecutor:
                 result = ray.get(ref)
             except Exception as exc:  # the worker or its node died
                 result = ("error", one_line(f"worker failed: {type(exc).__name__}: {exc}"))
-            yield pending[ref], tuple(result)  # type: ignore[misc]
+            yield pending[ref], tuple(result)
 
 
 def _ray_point(task: Task, workload: bytes) -> Result:

@@ -67,7 +67,7 @@ def _read_report(path: Path) -> dict[str, Any] | None:
     try:
         report = json.loads(path.read_text(encoding="utf-8"))
         headline(report)
-        return report  # type: ignore[no-any-return]
+        return report
     except (OSError, ValueError, KeyError, TypeError):
         return None
 

@@ -101,7 +101,7 @@ def load_sweep(path: Path) -> Sweep:
         combos = [{**combo, **row} for combo in combos for row in rows]
     total = len(workloads) * len(combos)
     width = max(4, len(str(total - 1)))
-    points = []
+    points: list[Point] = []
     for workload in workloads:
         for params in combos:
             document = copy.deepcopy(base)
@@ -120,7 +120,7 @@ def _at(locs: Locations, *parts: Any) -> dict[str, Any]:
 def _workload(item: Any, i: int, base_dir: Path, path: Path, locs: Locations) -> Workload:
     from ..host.registry import get_registry
 
-    spec = {"path": item} if isinstance(item, str) else item
+    spec: dict[str, Any] = {"path": item} if isinstance(item, str) else item
     fmt = spec.get("format", "workload")
     resolved = base_dir / spec["path"]
     where = ("workloads", i) if isinstance(item, str) else ("workloads", i, "path")

@@ -64,7 +64,8 @@ class PluginContract:
         import jsonschema
 
         schema = getattr(self.info().obj, "options_schema", None)
-        assert isinstance(schema, Mapping), "options_schema must be a JSON Schema (a mapping)"
+        # a dict: jsonschema takes no other mapping for an object
+        assert isinstance(schema, dict), "options_schema must be a JSON Schema (a dict)"
         cls = jsonschema.validators.validator_for(schema, default=jsonschema.Draft202012Validator)
         cls.check_schema(schema)
         json.dumps(schema, allow_nan=False)  # it is shown by `tickgate schema`: plain JSON only
@@ -277,7 +278,8 @@ class TimingModelContract(SelectionContract):
     def assert_selected(self, report: Mapping[str, Any], policy_path: Path) -> None:
         from ..host.policy import load_policy
 
-        assert report["inputs"]["timing"] == load_policy(policy_path).timing.to_json()
+        timing = load_policy(policy_path).timing
+        assert timing is not None and report["inputs"]["timing"] == timing.to_json()
         assert report["latency"]["ttft_ms"]["count"] > 0
 
     def test_steps_are_priced_as_documented(self) -> None:

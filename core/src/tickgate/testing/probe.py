@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
+from typing import Any
 
 import attrs
 
@@ -24,7 +25,7 @@ def main(argv: list[str]) -> int:
         from ..workload.sources import open_requests
 
         requests, inputs = open_requests(Path(args[1]))
-        out = replay(requests, load_policy(args[0]), inputs=inputs)
+        out: Any = replay(requests, load_policy(args[0]), inputs=inputs)
     elif what == "mirror":
         from ..gate.inputs import load_observations
 

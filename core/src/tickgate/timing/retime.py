@@ -215,18 +215,19 @@ def record(policy: Any, requests: list[Request]) -> Recording | None:
         kind, args = matched
         steps.append(_Step(rec.tick, rec.span, start, start > prev_end, kind, args, rec.decode_tokens))
         prev_end = start + (rec.duration_ms or 0.0)
-    requests_done = tuple(
-        (o.arrival_ms, o.first_token_tick, o.finished_tick, o.prompt_tokens, o.output_tokens)
-        for o in sink.outcomes
-        if o.status == "completed" and o.first_token_tick is not None
-    )
-    recording = Recording(tuple(steps), requests_done)
+    requests_done: list[tuple[float, int, int, int, int]] = []
+    recorded: list[tuple[float, float]] = []
+    for o in sink.outcomes:
+        if o.status == "completed" and o.first_token_tick is not None:
+            # a timed replay: a completed request has all its times
+            assert o.arrival_ms is not None and o.finished_tick is not None
+            assert o.first_token_ms is not None and o.finished_ms is not None
+            requests_done.append(
+                (o.arrival_ms, o.first_token_tick, o.finished_tick, o.prompt_tokens, o.output_tokens)
+            )
+            recorded.append((o.first_token_ms, o.finished_ms))
+    recording = Recording(tuple(steps), tuple(requests_done))
     again, _ = recording.retime(inner)
-    recorded = [
-        (o.first_token_ms, o.finished_ms)
-        for o in sink.outcomes
-        if o.status == "completed" and o.first_token_tick is not None
-    ]
     for (_, first, finish, _, _), (first0, finish0) in zip(again, recorded):
         if abs(first - first0) > 1e-6 * max(1.0, first0) or abs(finish - finish0) > 1e-6 * max(1.0, finish0):
             return None

@@ -75,7 +75,7 @@ class _OutputIO(io.FileIO):
 
     output: Path
 
-    def write(self, b: Any) -> int | None:
+    def write(self, b: Any) -> int:
         try:
             return super().write(b)
         except OSError as exc:

@@ -6,6 +6,8 @@ traceback; everything else is a bug (``--debug`` shows its traceback).
 
 from __future__ import annotations
 
+from typing import cast
+
 
 class TickgateError(Exception):
     """A user-facing error: the message is the whole story."""
@@ -110,7 +112,9 @@ def error_from_data(kind: str, value: object, doing: str) -> Exception:
     parent: the same message and exit code as in one process; a bug becomes
     an internal error saying what the helper was ``doing``."""
     if kind == "input":
-        path, message, line, column, json_path = value  # type: ignore[misc]
+        path, message, line, column, json_path = cast(
+            "tuple[str | None, str, int | None, int | None, str | None]", value
+        )
         return InputError(path, message, line=line, column=column, json_path=json_path)
     if kind == "plugin":
         return PluginError(value)

@@ -28,7 +28,7 @@ import codecs
 import json
 import re
 from collections.abc import Iterator
-from typing import Any, BinaryIO
+from typing import IO, Any
 
 import msgspec
 
@@ -68,7 +68,7 @@ class JsonStream:
     large file costs one pass over the text before it.
     """
 
-    def __init__(self, fh: BinaryIO, path: Any) -> None:
+    def __init__(self, fh: IO[bytes], path: Any) -> None:
         self.fh = fh
         self.path = path
         self.buf = b""
@@ -109,7 +109,7 @@ class JsonStream:
     def peek(self) -> bytes:
         """Skip whitespace; the next byte, or b'' at the end of the file."""
         while True:
-            self.pos = _WS.match(self.buf, self.pos).end()  # type: ignore[union-attr]
+            self.pos = _WS.match(self.buf, self.pos).end()  # type: ignore[union-attr]  # _WS always matches (maybe empty)
             if self.pos < len(self.buf):
                 return self.buf[self.pos : self.pos + 1]
             if not self._fill():
@@ -227,7 +227,7 @@ class JsonStream:
             raise self.error("invalid JSON: expected a member name in double quotes", self.pos, json_path)
         name = self.value(json_path)
         self.expect(b":", "':'", json_path)
-        return name  # type: ignore[no-any-return]
+        return name
 
     def _opens(self, opening: bytes, closing: bytes, what: str, json_path: str) -> bool:
         """Consume the opening bracket of ``what``; True (and past it) if it closes at once."""
@@ -355,7 +355,7 @@ class JsonStream:
             except msgspec.DecodeError as exc:
                 _, at = split_error(exc)
                 pos += at - 1 if at else 0
-            pos = ws(self.buf, pos + 1).end()  # type: ignore[union-attr]  # past ','
+            pos = ws(self.buf, pos + 1).end()  # type: ignore[union-attr]  # _WS always matches; past ','
         return self.where(pos)
 
     def at_end(self) -> None:

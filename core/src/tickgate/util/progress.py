@@ -91,7 +91,7 @@ def progress(desc: str, *, unit: str, total: int | None = None, quiet: bool = Fa
         return
     from tqdm import tqdm  # only when shown: start-up stays fast
 
-    class Bar(tqdm):  # type: ignore[misc, type-arg]
+    class Bar(tqdm):
         monitor_interval = 0  # no monitor thread: replays, imports and gates fork helpers
 
     bar = Bar(

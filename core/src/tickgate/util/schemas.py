@@ -99,8 +99,9 @@ def _describe(error: Any) -> str:
         return error.message.replace("is a required property", "is required")
     if error.validator in ("anyOf", "oneOf"):
         branches = [_expected(sub) for sub in error.validator_value]
-        if all(branches):
-            return f"{error.instance!r} is not {' or '.join(branches)}"  # type: ignore[arg-type]
+        named = [b for b in branches if b]
+        if len(named) == len(branches):  # every branch said
+            return f"{error.instance!r} is not {' or '.join(named)}"
     return error.message
 
 
@@ -122,7 +123,7 @@ def _expected(schema: Any) -> str | None:
         return repr(schema["const"])
     if "enum" in schema:
         return "one of " + ", ".join(map(repr, schema["enum"]))
-    kind = _ARTICLE.get(schema.get("type"))  # type: ignore[arg-type]
+    kind = _ARTICLE.get(schema.get("type", ""))  # no type: no article, as for an unknown one
     if kind is None:
         return None
     low, high = schema.get("minimum"), schema.get("maximum")

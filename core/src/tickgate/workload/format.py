@@ -20,7 +20,7 @@ import json
 import math
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeGuard
 
 import attrs
 
@@ -84,7 +84,7 @@ class Workload:
     path: str | None = None
 
 
-def _is_int(value: Any) -> bool:
+def _is_int(value: Any) -> TypeGuard[int]:
     return type(value) is int and -MAX_INT <= value <= MAX_INT
 
 

@@ -131,7 +131,7 @@ def generate(
     """
     input_lens, output_lens = _draw_lengths(n, inputs, outputs, seed)
     timed = rate is not None and not math.isinf(rate)
-    times = _send_times(n, rate, burstiness, seed) if timed else None  # type: ignore[arg-type]
+    times = _send_times(n, rate, burstiness, seed) if timed and rate is not None else None  # timed has a rate
     shared = tuple(range(prefix_len // block_size)) or None
     width = len(str(n - 1))
 

@@ -217,7 +217,7 @@ class NumericDrift(GateSignal):
                 st["drifted"] += 1
                 drifted.append((comparison.pair_id(p), scope_label(self.scopes[s][0])))
         compared = len(ok) - len(missing)
-        scopes = [
+        scopes: list[dict[str, Any]] = [
             {"scope": scope_label(scope), "abs": atol, "rel": rtol, **stats[i]}
             for i, (scope, atol, rtol) in enumerate(self.scopes)
             if stats[i]["pairs"]
@@ -256,17 +256,17 @@ class NumericDrift(GateSignal):
         if ok and not compared and comparison.recorded_by_neither("values", ok):
             return not_recorded("output_values", threshold=max_rate, evidence=evidence)
         if not compared or len(missing) > max_missing * len(ok):
-            shown = ids(missing)
+            shown_ids = ids(missing)
             return SignalResult(
                 status="hold",
                 reason="missing_evidence",
                 message=f"{len(missing)} of {len(ok)} eligible pairs have no output_values on one side",
                 next_action=(
-                    f"record output_values for request ids {id_text(shown, len(missing))}"
+                    f"record output_values for request ids {id_text(shown_ids, len(missing))}"
                     if missing
                     else "capture successful requests on both sides"
                 ),
-                details={"scopes": scopes, "missing_ids": shown},
+                details={"scopes": scopes, "missing_ids": shown_ids},
                 **common,
             )
         return SignalResult(

@@ -150,11 +150,10 @@ class QuantileRegression(GateSignal):
         }
         large = d.delta > threshold
         significant = d.ci_low is not None and d.ci_low > 0
-        interval = (
-            f" (CI {self._fmt(d.ci_low)}..{self._fmt(d.ci_high)})"  # type: ignore[arg-type]
-            if d.ci_low is not None
-            else ""
-        )
+        interval = ""
+        if d.ci_low is not None:
+            assert d.ci_high is not None  # an interval has both bounds
+            interval = f" (CI {self._fmt(d.ci_low)}..{self._fmt(d.ci_high)})"
         head = (
             f"{what} {d.baseline:.3f} -> {d.candidate:.3f}: {self._fmt(d.delta)}{interval}, "
             f"threshold {self._fmt(threshold)}"

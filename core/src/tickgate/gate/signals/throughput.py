@@ -99,7 +99,11 @@ class Throughput(GateSignal):
                 message="throughput is known on one side only",
                 next_action="report the run's output_throughput and request_throughput on both sides",
             )
-        drops = {k: 1.0 - cand[k] / base[k] if base[k] else 0.0 for k in known}  # type: ignore[operator]
+        drops: dict[str, float] = {}
+        for k in known:
+            b, c = base[k], cand[k]
+            assert b is not None and c is not None  # known: both sides have it
+            drops[k] = 1.0 - c / b if b else 0.0
         worst = max(known, key=lambda k: (drops[k], k))
         label = {k: lbl for k, lbl, _ in METRICS}
         head = "; ".join(f"{label[k]} {base[k]:.3f} -> {cand[k]:.3f} ({pct(-drops[k])})" for k in known)
@@ -204,12 +208,13 @@ class Throughput(GateSignal):
                         if b["output_tokens_per_s"] and c["output_tokens_per_s"]
                         else "requests_per_s"
                     )
-                    if b[metric] and c[metric] is not None:
-                        drop = 1.0 - c[metric] / b[metric]  # type: ignore[operator]
+                    b_rate, c_rate = b[metric], c[metric]
+                    if b_rate and c_rate is not None:
+                        drop = 1.0 - c_rate / b_rate
                         entry.update(
                             metric=metric,
-                            baseline=b[metric],
-                            candidate=c[metric],
+                            baseline=b_rate,
+                            candidate=c_rate,
                             drop=drop,
                             regressed=drop > threshold,
                         )

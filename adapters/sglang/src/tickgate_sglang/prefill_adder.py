@@ -25,7 +25,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # pragma: no cover
-    from .scheduler import SglangScheduler
+    from .scheduler_state import SchedulerState
 
 #: SGLang's AddReqResult
 CONTINUE, NO_TOKEN, OTHER = "continue", "no_token", "other"
@@ -46,7 +46,7 @@ class PrefillAdder:
         "total_offset",
     )
 
-    def __init__(self, sched: SglangScheduler, running: list[Any]) -> None:
+    def __init__(self, sched: SchedulerState, running: list[Any]) -> None:
         self.sched = sched
         self.page = sched.page
         self.clip = sched.clip

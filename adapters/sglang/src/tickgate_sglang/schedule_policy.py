@@ -34,7 +34,7 @@ from typing import TYPE_CHECKING, Any
 from .radix_cache import RadixCache
 
 if TYPE_CHECKING:  # pragma: no cover
-    from .scheduler import SglangScheduler
+    from .scheduler_state import SchedulerState
 
 POLICIES = ("lpm", "dfs-weight", "fcfs", "lof", "random")
 CACHE_AWARE = ("lpm", "dfs-weight")
@@ -58,7 +58,7 @@ class SchedulePolicy:
         self.rng = random.Random(seed)
         self.refresh_calls = 0
 
-    def calc_priority(self, queue: list[Any], sched: SglangScheduler) -> None:
+    def calc_priority(self, queue: list[Any], sched: SchedulerState) -> None:
         """Order ``queue`` in place (SGLang sorts its waiting queue in place, so an
         order persists and later arrivals queue behind it)."""
         policy = self.name
@@ -77,7 +77,7 @@ class SchedulePolicy:
             self.rng.shuffle(queue)
         self._touch_waiting_prefixes(queue, sched)
 
-    def _compute_prefix_matches(self, queue: list[Any], sched: SglangScheduler) -> set[int]:
+    def _compute_prefix_matches(self, queue: list[Any], sched: SchedulerState) -> set[int]:
         deprioritized: set[int] = set()
         # The throw-away tree is only asked whether 32 or more tokens match: that is
         # whether the first 32 tokens' pages equal those of a key put there before,
@@ -97,7 +97,7 @@ class SchedulePolicy:
                     in_batch.add(head)
         return deprioritized
 
-    def _touch_waiting_prefixes(self, queue: list[Any], sched: SglangScheduler) -> None:
+    def _touch_waiting_prefixes(self, queue: list[Any], sched: SchedulerState) -> None:
         if not queue or not sched.radix:
             return
         refresh = self.refresh_calls % REFRESH_INTERVAL == 0

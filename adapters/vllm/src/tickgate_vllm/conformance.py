@@ -21,10 +21,15 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from tickgate import ConformanceSpec, Request, conformance_command, observe_mirror
-from tickgate import compare_steps as _shared_compare
-from tickgate import load_reference_workload as _shared_load
-from tickgate import read_reference_steps as _shared_read
+from tickgate import (
+    ConformanceSpec,
+    Request,
+    compare_steps as _shared_compare,
+    conformance_command,
+    load_reference_workload as _shared_load,
+    observe_mirror,
+    read_reference_steps as _shared_read,
+)
 
 #: drive_vllm.py's DEFAULT_CONFIG (vLLM 0.33 reference harness)
 HARNESS_DEFAULTS: dict[str, Any] = {

@@ -33,7 +33,7 @@ def jain_index(values: list[float]) -> float:
 
 def replica_report(fleet: Fleet, index: int, inputs: Mapping[str, Any]) -> dict[str, Any]:
     """The report of one engine (after :meth:`Engine.finish`), built exactly as
-    :func:`tickgate.replay.run.replay` builds one."""
+    :func:`tickgate.replay.run.replay_engine` builds one."""
     e = fleet.engines[index]
     s = e.scheduler
     timing = fleet.timing

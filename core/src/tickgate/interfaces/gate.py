@@ -22,9 +22,9 @@ marks the signal ``required: true`` (then it holds). Returning
 anything but a valid :class:`SignalResult`, or raising, is reported as an error
 naming the plugin and its distribution.
 
-The base class is :class:`tickgate.interfaces.GateSignal` (one base for every
-plugin kind lives there; it is imported here for the signals' convenience);
-plugin authors import both names from ``tickgate``.
+Both the base class, :class:`GateSignal`, and :class:`SignalResult` live here,
+the gate's part of the plugin contract; plugin authors import both names from
+``tickgate``.
 """
 
 from __future__ import annotations

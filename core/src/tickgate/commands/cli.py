@@ -8,9 +8,13 @@ Errors meant for users (:class:`TickgateError`) print one line and exit 2;
 
 from __future__ import annotations
 
+import contextlib
 import importlib
+import signal
 import sys
+import threading
 import traceback
+from collections.abc import Iterator
 from typing import Any
 
 import click
@@ -84,7 +88,45 @@ def cli(ctx: click.Context, debug: bool) -> None:
     ctx.obj = {"debug": debug}
 
 
+class Terminated(BaseException):
+    """SIGTERM (a CI job cancelled, ``kill``, a container stopped), raised in the main
+    thread as Ctrl-C raises ``KeyboardInterrupt``: outputs in progress remove their
+    temporary files and helper processes are stopped on the way out."""
+
+
+def _terminate(signum: int, frame: Any) -> None:
+    raise Terminated
+
+
+@contextlib.contextmanager
+def _sigterm_unwinds() -> Iterator[None]:
+    """SIGTERM raises :class:`Terminated` while a command runs, where nothing else
+    handles it: the main thread of a process whose handler is the default (an
+    embedding program's own handler is left alone)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.getsignal(signal.SIGTERM)
+    if previous is not signal.SIG_DFL:
+        yield
+        return
+    signal.signal(signal.SIGTERM, _terminate)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
 def main(argv: list[str] | None = None) -> int:
+    with _sigterm_unwinds():
+        try:
+            return _main(argv)
+        except Terminated:  # between the command's end and the handler's removal
+            click.echo("terminated", err=True)
+            return 143
+
+
+def _main(argv: list[str] | None) -> int:
     debug = "--debug" in (argv if argv is not None else sys.argv[1:])
     try:
         # click >= 8.2 returns (not raises) an Exit's code when standalone_mode is False
@@ -115,6 +157,9 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         click.echo("interrupted", err=True)
         return 130
+    except Terminated:  # 128 + SIGTERM, as a shell reports a process the signal ended
+        click.echo("terminated", err=True)
+        return 143
     except Exception as exc:  # a bug: still one line unless --debug
         if debug:
             traceback.print_exc()

@@ -65,7 +65,7 @@ def import_command(
     from ..host.registry import get_registry
     from ..importers import import_parts
     from ..interfaces import optional_attribute
-    from ..util.atomic import atomic_writer, check_writable, spool_file
+    from ..util.atomic import atomic_writer, check_distinct_outputs, spool_file
     from ..util.errors import InputError, PluginError
     from ..util.progress import progress
     from ..workload.format import WORKLOAD_TAIL, WorkloadHeader, workload_head, write_requests
@@ -84,7 +84,7 @@ def import_command(
     if limit is not None:
         stream = itertools.islice(stream, limit)
 
-    check_writable(output_path)
+    check_distinct_outputs({"--output": output_path}, {"TRACE": input_path})
     parts = import_parts.split(input_path) if import_parts.wanted(reader, input_path, limit) else None
     # the spools are the output's parts: a full disk there names the output
     second_spool = spool_file(output_path) if parts else contextlib.nullcontext()

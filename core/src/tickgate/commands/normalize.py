@@ -118,9 +118,13 @@ def normalize_command(
 ) -> None:
     """Turn engine outputs (bench results, /metrics, SSE captures, KV events)
     into neutral observations. FILE#LINE picks one run of an appended JSONL."""
-    from ..gate.detect import read_observations
-    from ..util.atomic import atomic_writer
+    from ..gate.detect import read_observations, split_selector
+    from ..util.atomic import atomic_writer, check_distinct_outputs
 
+    if output is not None:
+        inputs: dict[str, Path | None] = {f"FILE ({name})": split_selector(name)[0] for name in files}
+        inputs.update({f"--evidence ({path})": path for path in captures})
+        check_distinct_outputs({"--output": output}, inputs)
     docs = [(name, read_observations(name, fmt)) for name in files]
     result = docs[0][1] if len(docs) == 1 else merge(docs)
     if captures:

@@ -63,8 +63,9 @@ def check_command(points: Path, timing_file: Path | None, output: Path) -> None:
     from ..timing.check import check_points
     from ..timing.fit import load_timing_file
     from ..timing.points import read_points
-    from ..util.atomic import atomic_writer
+    from ..util.atomic import atomic_writer, check_distinct_outputs
 
+    check_distinct_outputs({"--output": output}, {"POINTS": points, "--timing": timing_file})
     loaded = read_points(points)
     timing = load_timing_file(timing_file) if timing_file is not None else None
     results = check_points(loaded, timing.factors_for if timing is not None else None)
@@ -108,8 +109,11 @@ def fit_command(measurements: tuple[Path, ...], base: Path, output: Path, rounds
     from ..timing.measurements import read_measurements
     from ..timing.points import family
     from ..timing.roofline import ENGINE_DEFAULTS
+    from ..util.atomic import check_distinct_outputs
     from ..util.progress import wanted
 
+    inputs: dict[str, Path | None] = {f"MEASUREMENTS ({path})": path for path in measurements}
+    check_distinct_outputs({"--output": output}, {**inputs, "--base": base})
     start = load_timing_file(base)
     points = [p for path in measurements for p in read_measurements(path, start.document, base)]
     fitted: dict[str, dict[str, float]] = {}

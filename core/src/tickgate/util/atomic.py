@@ -5,6 +5,12 @@ half-written report and never clobbers an existing one.
 A write the system refuses (a full disk, a quota, an I/O error) is an
 :class:`OutputError` naming the output and the reason, one line, exit 2: the
 files here write through :class:`_OutputIO`, where the disk answers.
+
+An output that already exists and is not a regular file is never replaced by
+one: a character device (``/dev/null``, ``/dev/stdout``, ``/dev/full``) is
+written through, as a shell redirection would; a named pipe, a block device, a
+socket or a directory is refused before any work (a rename over ``/dev/null``,
+run as root, would have replaced the system's device node with a file).
 """
 
 from __future__ import annotations
@@ -21,13 +27,45 @@ from typing import Any, TextIO
 
 from .errors import TickgateError
 
+#: what an existing output that is not a regular file is, by ``stat``'s file type;
+#: character devices are written through, the others refused
+_KINDS = (
+    (stat.S_ISDIR, "a directory"),
+    (stat.S_ISCHR, "a character device"),
+    (stat.S_ISFIFO, "a named pipe"),
+    (stat.S_ISBLK, "a block device"),
+    (stat.S_ISSOCK, "a socket"),
+)
+
+
+def existing_kind(path: Path | str) -> str | None:
+    """What ``path`` (symbolic links followed) is when it exists and is not a regular
+    file: ``"a directory"``, ``"a character device"`` ...; None for a regular file or
+    nothing."""
+    try:
+        mode = os.stat(path).st_mode
+    except OSError:
+        return None
+    return next((kind for test, kind in _KINDS if test(mode)), None)
+
+
+def _written_through(path: Path) -> bool:
+    return existing_kind(path) == "a character device"
+
 
 def check_writable(path: Path | str) -> None:
-    """Fail before the work, not after it: an output path that is a directory
-    (or whose parent is a file) is refused up front with one line."""
+    """Fail before the work, not after it: an output path that is a directory, a
+    named pipe, a block device or a socket (or whose parent is a file) is refused
+    up front with one line. A character device is fine: it is written through."""
     path = Path(path)
-    if path.is_dir():
+    kind = existing_kind(path)
+    if kind == "a directory":
         raise TickgateError(f"{path}: cannot write: it is a directory")
+    if kind is not None and kind != "a character device":
+        raise TickgateError(
+            f"{path}: cannot write: it is {kind}; tickgate writes regular files "
+            "(or through to a character device such as /dev/null)"
+        )
     parent = path.parent
     while not parent.exists() and parent != parent.parent:
         parent = parent.parent
@@ -47,6 +85,8 @@ def check_distinct_outputs(outputs: dict[str, Path | None], inputs: dict[str, Pa
             continue
         check_writable(path)
         key = _same_file_key(path)
+        if key in seen and seen[key] not in inputs and _written_through(path):
+            continue  # two outputs to one device (/dev/null) replace nothing
         if key in seen:
             raise TickgateError(
                 f"{path}: {option} and {seen[key]} name the same file; "
@@ -116,6 +156,9 @@ def atomic_writer(path: Path | str, *, binary: bool = False) -> Iterator[Any]:
     """
     path = Path(path)
     check_writable(path)
+    if _written_through(path):
+        yield from _write_through(path, binary=binary)
+        return
     fd, tmp = _temp_beside(path, ".tmp")
     try:
         with _text_file(fd, path) as fh:
@@ -132,13 +175,28 @@ def atomic_writer(path: Path | str, *, binary: bool = False) -> Iterator[Any]:
         raise
 
 
+def _write_through(path: Path, *, binary: bool) -> Iterator[Any]:
+    """A character device as the output: opened and written in place (no temporary
+    file, no rename, no mode change); what the device refuses is an
+    :class:`OutputError` for ``path``, as a full disk is for a file."""
+    try:
+        fd = os.open(path, os.O_WRONLY)
+    except OSError as exc:
+        raise OutputError(path, exc) from None
+    with _text_file(fd, path) as fh:
+        yield fh.buffer if binary else fh
+
+
 def spool_file(output: Path | str) -> TextIO:
     """An anonymous scratch file (text, read and write) for what is copied into
     ``output`` later: beside it, on the same file system, so a full disk shows
     while spooling and is reported as ``output``'s. Nothing is left behind: the
     file has no name once opened."""
     output = Path(output)
-    fd, tmp = _temp_beside(output, ".spool")
+    if _written_through(output):  # nothing is created beside a device (in /dev)
+        fd, tmp = tempfile.mkstemp(prefix=".tickgate.", suffix=".spool")
+    else:
+        fd, tmp = _temp_beside(output, ".spool")
     with contextlib.suppress(OSError):
         os.unlink(tmp)
     return _text_file(fd, output, readable=True)

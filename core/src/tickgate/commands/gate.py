@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import click
 
@@ -52,6 +53,20 @@ from ..util.errors import InputError
     help="Policy YAML with a gate section (default: the bundled policies/gate-default.yaml).",
 )
 @click.option(
+    "--junit-xml",
+    "junit_path",
+    type=click.Path(path_type=Path),
+    default=None,
+    help="Also write the decision as JUnit XML: one test case per signal, failures with their triage.",
+)
+@click.option(
+    "--markdown",
+    "markdown_path",
+    type=click.Path(path_type=Path),
+    default=None,
+    help='Also write a Markdown summary (a job summary: --markdown "$GITHUB_STEP_SUMMARY", or a PR comment).',
+)
+@click.option(
     "--quiet", is_flag=True, help="Do not print the decision and triage (nor progress on a terminal)."
 )
 def gate_command(
@@ -61,9 +76,14 @@ def gate_command(
     format_: str,
     output_path: Path,
     policy_path: Path | None,
+    junit_path: Path | None,
+    markdown_path: Path | None,
     quiet: bool,
 ) -> None:
-    """Gate a release. Exit 0 promote, 10 hold, 20 rollback, 2 invalid input."""
+    """Gate a release. Exit 0 promote, 10 hold, 20 rollback, 2 invalid input.
+
+    Inside GitHub Actions (GITHUB_ACTIONS=true) it also prints an annotation per failed
+    signal and one for the decision, --quiet or not."""
     from ..gate.pipeline import gate_files
     from ..util.progress import progress
     from ..util.schemas import data_file
@@ -74,7 +94,8 @@ def gate_command(
     if bundle is None and (baseline is None or candidate is None):
         raise InputError(None, "give --input BUNDLE, or both --baseline and --candidate")
     check_distinct_outputs(
-        {"--output": output_path}, {"--input": bundle, "--baseline": baseline, "--candidate": candidate}
+        {"--output": output_path, "--junit-xml": junit_path, "--markdown": markdown_path},
+        {"--input": bundle, "--baseline": baseline, "--candidate": candidate},
     )
     policy = policy_path if policy_path is not None else data_file("policies", "gate-default.yaml")
     with progress("gate", unit=" steps", quiet=quiet) as bar:  # on a terminal only
@@ -82,6 +103,7 @@ def gate_command(
             policy, bundle=bundle, baseline=baseline, candidate=candidate, format=format_, progress=bar
         )
     write_json(output_path, report)
+    _ci_outputs(report, junit_path, markdown_path)
     if not quiet:
         click.echo(f"{report['summary']} (matched {report['join']['matched']}) -> {output_path}")
         for item in report["triage"]:
@@ -92,3 +114,23 @@ def gate_command(
             flag = " [dry-run]" if item["dry_run"] else ""
             click.echo(f"  not evaluated{flag} {item['signal']}: {item['message']}")
     exit_with(report["exit_code"])
+
+
+def _ci_outputs(report: dict[str, Any], junit_path: Path | None, markdown_path: Path | None) -> None:
+    """What a CI system reads (:mod:`tickgate.gate.ci`), written atomically like the report."""
+    from ..gate.ci import annotations
+    from ..util.atomic import atomic_writer
+
+    if junit_path is not None:
+        from ..gate.ci.junit import junit_xml
+
+        with atomic_writer(junit_path, binary=True) as fh:
+            fh.write(junit_xml(report))
+    if markdown_path is not None:
+        from ..gate.ci.markdown import gate_markdown
+
+        with atomic_writer(markdown_path) as fh:
+            fh.write(gate_markdown(report))
+    if annotations.wanted():
+        for line in annotations.workflow_commands(report):
+            click.echo(line)

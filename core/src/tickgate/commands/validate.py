@@ -14,8 +14,7 @@ def validate_command(policies: tuple[Path, ...]) -> None:
     the plugins build together (what replay would refuse, validate refuses).
     Every file is checked: one line each, exit status 2 if any is refused."""
     from ..host.policy import load_policy
-    from ..interfaces import Clock
-    from ..replay.engine import build_scheduler
+    from ..simulate import check_buildable
     from ..util.errors import TickgateError, one_line
     from .cli import exit_with
 
@@ -23,8 +22,7 @@ def validate_command(policies: tuple[Path, ...]) -> None:
     for path in policies:
         try:
             policy = load_policy(path)
-            if policy.selection("scheduler") is not None:
-                build_scheduler(policy, Clock())
+            check_buildable(policy)  # a fleet's replicas and routers too, as replay builds them
             chosen = [f"{k}={v.plugin.name}" for k, v in policy.selections.items()]
             if "gate" in policy.data:
                 from ..gate.config import load_gate_config

@@ -4,6 +4,6 @@ made here, above both, so that neither package knows the other's caller."""
 
 from __future__ import annotations
 
-from .choice import replay
+from .choice import check_buildable, replay
 
-__all__ = ["replay"]
+__all__ = ["check_buildable", "replay"]

@@ -105,3 +105,23 @@ def _replay_fleet(
         kv_events_path=kv_events_path,
         client_sinks=list(extra_sinks),
     )
+
+
+def check_buildable(policy: Policy) -> None:
+    """Build what a replay under ``policy`` builds before its first request, and drop it: a
+    fleet's spec, every replica's engine and the routers (:func:`tickgate.fleet.fleet_spec`,
+    :class:`tickgate.fleet.Fleet`), or the one scheduler. ``tickgate validate`` runs this, so
+    that what replay refuses about a policy, validate refuses, in the same words."""
+    if "cluster" in policy.data:
+        from ..fleet import Fleet, fleet_spec
+
+        spec = fleet_spec(policy)
+        assert spec is not None
+        fleet = Fleet(spec, policy, prefix_block_size=None, detail_limit=DETAIL_LIMIT)
+        for engine in fleet.engines:
+            engine.close()
+    elif policy.selection("scheduler") is not None:
+        from ..interfaces import Clock
+        from ..replay.engine import build_scheduler
+
+        build_scheduler(policy, Clock())

@@ -11,6 +11,7 @@ docs/timing.md, "Checking against measurements", tabulates the mapping.
 
 from __future__ import annotations
 
+import json
 import math
 from collections.abc import Mapping
 from pathlib import Path
@@ -90,19 +91,37 @@ class PointSetup:
     assumed: tuple[str, ...] = ()
 
 
+def _not_a_number(name: str) -> Any:
+    raise ValueError(f"{name} is not a JSON number (a measurement is finite, or null when not given)")
+
+
+def _strict_json(text: str) -> Any:
+    """``json.loads`` without the NaN / Infinity extension it accepts by default."""
+    return json.loads(text, parse_constant=_not_a_number)
+
+
 def read_points(path: Path) -> list[Point]:
-    """The points of a JSONL file; a line that is not a JSON object with an
-    ``id`` is an error naming the file and line."""
+    """The points of a JSONL file, each checked against
+    ``schemas/timing-points.schema.json`` (finite positive measurements, positive lengths and
+    counts, integer layouts); a line that is not such a point is an error naming the file, the
+    line and the JSON path."""
+    from ..util.schemas import load_schema, validate
+
+    schema = load_schema("timing-points.schema.json")
     points = []
     try:
-        text = path.read_text(encoding="utf-8")
+        text = path.read_bytes().decode("utf-8")
     except OSError as exc:
         raise InputError(path, f"cannot read: {exc.strerror or exc}") from None
+    except UnicodeDecodeError as exc:
+        raise InputError(
+            path, f"not UTF-8 text (byte {exc.start}): expected JSON lines, not a binary or compressed file"
+        ) from None
     for number, line in enumerate(text.splitlines(), 1):
         if not line.strip():
             continue
         try:
-            data = loads(line)
+            data = loads(line, _strict_json)
         except ValueError as exc:
             raise InputError(path, f"invalid JSON: {exc}", line=number) from None
         if not isinstance(data, dict) or not isinstance(data.get("id"), str):
@@ -110,6 +129,7 @@ def read_points(path: Path) -> list[Point]:
         for key in ("workload", "measured"):
             if not isinstance(data.get(key), dict):
                 raise InputError(path, f"expected an object at '{key}'", line=number, json_path=f"$.{key}")
+        validate(data, schema, file=path, line=number)
         points.append(Point(data["id"], data, number))
     return points
 

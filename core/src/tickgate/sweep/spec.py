@@ -13,6 +13,7 @@ from __future__ import annotations
 import copy
 import hashlib
 import itertools
+import math
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -94,6 +95,7 @@ def load_sweep(path: Path) -> Sweep:
             f"{odd} has {lengths[odd]}",
             **_at(locs, "zip", odd),
         )
+    _check_size(path, locs, workloads, grid, next(iter(lengths.values()), None))
     combos = [dict(zip(grid, values)) for values in itertools.product(*grid.values())]
     if zipped:
         n = next(iter(lengths.values()))
@@ -109,6 +111,33 @@ def load_sweep(path: Path) -> Sweep:
                 set_path(document, key, copy.deepcopy(value))
             points.append(Point(f"p{len(points):0{width}d}", workload, params, document))
     return Sweep(path, policy_path, tuple(points))
+
+
+#: the most points one sweep may hold: each is a replay, and the grid is counted before it is
+#: expanded (a 10^9-point product would otherwise be built in memory first)
+MAX_POINTS = 100_000
+
+
+def _check_size(
+    path: Path,
+    locs: Locations,
+    workloads: list[Workload],
+    grid: Mapping[str, list[Any]],
+    zip_rows: int | None,
+) -> None:
+    factors = [len(workloads), *(len(values) for values in grid.values()), zip_rows or 1]
+    total = math.prod(factors)
+    if total > MAX_POINTS:
+        shape = " x ".join(
+            [f"{len(workloads)} workloads", *(f"{len(v)} {k}" for k, v in grid.items())]
+            + ([f"{zip_rows} zip rows"] if zip_rows else [])
+        )
+        raise InputError(
+            path,
+            f"the sweep has {total:,} points ({shape}); one sweep runs at most {MAX_POINTS:,}: "
+            "split it into several, or give fewer values",
+            **_at(locs, "grid"),
+        )
 
 
 def _at(locs: Locations, *parts: Any) -> dict[str, Any]:

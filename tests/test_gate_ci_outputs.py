@@ -101,7 +101,7 @@ def test_annotation_escapes_follow_githubs_workflow_command_rules() -> None:
                     "next_action": "look"}],
     }
     first, last = workflow_commands(report)
-    assert first.startswith("::warning title=tickgate gate%3A a%3Ab%2Cc hold::up 100%25%0Abaseline 1, ")
+    assert first.startswith("::warning title=tickgate gate%3A a%3Ab%2Cc hold::up 100%25%0Abaseline 1.0, ")
     assert last == "::warning title=tickgate gate%3A hold::50%25 of it%0D%0Aheld"
 
 
@@ -133,3 +133,10 @@ def test_the_ci_jobs_in_the_docs_parse_and_gate_with_the_files_they_publish() ->
     args = shlex.split(script)
     assert gitlab["gate"]["artifacts"]["reports"]["junit"] == args[args.index("--junit-xml") + 1]
     assert args[args.index("--markdown") + 1] in gitlab["gate"]["artifacts"]["paths"]
+
+
+def test_the_markdown_figures_are_the_reports_digit_for_digit(tmp_path: Path) -> None:
+    _, report = _gate(tmp_path, BAD, env=_quiet_env())
+    text = (tmp_path / "g.md").read_text()
+    latency = next(s for s in report["signals"] if s["id"] == "latency-p95")
+    assert f"| {latency['baseline']} | {latency['candidate']} | {latency['delta']} |" in text

@@ -26,7 +26,7 @@ def _device(tmp_path: Path, name: str, minor: int) -> Path:
     path = tmp_path / name
     try:
         os.mknod(path, stat.S_IFCHR | 0o666, os.makedev(1, minor))
-    except (PermissionError, OSError) as exc:
+    except OSError as exc:  # no permission, or a file system without device nodes
         pytest.skip(f"cannot make a device node here: {exc}")
     return path
 

@@ -28,9 +28,8 @@ def exports(source: str) -> dict[str, str]:
                 and isinstance(node.value, ast.Dict)):
             tables[node.target.id] = ast.literal_eval(node.value)
     merged: dict[str, str] = {}
-    for name, table in tables.items():
-        if name != "_EXPORTS":
-            merged.update(table)
+    for table in tables.values():
+        merged.update(table)
     return merged
 
 

@@ -7,12 +7,9 @@ from typing import Any
 
 
 def figure(value: Any) -> str:
-    """A figure as the report has it (rounded there): ``-`` when absent."""
-    if value is None:
-        return "-"
-    if isinstance(value, float):
-        return f"{value:g}"
-    return str(value)
+    """A figure as the report has it (rounded there to 6 decimals, shown as it is, so the CI
+    outputs and the JSON agree digit for digit): ``-`` when absent."""
+    return "-" if value is None else str(value)
 
 
 def verdict(signal: Mapping[str, Any]) -> str:

@@ -30,6 +30,7 @@ DECLARED = {
     "dynamic": (interfaces.AdmissionPolicy, False),
     "declared_kind": (interfaces.BackendMirror, None),
     "accepts_line": (interfaces.BackendMirror, False),
+    "artifact_files": (interfaces.BackendMirror, ()),
     "reads_parts": (interfaces.WorkloadReader, False),
     "default_block_size": (interfaces.WorkloadReader, None),
     "source": (interfaces.WorkloadReader, None),

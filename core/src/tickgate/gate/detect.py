@@ -27,13 +27,57 @@ _SELECTOR = re.compile(r"^(?P<base>.+)#(?P<line>[1-9][0-9]*)$")
 _DECLARED = re.compile(rb'"kind"\s*:\s*"([^"\\]{1,100})"')
 
 
-def split_selector(path: Path | str) -> tuple[Path, int | None]:
-    """``results.jsonl#3`` -> (results.jsonl, 3) when no file has the literal name."""
+def split_selector(path: Path | str, registry: Registry | None = None) -> tuple[Path, int | None]:
+    """``results.jsonl#3`` -> (results.jsonl, 3) when no file has the literal name; a client's
+    artifact directory -> the file in it a backend mirror reads (:func:`artifact_file`)."""
     p = Path(path)
     m = _SELECTOR.match(str(path))
     if m and not p.exists():
         return Path(m.group("base")), int(m.group("line"))
+    if p.is_dir():
+        return artifact_file(p, registry), None
     return p, None
+
+
+def artifact_file(directory: Path, registry: Registry | None = None) -> Path:
+    """The file a benchmark client's artifact directory is read through: the first of a mirror's
+    ``artifact_files`` the directory holds, or, when it holds none, its one subdirectory does
+    (genai-perf writes ``artifacts/<model>-<endpoint>-<mode>/``). Files of two formats, or
+    several subdirectories with such files, are an error that lists them: name the file."""
+    registry = registry or get_registry()
+    wanted = [
+        (info.name, name)
+        for info in registry.of_kind(KIND)
+        for name in optional_attribute(info.obj, "artifact_files")
+    ]
+    if not wanted:
+        raise InputError(
+            directory, "is a directory, and no installed backend mirror reads artifact directories"
+        )
+
+    def found(folder: Path) -> dict[str, Path]:
+        first: dict[str, Path] = {}
+        for fmt, name in wanted:
+            if fmt not in first and (folder / name).is_file():
+                first[fmt] = folder / name
+        return first
+
+    here = found(directory)
+    if not here:
+        subfolders = sorted(p for p in directory.iterdir() if p.is_dir() and found(p))
+        if len(subfolders) > 1:
+            names = ", ".join(p.name for p in subfolders)
+            raise InputError(directory, f"holds the artifacts of several runs ({names}): name one of them")
+        here = found(subfolders[0]) if subfolders else {}
+    if not here:
+        known = ", ".join(sorted({name for _, name in wanted}))
+        raise InputError(
+            directory, f"is a directory without a file a backend mirror reads (looked for {known})"
+        )
+    if len(here) > 1:
+        files = ", ".join(str(p) for p in here.values())
+        raise InputError(directory, f"holds files of several formats ({files}): name the file")
+    return next(iter(here.values()))
 
 
 def _known(registry: Registry) -> str:
@@ -43,7 +87,7 @@ def _known(registry: Registry) -> str:
 def detect_format(path: Path | str, registry: Registry | None = None) -> PluginInfo:
     """The one backend mirror whose ``sniff`` claims the file."""
     registry = registry or get_registry()
-    path, _ = split_selector(path)
+    path, _ = split_selector(path, registry)
     head = read_head(path)
     if not head.strip():
         raise InputError(path, f"empty file; nothing to normalize (known formats: {_known(registry)})")
@@ -87,7 +131,7 @@ def read_observations(
     from .observations import side_from_document
 
     registry = registry or get_registry()
-    base, line = split_selector(path)
+    base, line = split_selector(path, registry)
     info = detect_format(path, registry) if format == "auto" else mirror(format, registry, base)
     label = info.label("backend mirror")
     try:

@@ -106,7 +106,7 @@ def read_side(
     goes through :func:`load_observations`."""
     from .detect import split_selector
 
-    base, line = split_selector(path)
+    base, line = split_selector(path, registry)
     if line is None and format in ("auto", NEUTRAL) and looks_neutral(read_head(base)):
         with open_binary(base, "an observations file") as fh:
             s = JsonStream(fh, base)

@@ -40,6 +40,7 @@ _OPTIONAL: dict[str, type] = {
     "dynamic": AdmissionPolicy,
     "declared_kind": BackendMirror,
     "accepts_line": BackendMirror,
+    "artifact_files": BackendMirror,
     "reads_parts": WorkloadReader,
     "default_block_size": WorkloadReader,
     "source": WorkloadReader,

@@ -93,6 +93,10 @@ class BackendMirror(Plugin):
     #: ``read(path, line=N)`` reads the run on line N of an appended JSONL results
     #: file (``FILE#N`` on the command line); False: one run per file
     accepts_line: ClassVar[bool] = False
+    #: the files this mirror reads inside a client's artifact directory, in preference order
+    #: (aiperf: ``profile_export.jsonl`` first): a directory given as an input is read through
+    #: the first of them that it (or its one subdirectory) holds
+    artifact_files: ClassVar[tuple[str, ...]] = ()
 
     def sniff(self, path: Path, head: bytes) -> bool:
         raise NotImplementedError

@@ -70,6 +70,12 @@ def _sniff_kind(head: bytes) -> str | None:
 class AiperfMirror(BackendMirror):
     name: ClassVar[str] = "aiperf"
     description: ClassVar[str] = "AIPerf profile exports: per-request JSONL, summary JSON, summary CSV"
+    #: what ``aiperf profile`` writes into its artifact directory, per request first
+    artifact_files: ClassVar[tuple[str, ...]] = (
+        "profile_export.jsonl",
+        "profile_export_aiperf.json",
+        "profile_export_aiperf.csv",
+    )
 
     def sniff(self, path: Path, head: bytes) -> bool:
         return _sniff_kind(head) is not None

@@ -26,6 +26,12 @@ class GenaiPerfMirror(BackendMirror):
     description: ClassVar[str] = (
         "genai-perf profile_export.json (per request), profile_export_genai_perf.json / .csv summaries"
     )
+    #: what ``genai-perf profile`` writes into ``artifacts/<model>-<endpoint>-<mode>/``, per request first
+    artifact_files: ClassVar[tuple[str, ...]] = (
+        "profile_export.json",
+        "profile_export_genai_perf.json",
+        "profile_export_genai_perf.csv",
+    )
 
     def sniff(self, path: Path, head: bytes) -> bool:
         text = head_text(head).lstrip()

@@ -190,7 +190,12 @@ class Comparison:
         return self._ok_cache
 
     def paired(self, column: str, pairs: list[int]) -> tuple[list[int], Any, Any, list[int]]:
-        """(pairs used, baseline values, candidate values, pairs missing a value)."""
+        """(pairs used, baseline values, candidate values, pairs missing the value on one side).
+
+        A pair where *neither* side has the value is in neither list: evidence
+        nobody recorded says nothing against either run (a one-token output has
+        no inter-token gap in any run), so it is left out, not counted against
+        the candidate. ``len(pairs) - len(used) - len(missing)`` such pairs."""
         ball, call = self.aligned("baseline", column), self.aligned("candidate", column)
         if len(pairs) == len(ball):  # every pair, in order
             bv, cv = ball, call
@@ -198,8 +203,9 @@ class Comparison:
             bv, cv = array("d", gather(ball, pairs)), array("d", gather(call, pairs))
         if not self.has_nan(bv) and not self.has_nan(cv):
             return list(pairs), bv, cv, []
-        keep = [not (math.isnan(b) or math.isnan(c)) for b, c in zip(bv, cv)]
-        missing = [p for p, k in zip(pairs, keep) if not k]
+        # NaN is the only value unequal to itself: b != b means the baseline lacks it
+        keep = [b == b and c == c for b, c in zip(bv, cv)]
+        missing = [p for p, b, c in zip(pairs, bv, cv) if (b != b) is not (c != c)]
         return (
             list(compress(pairs, keep)),
             array("d", compress(bv, keep)),
@@ -216,8 +222,8 @@ class Comparison:
         for which in ("baseline", "candidate"):
             col = self.aligned(which, column)
             values = col if len(pairs) == len(col) else gather(col, pairs)
-            if isinstance(values, array):
-                if not all(v != v for v in values):  # NaN is the only value unequal to itself
+            if isinstance(col, array):  # numbers: NaN is absent (gathered, they are a list)
+                if not all(v != v for v in values):
                     return False
             elif values.count(None) != len(values):
                 return False

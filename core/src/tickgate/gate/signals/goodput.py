@@ -63,7 +63,9 @@ class Goodput(GateSignal):
         n = comparison.matched
         good_b, missing_b, per_b = self._good(comparison, "baseline", slo)
         good_c, missing_c, per_c = self._good(comparison, "candidate", slo)
-        missing = sorted(set(missing_b) | set(missing_c))
+        # a pair missing a figure on both sides counts against neither run (it is
+        # not good on either side); only a figure one side lacks is missing evidence
+        missing = sorted(set(missing_b) ^ set(missing_c))
         evidence = {
             "matched": n,
             "missing": len(missing),
@@ -73,7 +75,7 @@ class Goodput(GateSignal):
         }
         slo_text = ", ".join(f"{k} <= {v:g}" for k, v in slo.items())
         succeeded = [n - sum(comparison.aligned(w, "errors")) for w in ("baseline", "candidate")]
-        if missing and [len(missing_b), len(missing_c)] == succeeded:  # no successful request has them
+        if missing_b and [len(missing_b), len(missing_c)] == succeeded:  # no successful request has them
             return not_recorded(
                 f"the figures the SLOs bound ({', '.join(SLO_KEYS[k] for k in slo)})",
                 threshold=max_drop,

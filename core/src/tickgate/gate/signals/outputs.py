@@ -45,23 +45,30 @@ class OutputMismatch(GateSignal):
         if len(ok) != len(bvals):
             bvals, cvals = gather(bvals, ok), gather(cvals, ok)
         mismatched: list[str] = []
-        missing: list[str] = []
-        if bvals != cvals or None in bvals:  # equal lists hold None at the same places
+        missing: list[str] = []  # on one side only
+        neither = 0  # recorded by neither side: nothing to compare, nothing against either run
+        if bvals != cvals:  # equal lists hold None at the same places
             for p, b, c in zip(ok, bvals, cvals):
                 if b is None or c is None:
-                    missing.append(comparison.pair_id(p))
+                    if b is None and c is None:
+                        neither += 1
+                    else:
+                        missing.append(comparison.pair_id(p))
                 elif b != c:
                     mismatched.append(comparison.pair_id(p))
-        compared = len(ok) - len(missing)
+        else:
+            neither = bvals.count(None)
+        compared = len(ok) - len(missing) - neither
         evidence = {
             "matched": comparison.matched,
             "eligible": len(ok),
             "compared": compared,
             "mismatched": len(mismatched),
             "missing": len(missing),
+            "recorded_by_neither": neither,
             "min_pairs": min_pairs,
         }
-        if ok and not compared and comparison.recorded_by_neither("fingerprints", ok):
+        if ok and not compared and not missing:
             return not_recorded(
                 "output_fingerprint (the output text or its hash)", threshold=max_rate, evidence=evidence
             )
@@ -189,11 +196,15 @@ class NumericDrift(GateSignal):
         cache: dict[tuple[Any, ...], int] = {}
         stats = [{"pairs": 0, "drifted": 0, "max_abs_diff": 0.0, "max_rel_diff": 0.0} for _ in self.scopes]
         drifted: list[tuple[str, str]] = []
-        missing: list[str] = []
+        missing: list[str] = []  # on one side only
+        neither = 0  # recorded by neither side: nothing to compare, nothing against either run
         for p in ok:
             b, c = bv[pb[p]], cv[pc[p]]
             if b is None or c is None:
-                missing.append(comparison.pair_id(p))
+                if b is None and c is None:
+                    neither += 1
+                else:
+                    missing.append(comparison.pair_id(p))
                 continue
             triple = (keys[0][p], keys[1][p], keys[2][p])
             s = cache.get(triple)
@@ -216,7 +227,7 @@ class NumericDrift(GateSignal):
             if bad:
                 st["drifted"] += 1
                 drifted.append((comparison.pair_id(p), scope_label(self.scopes[s][0])))
-        compared = len(ok) - len(missing)
+        compared = len(ok) - len(missing) - neither
         scopes: list[dict[str, Any]] = [
             {"scope": scope_label(scope), "abs": atol, "rel": rtol, **stats[i]}
             for i, (scope, atol, rtol) in enumerate(self.scopes)
@@ -230,6 +241,7 @@ class NumericDrift(GateSignal):
             "compared": compared,
             "drifted": len(drifted),
             "missing": len(missing),
+            "recorded_by_neither": neither,
         }
         common: dict[str, Any] = {
             "baseline": 0.0,
@@ -253,7 +265,7 @@ class NumericDrift(GateSignal):
                 details={"scopes": scopes, "drifted": [{"request_id": i, "scope": s} for i, s in shown]},
                 **common,
             )
-        if ok and not compared and comparison.recorded_by_neither("values", ok):
+        if ok and not compared and not missing:
             return not_recorded("output_values", threshold=max_rate, evidence=evidence)
         if not compared or len(missing) > max_missing * len(ok):
             shown_ids = ids(missing)

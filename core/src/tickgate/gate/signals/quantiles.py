@@ -100,10 +100,11 @@ class QuantileRegression(GateSignal):
             "eligible": len(ok),
             "used": len(used),
             "missing": len(missing),
+            "recorded_by_neither": len(ok) - len(used) - len(missing),
             "min_pairs": min_pairs,
         }
         what = f"{_qname(q)} {self.label}"
-        if missing and len(missing) == len(ok) and comparison.recorded_by_neither(self.column, ok):
+        if ok and not used and not missing:  # no eligible pair has it on either side
             return not_recorded(self.column, threshold=threshold, evidence=evidence)
         if missing and len(missing) > float(self.opt("max_missing_fraction")) * len(ok):
             shown = ids(comparison.pair_id(p) for p in missing)

@@ -189,11 +189,25 @@ def test_large_but_noisy_difference_is_inconclusive_not_a_pass(latency_policy):
     rng = random.Random(9)
     base = [{"request_id": f"r{i}", "latency_ms": round(rng.lognormvariate(6, 1.2), 3)} for i in range(220)]
     cand = [dict(r, latency_ms=round(rng.lognormvariate(6, 1.2) * 1.15, 3)) for r in base]  # unpaired noise
-    latency = signal(_gate_policy(base, cand, latency_policy), "latency-p95")
-    assert latency["status"] == "hold"
-    assert latency["reason"] in ("inconclusive", "regression")
-    if latency["reason"] == "inconclusive":
-        assert latency["confidence_interval"][0] <= 0 < latency["delta"] - latency["threshold"]
+    report = _gate_policy(base, cand, latency_policy)
+    latency = signal(report, "latency-p95")
+    assert latency["status"] == "inconclusive" and latency["reason"] == "inconclusive"
+    assert latency["confidence_interval"][0] <= 0 < latency["delta"] - latency["threshold"]
+    assert report["decision"] == "inconclusive" and report["exit_code"] == 11
+
+
+@pytest.mark.parametrize(("means", "decision", "code"), [("hold", "hold", 10), ("promote", "promote", 0)])
+def test_the_policy_says_what_an_inconclusive_signal_makes_of_the_release(latency_policy, tmp_path, means,
+                                                                          decision, code):
+    rng = random.Random(9)
+    base = [{"request_id": f"r{i}", "latency_ms": round(rng.lognormvariate(6, 1.2), 3)} for i in range(220)]
+    cand = [dict(r, latency_ms=round(rng.lognormvariate(6, 1.2) * 1.15, 3)) for r in base]
+    policy = tmp_path / "p.yaml"
+    policy.write_text(latency_policy.read_text().replace("gate:\n", f"gate:\n  inconclusive: {means}\n", 1))
+    report = _gate_policy(base, cand, policy)
+    assert signal(report, "latency-p95")["status"] == "inconclusive"
+    assert (report["decision"], report["exit_code"]) == (decision, code)
+    assert report["inputs"]["inconclusive"] == means
 
 
 def test_dry_run_signal_is_reported_but_does_not_decide(tmp_path):

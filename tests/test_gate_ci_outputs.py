@@ -7,6 +7,7 @@ import json
 import os
 import xml.etree.ElementTree as ET
 from pathlib import Path
+from typing import Any
 
 from conftest import FIXTURES, run_cli
 
@@ -45,8 +46,8 @@ def test_junit_has_one_test_case_per_signal_and_failures_carry_the_triage(tmp_pa
     skipped = [c.get("name") for c in cases if c.find("skipped") is not None]
     assert skipped == [s["id"] for s in report["signals"] if s["status"] == "not_evaluated"]
     for element in (root, suite):
-        assert element.get("tests") == str(len(cases))
-        assert element.get("failures") == str(len(failed)) and element.get("skipped") == str(len(skipped))
+        assert element.get("tests") == str(len(cases)) and element.get("failures") == str(len(failed))
+    assert suite.get("skipped") == str(len(skipped))
     props = {p.get("name"): p.get("value") for p in suite.find("properties")}
     assert props["decision"] == "rollback" and props["exit_code"] == "20"
 
@@ -140,3 +141,100 @@ def test_the_markdown_figures_are_the_reports_digit_for_digit(tmp_path: Path) ->
     text = (tmp_path / "g.md").read_text()
     latency = next(s for s in report["signals"] if s["id"] == "latency-p95")
     assert f"| {latency['baseline']} | {latency['candidate']} | {latency['delta']} |" in text
+
+
+JUNIT_XSD = FIXTURES / "junit" / "junit-10.xsd"
+
+
+def _valid_junit(path: Path) -> None:
+    """Valid against the JUnit schema Jenkins' xUnit plugin checks reports with (fixtures/junit)."""
+    import xmlschema
+
+    xmlschema.XMLSchema(str(JUNIT_XSD)).validate(str(path))
+
+
+def test_the_junit_file_is_valid_against_the_junit_schema(tmp_path: Path) -> None:
+    for name, bundle in (("bad", BAD), ("safe", SAFE)):
+        where = tmp_path / name
+        where.mkdir()
+        _gate(where, bundle, env=_quiet_env())
+        _valid_junit(where / "g.xml")
+
+
+def test_the_schema_check_catches_what_jenkins_would_refuse(tmp_path: Path) -> None:
+    """The check is real: a skipped count on <testsuites> (which the schema does not define) fails it."""
+    import xmlschema
+
+    _gate(tmp_path, BAD, env=_quiet_env())
+    text = (tmp_path / "g.xml").read_text().replace("<testsuites ", '<testsuites skipped="1" ', 1)
+    broken = tmp_path / "broken.xml"
+    broken.write_text(text)
+    try:
+        _valid_junit(broken)
+    except xmlschema.XMLSchemaValidationError:
+        return
+    raise AssertionError("a <testsuites skipped=...> attribute passed the schema")
+
+
+def _inconclusive_case(tmp_path: Path, means: str) -> tuple[Any, dict[str, Any]]:
+    """A latency change past the threshold that 220 independently noisy pairs cannot tell from noise."""
+    import random
+
+    rng = random.Random(9)
+    base = [{"request_id": f"r{i}", "latency_ms": round(rng.lognormvariate(6, 1.2), 3)} for i in range(220)]
+    cand = [dict(r, latency_ms=round(rng.lognormvariate(6, 1.2) * 1.15, 3)) for r in base]
+    run = {"label": "x"}
+    bundle = tmp_path / "bundle.json"
+    bundle.write_text(json.dumps({
+        "version": 1, "kind": "tickgate.gate-bundle",
+        "baseline": {"version": 1, "kind": "tickgate.observations", "run": run, "requests": base},
+        "candidate": {"version": 1, "kind": "tickgate.observations", "run": run, "requests": cand},
+    }))
+    policy = tmp_path / "p.yaml"
+    policy.write_text(f"version: 1\ngate:\n  seed: 1\n  inconclusive: {means}\n  signals:\n"
+                      "    - name: latency-p95\n      options: {threshold: 0.10}\n")
+    return _gate(tmp_path, bundle, "--policy", str(policy), env=_quiet_env())
+
+
+def test_an_inconclusive_signal_is_skipped_in_junit_unless_the_policy_holds_on_it(tmp_path: Path) -> None:
+    for means, code, child in (("inconclusive", 11, "skipped"), ("hold", 10, "failure")):
+        where = tmp_path / means
+        where.mkdir()
+        res, report = _inconclusive_case(where, means)
+        assert res.returncode == code, res.stdout + res.stderr
+        assert report["signals"][0]["status"] == "inconclusive"
+        (case,) = ET.parse(where / "g.xml").getroot().iter("testcase")
+        assert case.find(child) is not None, means
+        _valid_junit(where / "g.xml")
+        markdown = (where / "g.md").read_text()
+        assert f"(exit {code})" in markdown and "❔ inconclusive" in markdown
+    annotations = workflow_commands(report)
+    assert annotations[0].startswith("::warning title=tickgate gate%3A latency-p95 inconclusive::")
+
+
+def _vendored_schema(name: str) -> dict[str, Any]:
+    """A CI system's own configuration schema, as check-jsonschema vendors it from SchemaStore."""
+    from importlib.resources import files
+
+    return json.loads((files("check_jsonschema.builtin_schemas.vendor") / name).read_text(encoding="utf-8"))
+
+
+def test_the_ci_jobs_in_the_docs_are_valid_workflow_files() -> None:
+    """docs/gate.md's GitHub Actions workflow and GitLab CI job against each system's schema."""
+    import jsonschema
+    from ruamel.yaml import YAML
+
+    from conftest import REPO
+
+    text = (REPO / "docs" / "gate.md").read_text(encoding="utf-8")
+    section = text.split("\n## In CI\n", 1)[1].split("\n## ", 1)[0]
+    github, gitlab = (YAML(typ="safe").load(b.split("```", 1)[0]) for b in section.split("```yaml\n")[1:])
+    for doc, schema in ((github, "github-workflows.json"), (gitlab, "gitlab-ci.json")):
+        jsonschema.validate(doc, _vendored_schema(schema))
+    broken = dict(github)
+    broken.pop("jobs")  # a workflow without jobs is no workflow: the check must say so
+    try:
+        jsonschema.validate(broken, _vendored_schema("github-workflows.json"))
+    except jsonschema.ValidationError:
+        return
+    raise AssertionError("a workflow without jobs passed the schema")

@@ -11,7 +11,9 @@ out why before updating a digest.
 
 The replay reports' digests were updated once since, when reports gained the
 ``series`` block (issue 23): with that block removed (and the rest written as
-``write_json`` does) each report was still the bytes of its a7aefc2 digest.
+``write_json`` does) each report was still the bytes of its a7aefc2 digest. The gate reports' digests were updated in issue 32: each signal's
+``evidence`` gained ``recorded_by_neither`` and ``inputs`` gained ``inconclusive`` (with those two
+removed, every decision, figure and message is what it was).
 """
 
 from __future__ import annotations
@@ -72,20 +74,20 @@ CASES = {
                         "ef443a2905248964d4ed7e8284b113075b1cc587c8adab0c40d569a81b9a9a8f"),
     "gate-bundle": (["gate", "--input", "fixtures/gate/p95_regression.json", "--policy",
                      "policies/gate-default.yaml", "--output", "{out}", "--quiet"],
-                    "a1ded3dbf32c692489bb49677b77386f5b6e2c1aba137534a5aac77bf1f53af2"),
+                    "dba509b8413449603bbb0d25b25873eff271940862018a7f30d70ad6f81fd161"),
     "gate-release-bad": (["gate", "--input", "fixtures/release_gate_bad.json", "--output", "{out}"],
-                         "0be3c2a67931a71d32966a8321708fd6b893d5847ecda3a14fb16c98c8606980"),
+                         "5f6ef35b9e0e71aa48e0a17ad56291cca032cb26c8951cc132f92f395a80c15f"),
     "gate-vllm-clients": (["gate", "--baseline", "fixtures/realdata/clients/vllm_bench_serve_0.33/vllm_openai_baseline.json",
                            "--candidate",
                            "fixtures/realdata/clients/vllm_bench_serve_0.33/vllm_openai_candidate_slow.json",
                            "--policy", "policies/gate-default.yaml", "--output", "{out}"],
-                          "03fbeb2a70ebd90158d8a54b17669ca1a586033ccd722f786843208d2d0738dc"),
+                          "b86df0e1bc3dc2cc5effc22a36235383af322b02d59b354c93491f1ffd79e00b"),
     "gate-sglang-clients": (["gate", "--baseline",
                              "fixtures/realdata/clients/sglang_bench_serving_0.5.23/sglang_vllm_baseline.jsonl",
                              "--candidate",
                              "fixtures/realdata/clients/sglang_bench_serving_0.5.23/sglang_vllm_candidate_slow.jsonl",
                              "--policy", "policies/gate-streaming.yaml", "--output", "{out}"],
-                            "fd2c505aa96bfc558383c087fa05271adaaef236e89bbcbf35d75fa0ffb9471e"),
+                            "e1663d27c6c49b657523624cd8e85b78ad37717bcc719fea7985b662435c8540"),
     "kv-vllm-array": (["normalize", "fixtures/realdata/kv_events/vllm_arraylike.msgpack", "-o", "{out}"],
                       "9ec926faa8c0233ad9e00009e7e2fc66616b895a12fbcb524299aea52d808e7e"),
     "kv-vllm-map": (["normalize", "fixtures/realdata/kv_events/vllm_v0.28_map_events.msgpack", "-o", "{out}"],

@@ -80,7 +80,7 @@ def gate_command(
     markdown_path: Path | None,
     quiet: bool,
 ) -> None:
-    """Gate a release. Exit 0 promote, 10 hold, 20 rollback, 2 invalid input.
+    """Gate a release. Exit 0 promote, 10 hold, 11 inconclusive, 20 rollback, 2 invalid input.
 
     Inside GitHub Actions (GITHUB_ACTIONS=true) it also prints an annotation per failed
     signal and one for the decision, --quiet or not."""

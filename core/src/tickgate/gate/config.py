@@ -32,6 +32,8 @@ class GateConfig:
     seed: int
     segments: list[str] | None
     signals: list[ConfiguredSignal]
+    #: the decision an inconclusive signal leads to: inconclusive, hold or promote
+    inconclusive: str = "inconclusive"
 
 
 def load_gate_config(policy: Policy, registry: Registry | None = None) -> GateConfig:
@@ -94,4 +96,10 @@ def load_gate_config(policy: Policy, registry: Registry | None = None) -> GateCo
                 bool(entry.get("required", False)),
             )
         )
-    return GateConfig(policy.source or path, int(section.get("seed", 0)), section.get("segments"), signals)
+    return GateConfig(
+        policy.source or path,
+        int(section.get("seed", 0)),
+        section.get("segments"),
+        signals,
+        section.get("inconclusive", "inconclusive"),
+    )

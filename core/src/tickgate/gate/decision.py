@@ -1,6 +1,8 @@
 """Run the configured signals and combine them into one decision.
 
-The worst status decides: rollback outranks hold outranks pass (promote).
+The worst status decides: rollback outranks hold outranks inconclusive
+outranks pass (promote); an inconclusive worst becomes what the policy's
+``gate.inconclusive`` says (by default its own decision, exit 11).
 Dry-run signals are evaluated and reported but never decide. A signal whose
 evidence neither side has is ``not_evaluated``: reported with its reason,
 never deciding, unless the policy marks it ``required`` (then it holds). A signal that
@@ -22,7 +24,7 @@ from ..util.progress import OFF, Progress
 from .comparison import Comparison
 from .config import ConfiguredSignal, GateConfig
 
-DECISIONS = {"pass": "promote", "hold": "hold", "rollback": "rollback"}
+DECISIONS = {"pass": "promote", "inconclusive": "inconclusive", "hold": "hold", "rollback": "rollback"}
 
 
 @attrs.frozen
@@ -77,12 +79,15 @@ def evaluate(config: GateConfig, comparison: Comparison, progress: Progress = OF
     return outcomes
 
 
-def decide(outcomes: list[Outcome]) -> str:
+def decide(outcomes: list[Outcome], inconclusive: str = "inconclusive") -> str:
     """Worst deciding status; with no deciding signal at all (every one
     dry-run or not evaluated) there is no evidence, so the gate holds instead
-    of promoting."""
+    of promoting. When the worst is ``inconclusive``, the policy's
+    ``gate.inconclusive`` says what that makes of the release."""
     deciding = [o for o in outcomes if not o.configured.dry_run and o.result.status != "not_evaluated"]
     if not deciding:
         return "hold"
     worst = max((o.result.status for o in deciding), key=RANK.__getitem__)
+    if worst == "inconclusive":
+        return inconclusive
     return DECISIONS[worst]

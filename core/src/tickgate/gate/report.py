@@ -8,13 +8,14 @@ from __future__ import annotations
 
 from typing import Any
 
+from ..interfaces.gate import RANK
 from .comparison import Comparison
 from .config import GateConfig
 from .decision import Outcome, decide
 from .observations import Side
 
 #: documented in docs/gate.md; distinct from 2 (invalid input) and 3 (internal error)
-EXIT_CODES = {"promote": 0, "hold": 10, "rollback": 20}
+EXIT_CODES = {"promote": 0, "inconclusive": 11, "hold": 10, "rollback": 20}
 UNMATCHED_LIMIT = 100
 
 
@@ -71,7 +72,7 @@ def _signal(outcome: Outcome) -> dict[str, Any]:
 def build_report(
     config: GateConfig, comparison: Comparison, outcomes: list[Outcome], segments: dict[str, Any]
 ) -> dict[str, Any]:
-    decision = decide(outcomes)
+    decision = decide(outcomes, config.inconclusive)
     triage: list[dict[str, Any]] = []
     not_evaluated: list[dict[str, Any]] = [
         {"signal": o.configured.id, "dry_run": o.configured.dry_run, "message": o.result.message}
@@ -96,7 +97,7 @@ def build_report(
                 "next_action": r.next_action or "see the signal's message",
             }
         )
-    triage.sort(key=lambda t: (t["dry_run"], -{"rollback": 2, "hold": 1}[t["status"]], t["signal"]))
+    triage.sort(key=lambda t: (t["dry_run"], -RANK[t["status"]], t["signal"]))
     notes = []
     if not comparison.per_request:
         notes.append(
@@ -110,7 +111,10 @@ def build_report(
             "no deciding signal could be evaluated (neither side has their evidence), so the gate holds"
         )
     deciding = [t for t in triage if not t["dry_run"]]
-    if decision == "promote":
+    if decision == "promote" and deciding:  # only inconclusive signals, and the policy promotes them
+        summary = "promote: " + "; ".join(f"{t['signal']} {t['status']}" for t in deciding)
+        summary += " (the policy's gate.inconclusive is promote)"
+    elif decision == "promote":
         summary = (
             "promote: complete evidence within policy"
             if not not_evaluated
@@ -158,6 +162,7 @@ def build_report(
         "inputs": {
             "policy": config.policy_path,
             "seed": config.seed,
+            "inconclusive": config.inconclusive,
             "baseline": _side(comparison.baseline),
             "candidate": _side(comparison.candidate),
         },

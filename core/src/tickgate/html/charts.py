@@ -32,6 +32,7 @@ COLOURS = {
     "max": "#f28e2b",
     "mean": "#4e79a7",
     "pass": "#59a14f",
+    "inconclusive": "#edc948",
     "hold": "#f28e2b",
     "rollback": "#e15759",
     "front": "#e15759",

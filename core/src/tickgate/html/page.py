@@ -30,7 +30,7 @@ caption{text-align:left;font-weight:600;padding:4px 0}
 th,td{border:1px solid #ddd;padding:3px 8px;text-align:left;vertical-align:top}td.n{text-align:right;
 font-variant-numeric:tabular-nums}th{background:#f5f5f5;overflow-wrap:anywhere}
 .badge{display:inline-block;padding:2px 10px;border-radius:4px;color:#fff;font-weight:600}
-.pass,.promote{background:#59a14f}.hold{background:#e8891f}.rollback{background:#e15759}
+.pass,.promote{background:#59a14f}.inconclusive{background:#c9a227}.hold{background:#e8891f}.rollback{background:#e15759}
 .other{background:#888}
 """.strip()
 

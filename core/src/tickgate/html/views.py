@@ -210,8 +210,8 @@ def fleet_sections(report: dict[str, Any]) -> list[Section]:
     return [section, *over]
 
 
-#: docs/gate.md: promote, hold or rollback
-_STATUS_CLASS = {"promote": "promote", "hold": "hold", "rollback": "rollback"}
+#: docs/gate.md: promote, inconclusive, hold or rollback
+_STATUS_CLASS = {"promote": "promote", "inconclusive": "inconclusive", "hold": "hold", "rollback": "rollback"}
 _UNITS = {
     "relative": "relative change (candidate / baseline - 1)",
     "absolute": "absolute change",

@@ -68,10 +68,13 @@ class GateSignal(Plugin):
         raise NotImplementedError
 
 
-STATUSES = ("pass", "hold", "rollback", "not_evaluated")
-#: decision rank: the worst status decides (rollback > hold > pass); a signal
-#: that was not evaluated does not take part (see ``runner.decide``)
-RANK = {"not_evaluated": -1, "pass": 0, "hold": 1, "rollback": 2}
+STATUSES = ("pass", "inconclusive", "hold", "rollback", "not_evaluated")
+#: decision rank: the worst status decides (rollback > hold > inconclusive > pass); a
+#: signal that was not evaluated does not take part (see ``gate.decision.decide``).
+#: ``inconclusive``: a change as large as the threshold that the data cannot tell from
+#: noise (Argo Rollouts' Inconclusive, Kayenta's marginal): what it means for the
+#: release is the policy's ``gate.inconclusive`` (its own exit code by default)
+RANK = {"not_evaluated": -1, "pass": 0, "inconclusive": 1, "hold": 2, "rollback": 3}
 
 
 def _finite_or_none(_: Any, attribute: attrs.Attribute, value: Any) -> None:
@@ -85,8 +88,8 @@ def _finite_or_none(_: Any, attribute: attrs.Attribute, value: Any) -> None:
 class SignalResult:
     """What one signal concluded.
 
-    ``status``: pass, hold, rollback or not_evaluated (the evidence is absent
-    on both sides: nothing to judge). ``reason``: a short code
+    ``status``: pass, inconclusive (large but not significant), hold, rollback
+    or not_evaluated (the evidence is absent on both sides: nothing to judge). ``reason``: a short code
     (``within_policy``, ``regression``, ``inconclusive``, ``insufficient_data``,
     ``missing_evidence``, ``mismatch``, ``drift``, ``error_increase``,
     ``not_recorded``).

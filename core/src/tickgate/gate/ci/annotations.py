@@ -2,7 +2,7 @@
 ``::warning``, ``::notice``) that GitHub shows on the run and its summary, printed by ``tickgate
 gate`` when ``GITHUB_ACTIONS=true`` (GitHub sets it in every job).
 
-A signal that rolls back is an error, one that holds a warning (dry-run ones as notices), and the
+A signal that rolls back is an error, one that holds or is inconclusive a warning (dry-run ones as notices), and the
 decision a notice or the same level as its worst signal. The command format and its escapes follow
 GitHub's "Workflow commands for GitHub Actions": in a message ``%``, CR and LF are escaped as ``%25``,
 ``%0D``, ``%0A``; in a property also ``:`` and ``,`` (``%3A``, ``%2C``).
@@ -16,7 +16,7 @@ from typing import Any
 
 from .cells import figures
 
-_LEVEL = {"rollback": "error", "hold": "warning", "promote": "notice"}
+_LEVEL = {"rollback": "error", "hold": "warning", "inconclusive": "warning", "promote": "notice"}
 
 
 def _data(text: str) -> str:

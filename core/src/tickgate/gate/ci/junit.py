@@ -2,7 +2,8 @@
 test reports, Jenkins, Azure Pipelines, GitHub's test-reporter actions) shows each signal as a test.
 
 The layout is the Ant/Jenkins one those systems read (``testsuites`` > ``testsuite`` > ``testcase``,
-a ``failure`` or ``skipped`` child). A signal that holds or rolls back and may decide is a
+a ``failure`` or ``skipped`` child). A signal that holds or rolls back and may decide (or is
+inconclusive where the policy holds on inconclusive signals) is a
 ``failure`` whose ``type`` is its status and whose text is its triage (message, figures, next
 action); a signal that was not evaluated, or that failed in dry-run, is ``skipped`` with the reason;
 a passing signal has no child. The suite's properties carry the decision, its exit code and the
@@ -21,14 +22,16 @@ from .cells import figures, verdict
 CLASSNAME = "tickgate.gate"
 
 
-def _case(suite: ET.Element, signal: Mapping[str, Any]) -> str:
-    """Add the test case of ``signal``; returns ``pass``, ``failure`` or ``skipped``."""
+def _case(suite: ET.Element, signal: Mapping[str, Any], counts: bool) -> str:
+    """Add the test case of ``signal``; returns ``pass``, ``failure`` or ``skipped``. ``counts``:
+    an inconclusive signal fails the release (the policy's ``gate.inconclusive`` is ``hold``);
+    otherwise it is skipped with its message, as the decision does not rest on it."""
     case = ET.SubElement(suite, "testcase", name=str(signal["id"]), classname=CLASSNAME, time="0")
     status = signal["status"]
     if status == "pass":
         return "pass"
     message = str(signal.get("message") or "")
-    if status == "not_evaluated" or signal.get("dry_run"):
+    if status == "not_evaluated" or signal.get("dry_run") or (status == "inconclusive" and not counts):
         ET.SubElement(case, "skipped", message=f"{verdict(signal)}: {message}")
         return "skipped"
     failure = ET.SubElement(case, "failure", message=message, type=str(status))
@@ -53,14 +56,16 @@ def junit_xml(report: Mapping[str, Any]) -> bytes:
         ("matched", report.get("join", {}).get("matched")),
         ("policy", inputs.get("policy")),
         ("seed", inputs.get("seed")),
+        ("inconclusive", inputs.get("inconclusive")),
         ("baseline", inputs.get("baseline", {}).get("file")),
         ("candidate", inputs.get("candidate", {}).get("file")),
     ):
         if value is not None:
             ET.SubElement(properties, "property", name=name, value=str(value))
     counts = {"pass": 0, "failure": 0, "skipped": 0}
+    inconclusive_holds = inputs.get("inconclusive") == "hold"
     for signal in report["signals"]:
-        counts[_case(suite, signal)] += 1
+        counts[_case(suite, signal, inconclusive_holds)] += 1
     totals = {
         "tests": str(len(report["signals"])),
         "failures": str(counts["failure"]),
@@ -68,9 +73,10 @@ def junit_xml(report: Mapping[str, Any]) -> bytes:
         "skipped": str(counts["skipped"]),
         "time": "0",
     }
-    for element in (root, suite):
-        for key, value in totals.items():
-            element.set(key, value)
+    for key, value in totals.items():
+        suite.set(key, value)
+        if key != "skipped":  # the testsuites element has no skipped count (Jenkins' junit-10.xsd)
+            root.set(key, value)
     out = ET.SubElement(suite, "system-out")
     out.text = "\n".join([report["summary"], *report.get("notes", [])])
     ET.indent(root)

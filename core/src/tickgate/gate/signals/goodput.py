@@ -14,7 +14,7 @@ and its interval the normal (Wald) interval of a paired difference of
 proportions, ``mean +/- z * sd / sqrt(n)`` (no resampling: exact and
 deterministic at a million pairs). A drop past ``max_drop`` (absolute, default
 0.05 = 5 points) whose interval lies below zero holds as a regression; a large
-drop within noise holds as inconclusive.
+drop within noise is inconclusive.
 """
 
 from __future__ import annotations
@@ -136,7 +136,7 @@ class Goodput(GateSignal):
                     **common,
                 )
             return SignalResult(
-                status="hold",
+                status="inconclusive",
                 reason="inconclusive",
                 message=f"{head}: large but not significant",
                 next_action="gate again with more traffic to tell a regression from noise",

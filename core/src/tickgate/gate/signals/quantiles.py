@@ -6,8 +6,9 @@ inconclusive is its own outcome), with ``d`` the point delta over all pairs
 and ``[lo, hi]`` its bootstrap interval:
 
 * ``d > threshold`` and ``lo > 0``  -> hold, ``regression``
-* ``d > threshold`` and ``lo <= 0`` -> hold, ``inconclusive`` (large but
-  within noise: gather more traffic)
+* ``d > threshold`` and ``lo <= 0`` -> ``inconclusive`` (large but within
+  noise: gather more traffic; the policy's ``gate.inconclusive`` says what it
+  makes of the release, by default its own decision and exit code 11)
 * otherwise pass, unless one segment (backend, model, ...) with enough pairs
   of its own shows a large and significant regression -> hold, naming it.
 
@@ -170,7 +171,7 @@ class QuantileRegression(GateSignal):
         if large:
             more = max(len(used), min_pairs)
             return SignalResult(
-                status="hold",
+                status="inconclusive",
                 reason="inconclusive",
                 message=f"{head}: large but not significant",
                 next_action=f"gate again with more traffic (about {more} more matched requests) "

@@ -17,7 +17,6 @@ signal holds naming them. Unrelated requests are never compared silently.
 
 from __future__ import annotations
 
-import math
 from array import array
 from collections.abc import Iterator, Sequence
 from itertools import compress

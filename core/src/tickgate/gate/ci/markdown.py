@@ -11,7 +11,14 @@ from typing import Any
 from .cells import figure, verdict
 
 #: the mark in front of a signal's row, by what it did
-_MARK = {"pass": "✅", "promote": "✅", "inconclusive": "❔", "hold": "⚠️", "rollback": "❌", "not evaluated": "⚪"}
+_MARK = {
+    "pass": "✅",
+    "promote": "✅",
+    "inconclusive": "❔",
+    "hold": "⚠️",
+    "rollback": "❌",
+    "not evaluated": "⚪",
+}
 
 
 def _cell(value: Any) -> str:

@@ -12,6 +12,11 @@ out why before updating a digest.
 The replay reports' digests were updated once since, when reports gained the
 ``series`` block (issue 23): with that block removed (and the rest written as
 ``write_json`` does) each report was still the bytes of its a7aefc2 digest.
+Issue 32 ("one meaning per figure") changed only throughput figures: replay-vllm's
+``latency`` gained ``benchmark_duration_ms`` and ``busy_output_tokens_per_s`` and its
+``output_tokens_per_s`` / ``requests_per_s`` are over the client's window (with the old
+per-busy-second figures put back, the report is the bytes of its previous digest,
+ef88bae...); traces and fingerprints did not change.
 """
 
 from __future__ import annotations
@@ -37,7 +42,7 @@ CASES = {
                       "b850cbc2d4131ecee3fe1ae8005c3aba639eaaf2f6173e3ad7bb852039b2fac3"),
     "replay-vllm": (["replay", "--input", "fixtures/scenarios/kv-pressure.json", "--policy",
                      "policies/vllm-v1-bench.yaml", "--output", "{out}", "--quiet"],
-                    "ef88baeba6c1a3fc108c7c4b59f55f2100a1207164d2faabfe04af119d3107e9"),
+                    "d2e9c8061cdb603617f09b96e83518e20e4edcd98d4c75abbdd98acb17c32935"),
     "trace-vllm": (["replay", "--input", "fixtures/scenarios/kv-pressure.json", "--policy",
                     "policies/vllm-v1-bench.yaml", "--output", "{other}", "--trace", "{out}", "--quiet"],
                    "dde3f46c4f9436d191a26942489d1ed1d5cfaaff1c42f64bbd0cb09a8a05adee"),

@@ -19,9 +19,12 @@ outcome field becomes (docs/formats.md):
   here), so the per-request ``itl_p95_ms`` is absent (decode-token-p95 is not
   evaluated); untimed replays have no milliseconds at all;
 * ``tenant`` / ``lane`` -> segments;
-* run aggregates from the report: throughput, latency percentiles, peak KV
-  pressure (``memory_pressure``), preemptions, prefix-cache hit rate; the
-  trace fingerprint (every scheduling decision) is in the provenance.
+* run aggregates from the report: throughput (``output_throughput`` /
+  ``request_throughput`` over the client's window, ``duration_s`` that window:
+  the figures a benchmark client prints; the engine's busy-time figures only in
+  ``extra``, named as such), latency percentiles, peak KV pressure
+  (``memory_pressure``), preemptions, prefix-cache hit rate; the trace
+  fingerprint (every scheduling decision) is in the provenance.
 
 A report whose ``outcomes`` were cut by ``--detail-limit`` cannot be joined
 request by request; that is an error saying how to replay.
@@ -98,6 +101,7 @@ class ReplayReportMirror(BackendMirror):
             sched = plugins.sub("scheduler")
             scheduler = sched.string("name") if sched is not None else None
         policy = inputs.string("policy") if inputs is not None else None
+        aggregates = clean_aggregates(_aggregates(f, summary, requests))  # before provenance copies the notes
         run = {
             "label": policy,
             "scheduler": scheduler,
@@ -110,7 +114,7 @@ class ReplayReportMirror(BackendMirror):
                 workload=inputs.string("workload") if inputs is not None else None,
                 policy=policy,
             ),
-            "aggregates": clean_aggregates(_aggregates(f, summary, requests)),
+            "aggregates": aggregates,
         }
         return document(run, requests)
 
@@ -167,11 +171,23 @@ def _aggregates(f: Fields, summary: Fields, requests: list[dict[str, Any]]) -> d
         agg["memory_pressure"] = round(min(pressure, 100.0) / 100, 6)
     latency = f.sub("latency")
     if latency is not None:
-        agg["output_throughput"] = latency.number("output_tokens_per_s")
-        agg["request_throughput"] = latency.number("requests_per_s")
-        busy = latency.number("busy_ms")
-        if busy is not None:
-            agg["extra"] = {"busy_ms": busy}
+        extra: dict[str, Any] = {"busy_ms": latency.number("busy_ms")}
+        if "benchmark_duration_ms" in latency.obj:
+            window = latency.number("benchmark_duration_ms")
+            agg["duration_s"] = round(window / 1000.0, 6) if window is not None else None
+            agg["output_throughput"] = latency.number("output_tokens_per_s")
+            agg["request_throughput"] = latency.number("requests_per_s")
+            extra["busy_output_tokens_per_s"] = latency.number("busy_output_tokens_per_s")
+        elif latency.has("output_tokens_per_s") or latency.has("requests_per_s"):
+            # a report from before the client's window: its figures are per busy second,
+            # which no client prints, so they are not the run's throughput
+            f.notes.append(
+                "this report's throughputs are per busy second (written before tickgate reported "
+                "them over the client's window): kept as extra.busy_*, not compared as throughput"
+            )
+            extra["busy_output_tokens_per_s"] = latency.number("output_tokens_per_s")
+            extra["busy_requests_per_s"] = latency.number("requests_per_s")
+        agg["extra"] = {k: v for k, v in extra.items() if v is not None}
         for key, target in _LATENCY.items():
             dist = latency.sub(key)
             if dist is not None:

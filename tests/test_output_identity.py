@@ -16,7 +16,8 @@ Issue 32 ("one meaning per figure") changed only throughput figures: replay-vllm
 ``latency`` gained ``benchmark_duration_ms`` and ``busy_output_tokens_per_s`` and its
 ``output_tokens_per_s`` / ``requests_per_s`` are over the client's window (with the old
 per-busy-second figures put back, the report is the bytes of its previous digest,
-ef88bae...); traces and fingerprints did not change.
+ef88bae...); gate-vllm-clients' throughput signal now leads with the requests/s it
+compares and names it (``details.metric``); traces and fingerprints did not change.
 """
 
 from __future__ import annotations
@@ -84,7 +85,7 @@ CASES = {
                            "--candidate",
                            "fixtures/realdata/clients/vllm_bench_serve_0.33/vllm_openai_candidate_slow.json",
                            "--policy", "policies/gate-default.yaml", "--output", "{out}"],
-                          "03fbeb2a70ebd90158d8a54b17669ca1a586033ccd722f786843208d2d0738dc"),
+                          "bf143e407dc864767ff71c5d12c98ae22d4f203f9429bdaab749c8fbb354717c"),
     "gate-sglang-clients": (["gate", "--baseline",
                              "fixtures/realdata/clients/sglang_bench_serving_0.5.23/sglang_vllm_baseline.jsonl",
                              "--candidate",

@@ -128,7 +128,7 @@ def test_throughput_holds_when_an_offline_batch_takes_longer(tmp_path):
 
 
 def test_throughput_from_run_aggregates_when_requests_have_no_send_times(tmp_path):
-    """sglang.bench_serving writes no per-request start times: its output_throughput decides."""
+    """sglang.bench_serving writes no per-request start times: its request_throughput decides."""
     src = CLIENTS / "sglang_bench_serving_0.5.23" / "sglang_vllm_baseline.jsonl"
     obj = json.loads(src.read_text().splitlines()[-1])
     obj["output_throughput"] *= 0.8
@@ -162,6 +162,57 @@ def test_throughput_per_segment(tmp_path):
     signal = gate_files(policy, baseline=a, candidate=b)["signals"][0]
     assert signal["status"] == "hold" and "tenant=b" in signal["message"]
     assert signal["delta"] > -0.10  # the total did not drop past the threshold
+
+
+def _timed_rows(n: int, latency_ms: float, tokens_out: int) -> dict[str, Any]:
+    rows = [{"request_id": f"q{i:04d}", "start_ms": i * 10.0, "latency_ms": latency_ms, "ttft_ms": 10.0,
+             "tokens_out": tokens_out, "error": None} for i in range(n)]
+    return {"version": 1, "kind": "tickgate.observations", "run": {"backend": "x"}, "requests": rows}
+
+
+def _throughput(tmp_path: Path, base: dict[str, Any], cand: dict[str, Any]) -> dict[str, Any]:
+    a, b = tmp_path / "a.json", tmp_path / "b.json"
+    a.write_text(json.dumps(base))
+    b.write_text(json.dumps(cand))
+    policy = tmp_path / "p.yaml"
+    policy.write_text("version: 1\ngate:\n  signals:\n    - name: throughput\n")
+    return gate_files(policy, baseline=a, candidate=b)["signals"][0]
+
+
+def test_throughput_shows_first_the_requests_per_s_it_compares(tmp_path):
+    """The same 300 requests at 25 % fewer requests/s: the message leads with requests/s, and its
+    baseline, candidate and delta are requests/s (output tokens/s follows, in brackets)."""
+    # the window: 2990 ms of sends + the last latency (100 ms, then 1130 ms)
+    signal = _throughput(tmp_path, _timed_rows(300, 100.0, 50), _timed_rows(300, 1130.0, 50))
+    assert signal["status"] == "hold" and signal["reason"] == "regression", signal
+    assert signal["details"]["metric"] == "requests_per_s"
+    assert signal["message"].startswith("requests/s 97.087 -> 72.816 ")
+    assert "[output tokens/s 4854.369 -> 3640.777 " in signal["message"]
+    assert ": requests/s dropped past" in signal["message"]
+    req = signal["details"]["metrics"]["requests_per_s"]
+    assert (signal["baseline"], signal["candidate"]) == (req["baseline"], req["candidate"])
+    assert signal["delta"] == pytest.approx(-req["drop"])
+
+
+def test_shorter_outputs_are_no_throughput_drop(tmp_path):
+    """Half the output tokens in the same time: output tokens/s halves, requests/s does not;
+    the outputs changed (output-mismatch's to judge), not the speed."""
+    signal = _throughput(tmp_path, _timed_rows(300, 100.0, 50), _timed_rows(300, 100.0, 25))
+    assert signal["status"] == "pass", signal
+    assert signal["delta"] == 0.0
+    assert signal["details"]["metrics"]["output_tokens_per_s"]["drop"] == pytest.approx(0.5)
+
+
+def test_throughput_falls_back_to_output_tokens_per_s_and_names_it(tmp_path):
+    """A run that reports no requests/s is compared on output tokens/s, and says so."""
+    def run(tokens_per_s: float) -> dict[str, Any]:
+        return {"version": 1, "kind": "tickgate.observations",
+                "run": {"aggregates": {"request_count": 300, "completed": 300, "output_throughput": tokens_per_s}}}
+
+    signal = _throughput(tmp_path, run(1000.0), run(800.0))
+    assert signal["status"] == "hold" and signal["details"]["metric"] == "output_tokens_per_s", signal
+    assert signal["message"].startswith("output tokens/s 1000.000 -> 800.000 ")
+    assert (signal["baseline"], signal["candidate"]) == (1000.0, 800.0)
 
 
 # -- goodput ----------------------------------------------------------------------------------------

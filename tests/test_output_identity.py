@@ -11,9 +11,16 @@ out why before updating a digest.
 
 The replay reports' digests were updated once since, when reports gained the
 ``series`` block (issue 23): with that block removed (and the rest written as
-``write_json`` does) each report was still the bytes of its a7aefc2 digest. The gate reports' digests were updated in issue 32: each signal's
-``evidence`` gained ``recorded_by_neither`` and ``inputs`` gained ``inconclusive`` (with those two
-removed, every decision, figure and message is what it was).
+``write_json`` does) each report was still the bytes of its a7aefc2 digest.
+Issue 32 ("one meaning per figure") changed only throughput figures: replay-vllm's
+``latency`` gained ``benchmark_duration_ms`` and ``busy_output_tokens_per_s`` and its
+``output_tokens_per_s`` / ``requests_per_s`` are over the client's window (with the old
+per-busy-second figures put back, the report is the bytes of its previous digest,
+ef88bae...); gate-vllm-clients' throughput signal now leads with the requests/s it
+compares and names it (``details.metric``); traces and fingerprints did not change.
+The gate reports' digests changed in issue 32 also because each signal's ``evidence`` gained
+``recorded_by_neither``, ``inputs`` gained ``inconclusive`` and the default policy's latency
+signals moved to 98 % confidence with 1,000 resamples (their intervals, not their decisions).
 """
 
 from __future__ import annotations
@@ -39,7 +46,7 @@ CASES = {
                       "b850cbc2d4131ecee3fe1ae8005c3aba639eaaf2f6173e3ad7bb852039b2fac3"),
     "replay-vllm": (["replay", "--input", "fixtures/scenarios/kv-pressure.json", "--policy",
                      "policies/vllm-v1-bench.yaml", "--output", "{out}", "--quiet"],
-                    "ef88baeba6c1a3fc108c7c4b59f55f2100a1207164d2faabfe04af119d3107e9"),
+                    "d2e9c8061cdb603617f09b96e83518e20e4edcd98d4c75abbdd98acb17c32935"),
     "trace-vllm": (["replay", "--input", "fixtures/scenarios/kv-pressure.json", "--policy",
                     "policies/vllm-v1-bench.yaml", "--output", "{other}", "--trace", "{out}", "--quiet"],
                    "dde3f46c4f9436d191a26942489d1ed1d5cfaaff1c42f64bbd0cb09a8a05adee"),
@@ -74,14 +81,14 @@ CASES = {
                         "ef443a2905248964d4ed7e8284b113075b1cc587c8adab0c40d569a81b9a9a8f"),
     "gate-bundle": (["gate", "--input", "fixtures/gate/p95_regression.json", "--policy",
                      "policies/gate-default.yaml", "--output", "{out}", "--quiet"],
-                    "dba509b8413449603bbb0d25b25873eff271940862018a7f30d70ad6f81fd161"),
+                    "5ca66db662757bc29fa532354ef44ee29ab4e1de54035b3b31aca7d64bf426b2"),
     "gate-release-bad": (["gate", "--input", "fixtures/release_gate_bad.json", "--output", "{out}"],
-                         "5f6ef35b9e0e71aa48e0a17ad56291cca032cb26c8951cc132f92f395a80c15f"),
+                         "8525bc818cb8ecc163ce8da1cf5fcd3fd1beda71013dbcacbada758924182e58"),
     "gate-vllm-clients": (["gate", "--baseline", "fixtures/realdata/clients/vllm_bench_serve_0.33/vllm_openai_baseline.json",
                            "--candidate",
                            "fixtures/realdata/clients/vllm_bench_serve_0.33/vllm_openai_candidate_slow.json",
                            "--policy", "policies/gate-default.yaml", "--output", "{out}"],
-                          "b86df0e1bc3dc2cc5effc22a36235383af322b02d59b354c93491f1ffd79e00b"),
+                          "3bbf9fe15e47fa1e8ec5a66f754f7e52907b5b3964099ef937feefc4d7edd4bf"),
     "gate-sglang-clients": (["gate", "--baseline",
                              "fixtures/realdata/clients/sglang_bench_serving_0.5.23/sglang_vllm_baseline.jsonl",
                              "--candidate",

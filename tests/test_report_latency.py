@@ -380,7 +380,8 @@ def test_the_report_names_the_model_and_its_resolved_parameters(tmp_path: Path, 
 def test_the_latency_block_in_order(tmp_path: Path) -> None:
     report = replay(poisson(2, 20, 10.0), load_policy(POLICIES / "vllm-v1-bench.yaml"))
     assert list(report["latency"]) == ["ttft_ms", "tpot_ms", "itl_ms", "e2e_ms", "queue_ms", "busy_ms",
-                                       "output_tokens_per_s", "requests_per_s"]
+                                       "benchmark_duration_ms", "output_tokens_per_s", "requests_per_s",
+                                       "busy_output_tokens_per_s"]
     itl, tpot = report["latency"]["itl_ms"], report["latency"]["tpot_ms"]
     # TPOT averages each request's gaps; ITL pools them: the same total over the same tokens
     done = [o for o in report["outcomes"] if o["status"] == "completed" and o["output_tokens"] > 1]

@@ -39,7 +39,8 @@ def test_a_3x3_sweep_has_one_line_per_point_in_grid_order(swept: tuple[Path, Pat
     for row in found:
         assert row["workload"] == "traces/azure.csv"
         assert set(row["metrics"]) == {"completed", "rejected", "total_ticks", "ttft_ms_p50", "ttft_ms_p99",
-                                       "itl_ms_p50", "itl_ms_p99", "e2e_ms_p99", "output_tokens_per_s"}
+                                       "itl_ms_p50", "itl_ms_p99", "e2e_ms_p99", "output_tokens_per_s",
+                                       "requests_per_s"}
         assert row["metrics"]["completed"] + row["metrics"]["rejected"] == 300
         report = json.loads((one / "points" / row["id"] / "report.json").read_text(encoding="utf-8"))
         assert report["summary"]["trace_fingerprint"] == row["fingerprint"]

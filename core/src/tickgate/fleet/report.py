@@ -3,8 +3,10 @@
 Each engine (replica or data-parallel rank) gets the report a plain replay of
 what it received would give (same sinks, same figures: ``Fleet.replica_reports``);
 the fleet's own report is what a client sees (latency from every request's
-arrival at the fleet to its last token, throughput over the time any replica
-was busy) plus the ``fleet`` block: one entry per engine, the fleet's prefix-cache
+arrival at the fleet to its last token, throughput over the client's window,
+from the first arrival at the fleet to the last completion, as
+:mod:`tickgate.replay.report` defines it; ``busy_ms`` the time any replica was
+stepping, ``busy_output_tokens_per_s`` over it) plus the ``fleet`` block: one entry per engine, the fleet's prefix-cache
 hit rate, the routing decisions and how evenly they spread.
 """
 

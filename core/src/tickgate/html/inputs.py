@@ -27,6 +27,16 @@ SWEEP_METRICS = (
     "itl_ms_p99",
     "e2e_ms_p99",
     "output_tokens_per_s",
+    "requests_per_s",
+)
+
+#: the latency block's single figures the summary table shows (views._throughput_rows)
+LATENCY_FIGURES = (
+    "busy_ms",
+    "benchmark_duration_ms",
+    "output_tokens_per_s",
+    "requests_per_s",
+    "busy_output_tokens_per_s",
 )
 
 _NAMES = {
@@ -136,6 +146,8 @@ def check_replay(doc: Doc, report: dict[str, Any]) -> None:
             if block is not None:
                 for q in ("count", "mean", "p50", "p90", "p95", "p99", "max"):
                     doc.get(block, q, f"$.latency.{key}", "number")
+        for key in LATENCY_FIGURES:
+            doc.get(latency, key, "$.latency", "number?", optional=True)
     series = doc.get(report, "series", "$", "object", optional=True)
     if series is not None:
         check_series(doc, series)

@@ -19,9 +19,13 @@ outcome field becomes (docs/formats.md):
   here), so the per-request ``itl_p95_ms`` is absent (decode-token-p95 is not
   evaluated); untimed replays have no milliseconds at all;
 * ``tenant`` / ``lane`` -> segments;
-* run aggregates from the report: throughput, latency percentiles, peak KV
-  pressure (``memory_pressure``), preemptions, prefix-cache hit rate; the
-  trace fingerprint (every scheduling decision) is in the provenance.
+* run aggregates from the report: throughput (``output_throughput`` /
+  ``request_throughput`` over the client's window, ``duration_s`` that window:
+  the figures a benchmark client prints; the engine's busy-time figures only in
+  ``extra``, named as such), latency percentiles, peak KV pressure
+  (``memory_pressure``), preemptions, prefix-cache hit rate (:func:`prefix_hit_rate`:
+  every scheduler's and a fleet's); the trace fingerprint (every scheduling
+  decision) is in the provenance.
 
 A report whose ``outcomes`` were cut by ``--detail-limit`` cannot be joined
 request by request; that is an error saying how to replay.
@@ -98,6 +102,7 @@ class ReplayReportMirror(BackendMirror):
             sched = plugins.sub("scheduler")
             scheduler = sched.string("name") if sched is not None else None
         policy = inputs.string("policy") if inputs is not None else None
+        aggregates = clean_aggregates(_aggregates(f, summary, requests))  # before provenance copies the notes
         run = {
             "label": policy,
             "scheduler": scheduler,
@@ -110,7 +115,7 @@ class ReplayReportMirror(BackendMirror):
                 workload=inputs.string("workload") if inputs is not None else None,
                 policy=policy,
             ),
-            "aggregates": clean_aggregates(_aggregates(f, summary, requests)),
+            "aggregates": aggregates,
         }
         return document(run, requests)
 
@@ -167,11 +172,23 @@ def _aggregates(f: Fields, summary: Fields, requests: list[dict[str, Any]]) -> d
         agg["memory_pressure"] = round(min(pressure, 100.0) / 100, 6)
     latency = f.sub("latency")
     if latency is not None:
-        agg["output_throughput"] = latency.number("output_tokens_per_s")
-        agg["request_throughput"] = latency.number("requests_per_s")
-        busy = latency.number("busy_ms")
-        if busy is not None:
-            agg["extra"] = {"busy_ms": busy}
+        extra: dict[str, Any] = {"busy_ms": latency.number("busy_ms")}
+        if "benchmark_duration_ms" in latency.obj:
+            window = latency.number("benchmark_duration_ms")
+            agg["duration_s"] = round(window / 1000.0, 6) if window is not None else None
+            agg["output_throughput"] = latency.number("output_tokens_per_s")
+            agg["request_throughput"] = latency.number("requests_per_s")
+            extra["busy_output_tokens_per_s"] = latency.number("busy_output_tokens_per_s")
+        elif latency.has("output_tokens_per_s") or latency.has("requests_per_s"):
+            # a report from before the client's window: its figures are per busy second,
+            # which no client prints, so they are not the run's throughput
+            f.notes.append(
+                "this report's throughputs are per busy second (written before tickgate reported "
+                "them over the client's window): kept as extra.busy_*, not compared as throughput"
+            )
+            extra["busy_output_tokens_per_s"] = latency.number("output_tokens_per_s")
+            extra["busy_requests_per_s"] = latency.number("requests_per_s")
+        agg["extra"] = {k: v for k, v in extra.items() if v is not None}
         for key, target in _LATENCY.items():
             dist = latency.sub(key)
             if dist is not None:
@@ -183,9 +200,49 @@ def _aggregates(f: Fields, summary: Fields, requests: list[dict[str, Any]]) -> d
         preemptions = scheduler.count("preemptions")
         if preemptions is not None:
             agg["preemptions"] = preemptions
-        cache = scheduler.sub("prefix_cache")
-        if cache is not None:  # a disabled cache served no prefix: its hit rate is 0
-            rate = 0.0 if cache.obj.get("enabled") is False else cache.number("hit_rate")
-            if rate is not None:
-                agg["prefix_cache_hit_rate"] = rate
+    agg["prefix_cache_hit_rate"] = prefix_hit_rate(f)
     return agg
+
+
+def prefix_hit_rate(f: Fields) -> float | None:
+    """The share of prompt tokens served from the prefix cache, where each kind of
+    replay report writes it (None: the report says nothing of a prefix cache):
+
+    * a fleet: ``fleet.prefix_cache_hit_rate`` (hit tokens at first admission / prompt
+      tokens, over every engine);
+    * vllm-v1: ``scheduler.prefix_cache.hit_rate`` (vLLM's prefix-cache counters,
+      hits / queried tokens, as its /metrics has them); a disabled cache: 0;
+    * sglang: ``scheduler.prefix_hit_rate`` (radix-cache hits / hits + computed
+      prompt tokens; 0 with the radix cache disabled);
+    * trtllm: ``scheduler.block_reuse.prefix_hit_rate``; without that block block
+      reuse never ran (``enable_block_reuse: false``, or no prefix information in
+      the workload): 0;
+    * the seed scheduler: ``scheduler.kv_cache.prefix_hit_rate`` with the
+      ``prefix-cache`` allocator; the ``paged`` allocator keeps no prefix cache: 0.
+
+    A cache that never served a prefix served none: 0 is the replay's hit rate,
+    so a candidate that turns caching off is compared, not "recorded by neither".
+    """
+    fleet = f.sub("fleet")
+    if fleet is not None:
+        return fleet.number("prefix_cache_hit_rate")
+    scheduler = f.sub("scheduler")
+    if scheduler is not None:
+        cache = scheduler.sub("prefix_cache")
+        if cache is not None:
+            return 0.0 if cache.obj.get("enabled") is False else cache.number("hit_rate")
+        rate = scheduler.number("prefix_hit_rate")
+        if rate is not None:
+            return rate
+        for block in ("block_reuse", "kv_cache"):
+            counters = scheduler.sub(block)
+            rate = counters.number("prefix_hit_rate") if counters is not None else None
+            if rate is not None:
+                return rate
+        if scheduler.obj.get("engine") == "trtllm":
+            return 0.0
+    plugins = f.sub("plugins")
+    allocator = plugins.obj.get("kv_allocator") if plugins is not None else None
+    if isinstance(allocator, dict) and allocator.get("name") == "paged":
+        return 0.0
+    return None

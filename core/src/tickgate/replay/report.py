@@ -12,6 +12,26 @@ identical decisions are merged; each run is serialised as one line
 ``f"{tick} {span} {fields}\\n"`` where ``fields`` is
 ``json.dumps(record.canonical(), sort_keys=True, separators=(",", ":"))``;
 the fingerprint is the first 16 hex characters of the SHA-256 of the lines.
+
+Throughput (``latency.output_tokens_per_s``, ``latency.requests_per_s``) is what
+a benchmark client computes over the same run: output tokens and requests
+completed, divided by the benchmark's duration, from the first request's send
+to the last completion (``latency.benchmark_duration_ms``). That is the
+clients' definition: ``vllm bench serve`` (vllm/benchmarks/serve.py:
+``benchmark_duration`` from the start of sending until every request has
+returned, then ``calculate_metrics``: ``request_throughput = completed / dur_s``,
+``output_throughput = sum(actual_output_lens) / dur_s``, failed requests
+counting 0 tokens); ``sglang.bench_serving`` (python/sglang/bench_serving.py:
+the same ``benchmark_duration`` and formulas, its first request sent at the
+start); aiperf (``BenchmarkDurationMetric``: maximum response timestamp minus
+minimum request timestamp; ``RequestThroughputMetric``: request count over that
+duration). A send is a request's ``arrival_ms`` as its outcome gives it (a
+closed-loop client's is when it was sent, not when it was due; a serial front
+end's wait is the client's), a completion its ``finished_ms`` plus the timing
+model's ``frontend_ms``, as the client's end-to-end latency counts it.
+The engine's own rate over the time it was stepping is kept, named as such:
+``busy_output_tokens_per_s`` over ``busy_ms`` (the idle gaps between arrivals
+left out, so it is no figure a client prints).
 """
 
 from __future__ import annotations
@@ -27,6 +47,7 @@ from .series import Series
 from .token_gaps import TokenGaps
 
 DETAIL_LIMIT = 10_000
+_INF = float("inf")
 
 
 def _round(value: float, digits: int = 6) -> float:
@@ -128,6 +149,10 @@ class SummarySink:
         self.queue_ms = array("d")
         self.gaps = TokenGaps(every_sample)
         self.output_tokens_done = 0
+        #: the client's window: its first send and its last completion (engine ms)
+        self.first_send_ms = _INF
+        self.last_done_ms = -_INF
+        self.frontend_ms = 0.0  # the timing model's, given to report()
         self.segments: dict[tuple[str, str], _Segment] = {}
         self.series = Series()
 
@@ -172,9 +197,15 @@ class SummarySink:
             if o.tenant is not None or o.lane is not None
             else ()
         )
+        arrival = o.arrival_ms
+        if arrival is not None and arrival < self.first_send_ms:
+            self.first_send_ms = arrival
         if o.status == "completed":
             self.completed += 1
             self.output_tokens_done += o.output_tokens
+            done = o.finished_ms
+            if done is not None and done > self.last_done_ms:
+                self.last_done_ms = done
             for s in segs:
                 s.completed += 1
                 s.admitted_tokens += o.prompt_tokens + o.output_tokens
@@ -319,6 +350,8 @@ class SummarySink:
             if busy_ms is not None:
                 self.elapsed_ms = busy_ms
             seconds = self.elapsed_ms / 1000.0
+            window = self.benchmark_duration_ms()
+            window_s = window / 1000.0 if window is not None else None
             report["latency"] = {
                 "ttft_ms": distribution(self._client(self.ttft_ms), 3),
                 "tpot_ms": distribution(self.tpot_ms, 3),
@@ -326,8 +359,10 @@ class SummarySink:
                 "e2e_ms": distribution(self._client(self.e2e_ms), 3),
                 "queue_ms": distribution(self.queue_ms, 3),
                 "busy_ms": _round(self.elapsed_ms, 3),
-                "output_tokens_per_s": _round(self.output_tokens_done / seconds, 3) if seconds else None,
-                "requests_per_s": _round(self.completed / seconds, 3) if seconds else None,
+                "benchmark_duration_ms": _round(window, 3) if window is not None else None,
+                "output_tokens_per_s": _round(self.output_tokens_done / window_s, 3) if window_s else None,
+                "requests_per_s": _round(self.completed / window_s, 3) if window_s else None,
+                "busy_output_tokens_per_s": _round(self.output_tokens_done / seconds, 3) if seconds else None,
             }
         if self.segments:
             report["segments"] = self._segments_json()
@@ -343,6 +378,15 @@ class SummarySink:
         if self.ticks_omitted:
             report["ticks_omitted"] = self.ticks_omitted
         return report
+
+    def benchmark_duration_ms(self) -> float | None:
+        """The client's window (module docstring): from the first send to the last
+        completion as the client sees it (``frontend_ms`` added); None before any
+        request completed, or when the requests had no times."""
+        if self.last_done_ms == -_INF or self.first_send_ms == _INF:
+            return None
+        window = self.last_done_ms + self.frontend_ms - self.first_send_ms
+        return window if window > 0 else None
 
     def _client(self, values: Any) -> Any:
         """Latencies as a client sees them: the front end's ``frontend_ms`` added."""

@@ -4,8 +4,11 @@ more prefill work for the same traffic (a cache-unaware router, a smaller KV
 pool, a changed block size or eviction policy).
 
 The figure is the run-level ``aggregates.prefix_cache_hit_rate`` (hit tokens /
-queried tokens) that replay reports (the scheduler's prefix-cache counters),
-vLLM and SGLang ``/metrics`` scrapes and TensorRT-LLM iteration stats give. A
+queried tokens) that replay reports of every kind give (vllm-v1, sglang,
+trtllm, the seed scheduler and fleets, each where its report writes it:
+:func:`tickgate.readers.replay_report.prefix_hit_rate`; a replay whose cache is
+off or absent served no prefix: 0), as do vLLM and SGLang ``/metrics`` scrapes
+and TensorRT-LLM iteration stats. A
 drop past ``threshold`` (absolute, default 0.05 = 5 points) holds. It is one
 figure per run, so there is no interval: the threshold carries the noise.
 """

@@ -1,5 +1,15 @@
-"""``throughput``: hold when the candidate serves the same traffic with
-fewer output tokens per second or fewer requests per second.
+"""``throughput``: hold when the candidate serves the same requests at fewer
+requests per second.
+
+The signal is about **requests/s**: both sides are measured on the same
+matched requests, so the number of requests is the same and requests/s falls
+exactly when the candidate needs longer to serve them. Output tokens/s over the
+same requests also moves when the candidate writes shorter or longer outputs,
+which is the output-mismatch signal's to judge, not a throughput change; it is
+shown after requests/s as context (``details.metrics``) and decides nothing.
+Only a side that reports no requests/s at all (run aggregates without
+``request_throughput``) is compared on output tokens/s instead, and the result
+names that figure (``details.metric``) and leads with it.
 
 Throughput is a property of a whole run, not of a request, so there is no
 paired bootstrap: the rule is a relative drop past ``threshold`` (default 10 %,
@@ -10,13 +20,13 @@ Where the figures come from, per side:
 * per request, when every compared pair has ``start_ms`` (send time) and
   ``latency_ms`` on both sides (vllm bench serve's start_times, aiperf,
   genai-perf, replay reports): over the pairs where neither side failed,
-  ``duration = max(start + latency) - min(start)`` and output tokens/s =
-  ``sum(tokens_out) / duration`` (as vllm bench and genai-perf define benchmark
-  throughput), requests/s = pairs / duration. A segment's figures use its own
-  pairs and span. Both sides are measured on the same requests, so a
+  ``duration = max(start + latency) - min(start)``, requests/s = pairs /
+  duration and output tokens/s = ``sum(tokens_out) / duration`` (the window a
+  benchmark client divides by: docs/report.md, "Latency"). A segment's figures
+  use its own pairs and span. Both sides are measured on the same requests, so a
   candidate that fails more requests is the error-rate signal's to judge, not
   a throughput drop;
-* otherwise the run aggregates ``output_throughput`` / ``request_throughput``
+* otherwise the run aggregates ``request_throughput`` / ``output_throughput``
   the client reported (no segments).
 
 An open-loop benchmark (a fixed request rate) is paced by its arrivals: a
@@ -32,16 +42,19 @@ from ...interfaces.gate import GateSignal, SignalResult
 from ..comparison import Comparison, gather
 from .common import DEFAULT_SEGMENT_KEYS, SEGMENT_KEYS, aggregate_count, not_recorded, pct, schema
 
+#: (figure, label, run aggregate), the compared figure first: the second only when a side
+#: has no requests/s (module docstring)
 METRICS = (
-    ("output_tokens_per_s", "output tokens/s", "output_throughput"),
     ("requests_per_s", "requests/s", "request_throughput"),
+    ("output_tokens_per_s", "output tokens/s", "output_throughput"),
 )
 
 
 class Throughput(GateSignal):
     name = "throughput"
     description = (
-        "hold when output tokens/s or requests/s drop by more than the policy allows (overall or per segment)"
+        "hold when requests/s over the same requests drop by more than the policy allows (overall or per "
+        "segment); output tokens/s shown beside it"
     )
     options_schema = schema(
         {
@@ -50,7 +63,7 @@ class Throughput(GateSignal):
                 "minimum": 0,
                 "maximum": 1,
                 "default": 0.10,
-                "description": "relative drop, 0.10 = 10 % fewer tokens or requests per second",
+                "description": "relative drop, 0.10 = 10 % fewer requests per second",
             },
             "min_pairs": {
                 "type": "integer",
@@ -96,36 +109,41 @@ class Throughput(GateSignal):
                 reason="missing_evidence",
                 threshold=threshold,
                 evidence=evidence,
-                message="throughput is known on one side only",
-                next_action="report the run's output_throughput and request_throughput on both sides",
+                message="no throughput figure (requests/s, or output tokens/s) is known on both sides",
+                next_action="report the run's request_throughput (or output_throughput) on both sides",
             )
         drops: dict[str, float] = {}
         for k in known:
             b, c = base[k], cand[k]
             assert b is not None and c is not None  # known: both sides have it
             drops[k] = 1.0 - c / b if b else 0.0
-        worst = max(known, key=lambda k: (drops[k], k))
+        compared = known[0]  # requests/s when both sides have it (METRICS' order)
         label = {k: lbl for k, lbl, _ in METRICS}
-        head = "; ".join(f"{label[k]} {base[k]:.3f} -> {cand[k]:.3f} ({pct(-drops[k])})" for k in known)
+
+        def figure(k: str) -> str:
+            return f"{label[k]} {base[k]:.3f} -> {cand[k]:.3f} ({pct(-drops[k])})"
+
+        head = figure(compared) + "".join(f" [{figure(k)}]" for k in known if k != compared)
         segments = self._segments(comparison, threshold, min_pairs) if per_request else []
         common: dict[str, Any] = {
-            "baseline": base[worst],
-            "candidate": cand[worst],
-            "delta": -drops[worst],
+            "baseline": base[compared],
+            "candidate": cand[compared],
+            "delta": -drops[compared],
             "threshold": threshold,
             "unit": "relative",
             "evidence": evidence,
             "details": {
                 "source": source,
+                "metric": compared,
                 "metrics": {k: {"baseline": base[k], "candidate": cand[k], "drop": drops[k]} for k in known},
                 "segments": segments,
             },
         }
-        if drops[worst] > threshold:
+        if drops[compared] > threshold:
             return SignalResult(
                 status="hold",
                 reason="regression",
-                message=f"{head}: {label[worst]} dropped past {pct(threshold)} (from {source})",
+                message=f"{head}: {label[compared]} dropped past {pct(threshold)} (from {source})",
                 next_action="compare the candidate's batch sizes and step times with the baseline's "
                 "under the same load",
                 **common,
@@ -136,7 +154,9 @@ class Throughput(GateSignal):
                 status="hold",
                 reason="regression",
                 message=f"{head}; but segment "
-                + ", ".join(f"{s['key']}={s['value']} {pct(-s['drop'])}" for s in regressed)
+                + ", ".join(
+                    f"{s['key']}={s['value']} {label[s['metric']]} {pct(-s['drop'])}" for s in regressed
+                )
                 + " dropped",
                 next_action="investigate the regressed segment's traffic first",
                 **common,
@@ -203,11 +223,7 @@ class Throughput(GateSignal):
                 if len(pairs) >= min_pairs:
                     b = self._rates(comparison, "baseline", pairs)
                     c = self._rates(comparison, "candidate", pairs)
-                    metric = (
-                        "output_tokens_per_s"
-                        if b["output_tokens_per_s"] and c["output_tokens_per_s"]
-                        else "requests_per_s"
-                    )
+                    metric = "requests_per_s"  # the signal's figure (module docstring)
                     b_rate, c_rate = b[metric], c[metric]
                     if b_rate and c_rate is not None:
                         drop = 1.0 - c_rate / b_rate

@@ -189,7 +189,7 @@ def test_nothing_meeting_the_slos_exits_1_with_the_evidence_written(tmp_path: Pa
     result = plan(out, "--slo", "ttft_p99_ms=10", "--vary", f"{SEQS}=1..64")
     assert result.returncode == 1  # type: ignore[attr-defined]
     assert result.stderr.strip() == (  # type: ignore[attr-defined]
-        f"error: no configuration meets the SLOs (1 runs); the evidence is in {out}")
+        f"error: no configuration meets the SLOs (1 run); the evidence is in {out}")
     data = load(out)
     assert data["recommendation"] is None
     assert [e["values"] for e in data["evidence"]] == [{SEQS: 64}]  # the top of the range misses: done

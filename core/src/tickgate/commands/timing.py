@@ -44,7 +44,7 @@ def _summary_line(label: str, results: list[Any]) -> str:
         return f"{label}: no predicted values"
     skipped = sum(1 for r in results if r.predicted is None)
     return (
-        f"{label}: {plural(s['values'], 'value')} from {plural(len(results) - skipped, 'point')} ({skipped} skipped): "
+        f"{label}: {plural(int(s['values']), 'value')} from {plural(len(results) - skipped, 'point')} ({skipped} skipped): "
         f"median |error| {s['median_ape'] * 100:.1f} %, {s['within_1_5x'] * 100:.0f} % within 1.5x"
     )
 

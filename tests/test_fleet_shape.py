@@ -6,8 +6,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from conftest import FIXTURES, REPO
 
+from conftest import FIXTURES, REPO
 from tickgate.fleet.spec import fleet_shape
 from tickgate.testing import run_cli
 from tickgate.util.words import plural

@@ -181,7 +181,7 @@ def test_an_offline_replay_decides_as_the_untimed_one(tmp_path: Path) -> None:
                 for i in range(40)]
     workload = _write(tmp_path / "w.json", {"version": 1, "requests": requests})
     timed = _write(tmp_path / "wt.json", {"version": 1, "requests": [{**r, "arrival_ms": 0.0} for r in requests]})
-    base = (REPO / "policies" / "vllm-v1-bench.yaml").read_text()
+    base = (REPO / "fixtures" / "policies" / "vllm-v1-toy.yaml").read_text()  # a fixed pool: untimed works
     head = base[: base.index("\ntiming:") + 1]
     roofline = tmp_path / "roofline.yaml"
     roofline.write_text(head + "timing: {name: roofline, options: {model: llama-3.1-8b, gpu: H100-SXM-80GB}}\n")

@@ -7,7 +7,7 @@
 The trace is the scale benchmark's (``gen_mooncake.py --seed 1``: Poisson 3 req/s, inputs
 64-2048, outputs 16-512, no shared prefixes); ``--rate 12`` draws the same requests with every
 gap a quarter as long. Each replay is ``tickgate replay`` in a fresh process, as a user runs it,
-under ``policies/vllm-v1-bench.yaml``: once plain on the 3 req/s trace, then, per router, with
+under ``fixtures/policies/vllm-v1-toy.yaml``: once plain on the 3 req/s trace, then, per router, with
 ``cluster: {replicas: 4, router: ...}`` on the 12 req/s trace. Every replica of the fleet sees
 about the traffic the single engine sees, so a fleet that costs what its events cost takes about
 the single replay's time. Prints wall seconds, peak RSS (benchproc: the whole process tree) and
@@ -30,7 +30,7 @@ sys.path.insert(0, str(HERE))
 
 from benchproc import run_measured  # noqa: E402
 
-POLICY = REPO / "policies" / "vllm-v1-bench.yaml"
+POLICY = REPO / "fixtures" / "policies" / "vllm-v1-toy.yaml"
 
 
 def trace(workdir: Path, n: int, rate: float) -> Path:

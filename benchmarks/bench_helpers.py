@@ -13,7 +13,7 @@ process and its children) and the peak RSS of the process tree
 
 * ``tickgate import mooncake`` (the 100k-row trace of ``bench_replay.py``):
   ``TICKGATE_PARALLEL=0`` against the default (``import_parts``);
-* ``tickgate replay`` of that workload with ``policies/vllm-v1-bench.yaml``:
+* ``tickgate replay`` of that workload with ``fixtures/policies/vllm-v1-toy.yaml``:
   ``TICKGATE_PARALLEL=0`` against ``=1`` (``prefetch`` and ``sidecar``, as the
   command runs them on a large file); both reports must be byte-identical, or
   the script fails;

@@ -96,7 +96,7 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--size", type=int, default=10_000, help="synthetic Mooncake-style requests")
     ap.add_argument("--seed", type=int, default=1)
-    ap.add_argument("--policy", type=Path, default=REPO / "policies" / "vllm-v1-bench.yaml")
+    ap.add_argument("--policy", type=Path, default=REPO / "fixtures" / "policies" / "vllm-v1-toy.yaml")
     ap.add_argument("--scheduler", action="store_true", help="also count the scheduler alone")
     ap.add_argument("--helpers", action="store_true", help="also count a replay with helpers, per process")
     ap.add_argument("--run-phase", nargs=3, metavar=("PHASE", "WORKLOAD", "POLICY"), help=argparse.SUPPRESS)

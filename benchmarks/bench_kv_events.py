@@ -2,7 +2,7 @@
 
     python benchmarks/bench_kv_events.py [--base main] [--limit 3000] [--rounds 5]
 
-Three variants of the same replay (the Mooncake conversation trace, ``policies/vllm-v1-bench.yaml``),
+Three variants of the same replay (the Mooncake conversation trace, ``fixtures/policies/vllm-v1-toy.yaml``),
 each in a fresh process, interleaved round by round, timing ``replay()`` alone (imports and reading
 the policy excluded; the requests are read into a list first):
 
@@ -103,7 +103,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--base", default="main", help="commit whose vllm adapter is the baseline")
     ap.add_argument("--trace", type=Path,
                     default=REPO / "fixtures/realdata/traces/mooncake_conversation_trace.jsonl")
-    ap.add_argument("--policy", type=Path, default=REPO / "policies/vllm-v1-bench.yaml")
+    ap.add_argument("--policy", type=Path, default=REPO / "fixtures/policies/vllm-v1-toy.yaml")
     ap.add_argument("--limit", type=int, default=3000)
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--instructions", action="store_true", help="count instructions (valgrind), not time")

@@ -5,7 +5,7 @@
     python benchmarks/bench_offload.py --limit 2000          # quicker
     python benchmarks/bench_offload.py --cpu-gb 400 --tp 2
 
-The trace is ``../shared/realdata/traces/mooncake_conversation_trace.jsonl`` as released
+The trace is ``fixtures/realdata/traces/mooncake_conversation_trace.jsonl`` as released
 (512-token hash ids, real arrival times). The engine: Llama-3.1-8B on one H100-SXM-80GB
 (``--tp`` GPUs), ``num_gpu_blocks: auto`` at vLLM's default memory fraction, 16-token blocks,
 256 sequences, an 8192-token budget, chunked prefill and prefix caching; the CPU tier holds
@@ -32,7 +32,7 @@ sys.path.insert(0, str(HERE))
 
 from benchproc import run_measured  # noqa: E402
 
-TRACE = REPO.parent / "shared" / "realdata" / "traces" / "mooncake_conversation_trace.jsonl"
+TRACE = REPO / "fixtures" / "realdata" / "traces" / "mooncake_conversation_trace.jsonl"
 #: KV bytes per token of Llama-3.1-8B in bf16 (32 layers x 8 KV heads x 128 x K and V x 2 bytes)
 LLAMA_8B_KV_TOKEN_BYTES = 131072
 

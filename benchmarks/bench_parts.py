@@ -1,6 +1,6 @@
 """Where a replay's time goes: reading, scheduling, the engine loop, the sinks.
 
-    python benchmarks/bench_parts.py W.json                         # vllm-v1-bench policy
+    python benchmarks/bench_parts.py W.json                         # the toy vllm-v1 policy
     python benchmarks/bench_parts.py W.json --policy policies/default.yaml
     python benchmarks/bench_parts.py W.json --pipeline              # + the replay command's floor
 
@@ -112,7 +112,7 @@ def _replay_command(workload: Path, policy: Path, output: Path, scheduler: Any) 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("workload", type=Path)
-    ap.add_argument("--policy", type=Path, default=REPO / "policies" / "vllm-v1-bench.yaml")
+    ap.add_argument("--policy", type=Path, default=REPO / "fixtures" / "policies" / "vllm-v1-toy.yaml")
     ap.add_argument("--pipeline", action="store_true",
                     help="also time the replay command with its helpers, with the scheduler and scheduling free")
     args = ap.parse_args()

@@ -2,7 +2,7 @@
 
     python benchmarks/bench_replay.py                       # 10k and 100k synthetic + Azure code trace
     python benchmarks/bench_replay.py --sizes 10000,100000,1000000
-    python benchmarks/bench_replay.py --policy policies/vllm-v1-bench.yaml
+    python benchmarks/bench_replay.py --policy fixtures/policies/vllm-v1-toy.yaml
     python benchmarks/bench_replay.py --sizes 100000 --profile replay   # cProfile top functions
 
 For each size it generates a seeded synthetic Mooncake-style trace
@@ -36,7 +36,7 @@ from typing import Any
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
-DEFAULT_POLICY = REPO / "policies" / "vllm-v1-bench.yaml"
+DEFAULT_POLICY = REPO / "fixtures" / "policies" / "vllm-v1-toy.yaml"
 FALLBACK_POLICY = HERE / "policies" / "seed-bench.yaml"
 AZURE = REPO / "fixtures" / "realdata" / "traces" / "AzureLLMInferenceTrace_code.csv"
 

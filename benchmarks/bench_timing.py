@@ -4,7 +4,7 @@
     python benchmarks/bench_timing.py --size 10000 --rounds 5
 
 Both replays run the same workload (the seeded synthetic Mooncake trace of
-``bench_replay.py``, imported once) under ``policies/vllm-v1-bench.yaml``: once
+``bench_replay.py``, imported once) under ``fixtures/policies/vllm-v1-toy.yaml``: once
 as it is (the ``linear`` model), once with its timing section replaced by
 ``roofline`` (llama-3.1-8b on H100-SXM-80GB). Each replay is a fresh
 ``tickgate replay`` process; the two settings alternate round by round so load
@@ -57,7 +57,7 @@ def main(argv: list[str] | None = None) -> int:
     if not workload.exists():
         subprocess.run([tickgate, "import", "mooncake", str(trace), "--block-size", "16", "--output",
                         str(workload)], check=True)
-    linear = REPO / "policies" / "vllm-v1-bench.yaml"
+    linear = REPO / "fixtures" / "policies" / "vllm-v1-toy.yaml"
     roofline = roofline_policy(linear, args.workdir / "vllm-v1-roofline.yaml")
     env = {**os.environ, "TICKGATE_PARALLEL": "0"}
     walls: dict[str, list[float]] = {"linear": [], "roofline": []}

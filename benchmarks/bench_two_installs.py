@@ -30,7 +30,7 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--old", required=True, help="the earlier install's tickgate executable")
     ap.add_argument("--workload", required=True, type=Path)
-    ap.add_argument("--policy", type=Path, default=HERE.parent / "policies" / "vllm-v1-bench.yaml")
+    ap.add_argument("--policy", type=Path, default=HERE.parent / "fixtures" / "policies" / "vllm-v1-toy.yaml")
     ap.add_argument("--rounds", type=int, default=3)
     args = ap.parse_args(argv)
     new = str(Path(sys.executable).with_name("tickgate"))

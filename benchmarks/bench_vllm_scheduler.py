@@ -5,7 +5,7 @@ Requests: Poisson arrivals (``--rate`` req/s, in ms), input uniform in
 [64, 2048] tokens, output uniform in [16, 512], unique prefix-block ids at
 block size 16 (every block hashed, none shared), generated lazily so memory
 is the scheduler's. Replays in-process through ``tickgate.replay`` with the
-``policies/vllm-v1-bench.yaml`` preset (or ``--policy``) and prints wall time,
+``fixtures/policies/vllm-v1-toy.yaml`` preset (or ``--policy``) and prints wall time,
 peak RSS, engine steps/s and requests/s. ``--max-span 1`` disables
 fast-forwarding for a same-script baseline (the fingerprints must match).
 
@@ -77,7 +77,7 @@ def main() -> int:
     ap.add_argument("-n", type=int, default=10_000)
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--rate", type=float, default=3.0, help="arrivals per second")
-    ap.add_argument("--policy", type=Path, default=REPO / "policies" / "vllm-v1-bench.yaml")
+    ap.add_argument("--policy", type=Path, default=REPO / "fixtures" / "policies" / "vllm-v1-toy.yaml")
     ap.add_argument("--max-span", type=int, default=None)
     ap.add_argument("--compare-no-span", action="store_true",
                     help="also run with max_span 1 and check the fingerprint is unchanged")

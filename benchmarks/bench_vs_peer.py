@@ -12,7 +12,7 @@ alternately runs
 * tickgate as a user does, each command a fresh process::
 
       tickgate import mooncake TRACE --block-size 16 --output W.json
-      tickgate replay --input W.json --policy policies/vllm-v1-bench.yaml --output R.json
+      tickgate replay --input W.json --policy fixtures/policies/vllm-v1-toy.yaml --output R.json
 
 * aisimulate (not a dependency of this project; ``pip install
   "aisimulate==0.13.0.dev202610270000000085"`` in a venv of its own, found on

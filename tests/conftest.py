@@ -13,6 +13,8 @@ from tickgate import testing
 REPO = Path(__file__).resolve().parents[1]
 FIXTURES = REPO / "fixtures"
 POLICIES = REPO / "policies"
+#: toy copies of the engine presets before they described real deployments (fixtures/policies/README.md)
+TOYS = FIXTURES / "policies"
 
 
 #: the source of a tiny third-party admission policy module ("lifo"), for fake distributions

@@ -1,5 +1,5 @@
 """Helpers shared by the sweep and plan tests (not collected): a sweep file beside copies of
-the vLLM bench preset and the Azure code trace, and reading results.jsonl."""
+the toy vLLM v1 policy (fixtures/policies/vllm-v1-toy.yaml) and the Azure code trace, and reading results.jsonl."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import json
 import shutil
 from pathlib import Path
 
-from conftest import FIXTURES, POLICIES
+from conftest import FIXTURES, TOYS
 
 TRACE = FIXTURES / "realdata" / "traces" / "AzureLLMInferenceTrace_code.csv"
 SEQS = "scheduler.options.max_num_seqs"
@@ -18,7 +18,7 @@ GRID_3X3 = f"  {SEQS}: [16, 64, 128]\n  {TOKENS}: [1024, 2048, 4096]\n"
 def write_sweep(folder: Path, grid: str, extra: str = "") -> Path:
     """A sweep file in ``folder`` with the policy and trace copied beside it (relative paths)."""
     folder.mkdir(parents=True, exist_ok=True)
-    shutil.copy(POLICIES / "vllm-v1-bench.yaml", folder / "base.yaml")
+    shutil.copy(TOYS / "vllm-v1-toy.yaml", folder / "base.yaml")
     (folder / "traces").mkdir(exist_ok=True)
     shutil.copy(TRACE, folder / "traces" / "azure.csv")
     path = folder / "sweep.yaml"

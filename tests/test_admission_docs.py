@@ -68,14 +68,15 @@ TABLE_ROW = re.compile(r"^\| (GUARANTEED_NO_EVICT|MAX_UTILIZATION|STATIC_BATCH) 
 def test_trtllm_md_capacity_policies_differ_as_documented(tmp_path: Path,
                                                           capsys: pytest.CaptureFixture[str]) -> None:
     doc = TRTLLM.read_text(encoding="utf-8")
-    loop = re.search(r"for p in ([a-z -]+); do\n\s+tickgate replay --input (\S+) --policy policies/trtllm-\$p\.yaml", doc)
+    loop = re.search(r"for p in ([a-z -]+); do\n\s+tickgate replay --input (\S+) --policy "
+                     r"fixtures/policies/trtllm-toy-\$p\.yaml", doc)
     assert loop is not None, "the documented capacity-policy loop moved or changed"
     workload = REPO / loop.group(2)
     rows = {m.group(1): m.groups()[1:] for m in TABLE_ROW.finditer(doc)}
     assert set(rows) == {"GUARANTEED_NO_EVICT", "MAX_UTILIZATION", "STATIC_BATCH"}
     measured = {}
     for preset in loop.group(1).split():
-        rep = replay(["--input", str(workload), "--policy", str(REPO / "policies" / f"trtllm-{preset}.yaml")],
+        rep = replay(["--input", str(workload), "--policy", str(REPO / "fixtures" / "policies" / f"trtllm-toy-{preset}.yaml")],
                      tmp_path / f"{preset}.json", capsys)
         s, lat = rep["scheduler"], rep["latency"]
         assert rep["summary"]["completed_requests"] == rep["summary"]["request_count"]

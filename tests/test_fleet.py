@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import FIXTURES, POLICIES
+from conftest import FIXTURES, POLICIES, TOYS
 
 from tickgate.util.errors import InputError
 from tickgate.util.locations import load_yaml
@@ -348,8 +348,8 @@ def test_disaggregated_prefill_then_transfer_then_decode(tmp_path: Path) -> None
 
 
 def test_bad_disaggregated_fleets_are_located_errors(tmp_path: Path) -> None:
-    # no model in the timing section: the bytes per token must be given
-    doc = policy_doc(POLICIES / "vllm-v1-bench.yaml", pools={"p": {"role": "prefill"}, "d": {"role": "decode"}},
+    # no model in the timing section (a linear one): the bytes per token must be given
+    doc = policy_doc(TOYS / "vllm-v1-toy.yaml", pools={"p": {"role": "prefill"}, "d": {"role": "decode"}},
                      transfer={"bandwidth_gb_s": 25})
     with pytest.raises(InputError, match="kv_bytes_per_token") as caught:
         run(write_policy(tmp_path, doc), limit=5)

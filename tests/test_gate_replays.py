@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from conftest import FIXTURES, POLICIES, run_cli
+from conftest import FIXTURES, POLICIES, TOYS, run_cli
 from tickgate.gate.pipeline import gate_files
 
 DEFAULT = POLICIES / "gate-default.yaml"
@@ -29,7 +29,7 @@ def _workload(path: Path, n: int = 400, seed: int = 7, spacing_ms: float = 20.0)
 
 
 def _policy(tmp_path: Path, name: str, **changes: str) -> Path:
-    text = (POLICIES / "vllm-v1-bench.yaml").read_text()
+    text = (TOYS / "vllm-v1-toy.yaml").read_text()
     for old, new in changes.items():
         assert old in text
         text = text.replace(old, new)
@@ -83,7 +83,7 @@ def test_fewer_sequences_on_a_pressured_workload_holds_naming_latency(replays, t
 def test_a_report_with_cut_outcomes_says_how_to_replay(tmp_path):
     work = _workload(tmp_path / "w.json", n=30)
     out = tmp_path / "r.json"
-    assert run_cli("replay", "--input", str(work), "--policy", str(POLICIES / "vllm-v1-bench.yaml"),
+    assert run_cli("replay", "--input", str(work), "--policy", str(TOYS / "vllm-v1-toy.yaml"),
                    "--output", str(out), "--detail-limit", "10", "--quiet").returncode == 0
     result = run_cli("gate", "--baseline", str(out), "--candidate", str(out), "--output", str(tmp_path / "g.json"))
     assert result.returncode == 2
@@ -98,7 +98,7 @@ def test_an_untimed_replay_leaves_latency_not_evaluated(tmp_path):
         del r["arrival_ms"]
         r["arrival_tick"] = i
     work.write_text(json.dumps(doc))
-    text = (POLICIES / "vllm-v1-bench.yaml").read_text()
+    text = (TOYS / "vllm-v1-toy.yaml").read_text()
     untimed = tmp_path / "untimed.yaml"
     untimed.write_text(text[:text.index("timing:")])
     out = _replay(tmp_path, work, untimed, "r.json")

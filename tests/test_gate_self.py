@@ -90,9 +90,10 @@ def test_a_replay_report_with_rejections_promotes_against_itself(preset, tmp_pat
 
 
 def test_the_issue_case_promotes_from_the_command_line(tmp_path):
-    """`replay ... vllm-v1-bench --limit 300` rejects requests; gated against itself it exits 0."""
+    """The issue's command (`replay ... --limit 300` under the 2,048-block vLLM preset of then, now
+    the toy copy) rejects requests; gated against itself it exits 0."""
     out = tmp_path / "r.json"
-    report = _replay(POLICIES / "vllm-v1-bench.yaml", out)
+    report = _replay(REPO / "fixtures" / "policies" / "vllm-v1-toy.yaml", out)
     assert report["summary"]["completed_requests"] < report["summary"]["request_count"]
     result = run_cli("gate", "--baseline", str(out), "--candidate", str(out), "--output", str(tmp_path / "g.json"))
     assert result.returncode == 0, result.stdout + result.stderr

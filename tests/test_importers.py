@@ -168,3 +168,27 @@ def test_reader_rejects_bad_block_size_option() -> None:
     reader = get_registry().get("workload_reader", "mooncake").obj()
     with pytest.raises(TickgateError, match="--block-size must be an integer from 1 to 65536"):
         next(reader.read(MOONCAKE, {"block_size": 0}))
+
+
+# -- a trace given without --input-format ------------------------------------------
+@pytest.mark.parametrize(("trace", "where"), [(AZURE, "1:1: invalid JSON"), (SPLITWISE, "1:1: invalid JSON"),
+                                              (MOONCAKE, "2:1: invalid JSON")])
+def test_a_trace_read_as_a_workload_says_so_and_lists_the_formats(trace: Path, where: str, tmp_path: Path) -> None:
+    """Issue 32: a CSV trace without --input-format said "invalid JSON" and nothing else. The
+    error says what format was assumed and names every registered reader by the kind of file
+    it reads (each built-in reader's kind checked against the file it reads above)."""
+    out = tmp_path / "r.json"
+    res = run_cli("replay", "--input", str(trace), "--output", str(out))
+    assert res.returncode == 2 and not out.exists() and "Traceback" not in res.stderr
+    line, = res.stderr.strip().splitlines()
+    assert line.startswith(f"error: {trace}:{where}")
+    assert "read as a tickgate workload file, the default --input-format" in line
+    assert line.endswith("--input-format: azure, burstgpt or splitwise (CSV), mooncake (JSONL))")
+
+
+def test_a_workload_with_a_wrong_header_gets_no_format_hint(tmp_path: Path) -> None:
+    """The hint is for a file that is not a workload at all, not for a workload with a bad member."""
+    path = tmp_path / "w.json"
+    path.write_text(json.dumps({"version": 1, "requests": [], "extra": 1}), encoding="utf-8")
+    res = run_cli("replay", "--input", str(path), "--output", str(tmp_path / "r.json"))
+    assert res.returncode == 2 and "unknown key 'extra'" in res.stderr and "--input-format" not in res.stderr

@@ -44,19 +44,22 @@ CASES = {
     "trace-default": (["replay", "--input", "fixtures/workload.json", "--policy", "policies/default.yaml",
                        "--output", "{other}", "--trace", "{out}", "--quiet"],
                       "b850cbc2d4131ecee3fe1ae8005c3aba639eaaf2f6173e3ad7bb852039b2fac3"),
+    # the engine cases run the toy copies of the presets as they were (fixtures/policies/README.md):
+    # their traces kept their digests; the vLLM report differs from its earlier digest
+    # (ef88baeb...) only in inputs.policy, which names the copy instead of bundled:vllm-v1-bench.yaml
     "replay-vllm": (["replay", "--input", "fixtures/scenarios/kv-pressure.json", "--policy",
-                     "policies/vllm-v1-bench.yaml", "--output", "{out}", "--quiet"],
-                    "d2e9c8061cdb603617f09b96e83518e20e4edcd98d4c75abbdd98acb17c32935"),
+                     "fixtures/policies/vllm-v1-toy.yaml", "--output", "{out}", "--quiet"],
+                    "d2bee5cc3492b2c5b5216a33f7f8936a8530648be02a52eb7251e0a6ffda48c3"),
     "trace-vllm": (["replay", "--input", "fixtures/scenarios/kv-pressure.json", "--policy",
-                    "policies/vllm-v1-bench.yaml", "--output", "{other}", "--trace", "{out}", "--quiet"],
+                    "fixtures/policies/vllm-v1-toy.yaml", "--output", "{other}", "--trace", "{out}", "--quiet"],
                    "dde3f46c4f9436d191a26942489d1ed1d5cfaaff1c42f64bbd0cb09a8a05adee"),
     # trace-sglang: re-pinned when the sglang mirror was rebuilt on SGLang 0.5.23's scheduler
     # (adapters/sglang/tests/test_sglang_conformance.py: step-identical to recordings of the real one)
     "trace-sglang": (["replay", "--input", "fixtures/scenarios/kv-pressure.json", "--policy",
-                      "policies/sglang-default.yaml", "--output", "{other}", "--trace", "{out}", "--quiet"],
+                      "fixtures/policies/sglang-toy.yaml", "--output", "{other}", "--trace", "{out}", "--quiet"],
                      "610701a6a2ea7be2ad8dfddd6bba3d9fb9c1db98add2cc6c7404a6236d8be964"),
     "trace-trtllm": (["replay", "--input", "fixtures/scenarios/kv-pressure.json", "--policy",
-                      "policies/trtllm-max-utilization.yaml", "--output", "{other}", "--trace", "{out}", "--quiet"],
+                      "fixtures/policies/trtllm-toy-max-utilization.yaml", "--output", "{other}", "--trace", "{out}", "--quiet"],
                      "433e1e87fca4a119fea06795f2fa693b07d76c47e7754299938683fe7f864e9f"),
     "replay-deadline": (["replay", "--input", "fixtures/admission/deadline.json", "--policy",
                          "policies/deadline.yaml", "--output", "{out}", "--quiet"],
@@ -114,7 +117,7 @@ CASES = {
 GENERATED = {
     "workload-body": "b297815f67cb736549a9503acac29f716433d7c4816635f8b4b207d412d3147f",
     "benchmarks/policies/seed-bench.yaml": "cbc8ea3c1a7d7e1e2720fbbc645c9f5c002edfccd322305022057815e3e50dff",
-    "policies/vllm-v1-bench.yaml": "0f6dad4959c2d4d8b73c1ca196cbe9760275cf86f0be6c3c5bbf96fa56a4d3d1",
+    "fixtures/policies/vllm-v1-toy.yaml": "0f6dad4959c2d4d8b73c1ca196cbe9760275cf86f0be6c3c5bbf96fa56a4d3d1",
 }
 
 
@@ -153,7 +156,7 @@ def test_generated_benchmark_trace_bytes_are_unchanged(tmp_path, monkeypatch):
     workload = tmp_path / "w.json"
     assert main(["import", "mooncake", str(trace), "--block-size", "16", "--output", str(workload), "--quiet"]) == 0
     assert _sha(workload, skip_first_line=True) == GENERATED["workload-body"]
-    for policy in ("benchmarks/policies/seed-bench.yaml", "policies/vllm-v1-bench.yaml"):
+    for policy in ("benchmarks/policies/seed-bench.yaml", "fixtures/policies/vllm-v1-toy.yaml"):
         out = tmp_path / "t.jsonl"
         assert main(["replay", "--input", str(workload), "--policy", _bundled(policy),
                      "--output", str(tmp_path / "r.json"),

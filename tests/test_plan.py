@@ -1,5 +1,7 @@
 """``tickgate plan`` (issue 23): the cheapest configuration whose replay meets every SLO, on a
-real trace slice (the Azure code trace's first 300 requests under the vLLM v1 bench preset).
+real trace slice (the Azure code trace's first 300 requests under the toy vLLM v1 policy,
+fixtures/policies/vllm-v1-toy.yaml: the bench preset's sizing before issue 32, which these SLOs and
+ranges were chosen for).
 
 ``scheduler.options.max_num_seqs`` is the monotone parameter here: more sequences per step never
 makes this slice's p99 TTFT miss a limit it met (the exhaustive run below checks it on this data);
@@ -12,12 +14,12 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import FIXTURES, POLICIES
+from conftest import FIXTURES, POLICIES, TOYS
 from sweep_helpers import SEQS, TRACE
 
 from tickgate.testing import run_cli
 
-BASE = POLICIES / "vllm-v1-bench.yaml"
+BASE = TOYS / "vllm-v1-toy.yaml"
 SLO = "ttft_p99_ms=1000"
 LO, HI = 12, 27
 
@@ -189,7 +191,7 @@ def test_nothing_meeting_the_slos_exits_1_with_the_evidence_written(tmp_path: Pa
     result = plan(out, "--slo", "ttft_p99_ms=10", "--vary", f"{SEQS}=1..64")
     assert result.returncode == 1  # type: ignore[attr-defined]
     assert result.stderr.strip() == (  # type: ignore[attr-defined]
-        f"error: no configuration meets the SLOs (1 runs); the evidence is in {out}")
+        f"error: no configuration meets the SLOs (1 run); the evidence is in {out}")
     data = load(out)
     assert data["recommendation"] is None
     assert [e["values"] for e in data["evidence"]] == [{SEQS: 64}]  # the top of the range misses: done

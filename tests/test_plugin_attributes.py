@@ -33,6 +33,7 @@ DECLARED = {
     "artifact_files": (interfaces.BackendMirror, ()),
     "reads_parts": (interfaces.WorkloadReader, False),
     "default_block_size": (interfaces.WorkloadReader, None),
+    "file_kind": (interfaces.WorkloadReader, None),
     "source": (interfaces.WorkloadReader, None),
 }
 

@@ -85,8 +85,9 @@ def test_sglang_refuses_a_prefix_block_size_the_workload_contradicts(tmp_path: P
     w.write_text(json.dumps(shared_prefix_workload(512, [[7, 1]])))
     res = run_cli("replay", "--input", str(w), "--policy", str(policy), "--output", str(tmp_path / "r.json"))
     assert res.returncode == 2
+    line = policy.read_text().splitlines().index("  name: sglang") + 1  # the scheduler's name, as located
     assert res.stderr.strip() == (
-        f"error: {policy}:7:3: $.scheduler.name: scheduler \"sglang\": scheduler.options.prefix_block_size 16 "
+        f"error: {policy}:{line}:3: $.scheduler.name: scheduler \"sglang\": scheduler.options.prefix_block_size 16 "
         "contradicts the workload, whose prefix blocks cover 512 tokens (its block_size); remove the option "
         "(the workload's size is used)")
     # without a block size in the workload the option still says what the ids cover

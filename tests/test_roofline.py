@@ -52,6 +52,33 @@ def test_names_and_aliases_resolve_and_unknown_ones_list_the_known() -> None:
         RooflineTiming({"model": "llama-3.1-8b", "gpu": "A100-SXM4-80GB", "dtype": "fp8"})
 
 
+@pytest.mark.parametrize(("name", "key"), [
+    ("H100", "H100-SXM-80GB"), ("h100 sxm", "H100-SXM-80GB"), ("NVIDIA H100-SXM5-80G", "H100-SXM-80GB"),
+    ("H200", "H200-SXM-141GB"), ("L40S", "L40S-48GB"), ("A100-PCIe", "A100-PCIe-80GB"),
+    ("A100 SXM", "A100-SXM4-80GB"),
+])
+def test_a_short_name_that_fits_one_gpu_is_that_gpu(name: str, key: str) -> None:
+    """Issue 32: ``gpu: H100`` was unknown; the catalogue has one H100, so it is that one."""
+    assert lookup_gpu(name).key == key
+
+
+def test_a_short_name_that_fits_several_gpus_is_refused_with_the_choices() -> None:
+    with pytest.raises(ConfigError) as err:
+        lookup_gpu("A100")
+    assert str(err.value) == ("GPU 'A100' is ambiguous: it could be A100-PCIe-80GB or A100-SXM4-80GB; name one "
+                              "of them, or the alias A100-80GB-unspecified (assumes A100-SXM4-80GB) or the alias "
+                              "A100-unspecified (assumes A100-SXM4-80GB)")
+    with pytest.raises(ConfigError, match="ambiguous: it could be A100-PCIe-80GB or A100-SXM4-80GB or H100-SXM-80GB"):
+        lookup_gpu("80GB")
+
+
+@pytest.mark.parametrize("name", ["H100-PCIe", "L4", "H100-SXM-94GB", "B200"])
+def test_a_short_name_is_never_stretched_to_another_gpu(name: str) -> None:
+    """Every word must fit: the PCIe H100 (not in the catalogue) is not the SXM one, nor an L4 an L40S."""
+    with pytest.raises(ConfigError, match=f"unknown GPU '{name}'"):
+        lookup_gpu(name)
+
+
 def test_a_hugging_face_config_with_experts(tmp_path: Path) -> None:
     """Mixtral-8x7B's config: 2 of 8 experts per token, so a token multiplies
     through far fewer weights than the GPUs hold."""
@@ -154,7 +181,7 @@ def test_an_offline_replay_decides_as_the_untimed_one(tmp_path: Path) -> None:
                 for i in range(40)]
     workload = _write(tmp_path / "w.json", {"version": 1, "requests": requests})
     timed = _write(tmp_path / "wt.json", {"version": 1, "requests": [{**r, "arrival_ms": 0.0} for r in requests]})
-    base = (REPO / "policies" / "vllm-v1-bench.yaml").read_text()
+    base = (REPO / "fixtures" / "policies" / "vllm-v1-toy.yaml").read_text()  # a fixed pool: untimed works
     head = base[: base.index("\ntiming:") + 1]
     roofline = tmp_path / "roofline.yaml"
     roofline.write_text(head + "timing: {name: roofline, options: {model: llama-3.1-8b, gpu: H100-SXM-80GB}}\n")
@@ -179,6 +206,7 @@ def test_an_offline_replay_decides_as_the_untimed_one(tmp_path: Path) -> None:
 @pytest.mark.parametrize("options, where, message", [
     ("{model: llama-9, gpu: H100-SXM-80GB}", ":7:13: $.timing.options.model", "unknown model 'llama-9'"),
     ("{model: llama-3.1-8b, gpu: B300}", ":7:34: $.timing.options.gpu", "unknown GPU 'B300'"),
+    ("{model: llama-3.1-8b, gpu: A100}", ":7:34: $.timing.options.gpu", "GPU 'A100' is ambiguous"),
     ("{model: llama-3.1-8b, gpu: A100-SXM4-80GB, dtype: fp8}", ":7:55: $.timing.options.dtype",
      "has no fp8 tensor-core peak"),
     ("{model: llama-3.1-8b, gpu: H100-SXM-80GB, tensor_parallel_size: 3}",

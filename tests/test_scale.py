@@ -32,7 +32,8 @@ from tickgate.workload.sources import open_requests
 TRACES = FIXTURES / "realdata" / "traces"
 SEED_BENCH = REPO / "benchmarks" / "policies" / "seed-bench.yaml"
 DEFAULT = POLICIES / "default.yaml"
-VLLM_BENCH = POLICIES / "vllm-v1-bench.yaml"
+#: pinned with the bench preset's sizing before issue 32 (fixtures/policies/README.md)
+VLLM_BENCH = REPO / "fixtures" / "policies" / "vllm-v1-toy.yaml"
 
 
 def _run(path: Path, fmt: str, policy: Path, limit: int | None = None) -> dict[str, Any]:

@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import FIXTURES, POLICIES
+from conftest import FIXTURES, POLICIES, TOYS
 from sweep_helpers import GRID_3X3, SEQS, TOKENS, TRACE, rows, write_sweep
 
 from tickgate.testing import run_cli
@@ -58,7 +58,7 @@ def test_a_point_replays_as_tickgate_replay_would(swept: tuple[Path, Path, Path]
     sweep, one, _ = swept
     point = one / "points" / "p0004"  # 64 seqs, 2048 tokens: the bundled preset itself
     result = run_cli("replay", "--input", str(TRACE), "--input-format", "azure", "--limit", "300",
-                     "--policy", str(POLICIES / "vllm-v1-bench.yaml"), "--output", str(tmp_path / "r.json"))
+                     "--policy", str(TOYS / "vllm-v1-toy.yaml"), "--output", str(tmp_path / "r.json"))
     assert result.returncode == 0, result.stderr
     direct = json.loads((tmp_path / "r.json").read_text(encoding="utf-8"))
     assert rows(one)[4]["fingerprint"] == direct["summary"]["trace_fingerprint"]
@@ -198,7 +198,8 @@ def test_a_bad_base_policy_is_located_in_the_policy(tmp_path: Path) -> None:
     base.write_text(base.read_text(encoding="utf-8").replace("max_num_seqs: 64", "max_num_seqs: -1"),
                     encoding="utf-8")
     line = located(run_cli("sweep", str(sweep), "--output", str(tmp_path / "out")))
-    assert line.startswith(f"error: {base}:13:") and "$.scheduler.options.max_num_seqs" in line
+    number = base.read_text(encoding="utf-8").splitlines().index("    max_num_seqs: -1") + 1
+    assert line.startswith(f"error: {base}:{number}:") and "$.scheduler.options.max_num_seqs" in line
 
 
 def test_the_example_sweep_file_expands_to_its_nine_points() -> None:

@@ -137,7 +137,7 @@ def test_a_benchmark_run_is_replayed_with_the_base_policy(tmp_path: Path) -> Non
     res = run_cli("timing", "fit", str(run), "--base", str(base), "--output", str(out), "--rounds", "4",
                   "--passes", "1")
     assert res.returncode == 0, res.stderr
-    assert res.stdout.startswith("before: 15 values from 1 points")
+    assert res.stdout.startswith("before: 15 values from 1 point")
     fitted = out.read_text()
     assert "fitted:\n  vllm:\n" in fitted and "model: \"llama-3.1-8b\"" in fitted
 
@@ -170,7 +170,7 @@ def test_iteration_statistics_are_priced_step_by_step(tmp_path: Path) -> None:
                   "--rounds", "20", "--passes", "1")
     assert res.returncode == 0, res.stderr
     before, after = res.stdout.splitlines()
-    assert before.startswith("before: 3 values from 1 points")
+    assert before.startswith("before: 3 values from 1 point")
     assert float(after.split("median |error| ")[1].split(" %")[0]) < float(
         before.split("median |error| ")[1].split(" %")[0])
     # the real record alone: its one iteration has no latency yet

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import FIXTURES, POLICIES
+from conftest import FIXTURES, POLICIES, TOYS
 
 from tickgate.commands.cli import main
 from tickgate.host.policy import load_policy
@@ -73,10 +73,11 @@ def models(tickgate_dist: Any) -> None:
 
 
 def policy(tmp_path: Path, base: str, timing: Any, name: str = "p.yaml") -> Path:
-    """``policies/<base>`` with its timing section replaced (JSON is YAML: lines stay known)."""
+    """``policies/<base>`` (or the toy copy ``fixtures/policies/<base>``) with its timing section
+    replaced (JSON is YAML: lines stay known)."""
     from tickgate.util.locations import load_yaml
 
-    doc, _ = load_yaml(POLICIES / base)
+    doc, _ = load_yaml(TOYS / base if (TOYS / base).exists() else POLICIES / base)
     doc = dict(doc)
     doc["timing"] = timing
     path = tmp_path / name
@@ -99,7 +100,7 @@ def error_line(capsys: pytest.CaptureFixture[str], *args: str) -> str:
 
 def test_both_spellings_give_byte_identical_reports(tmp_path: Path) -> None:
     workload = FIXTURES / "scenarios" / "kv-pressure.json"
-    for base in ("vllm-v1-bench.yaml", "sglang-default.yaml"):
+    for base in ("vllm-v1-toy.yaml", "sglang-toy.yaml"):  # pools the kv-pressure scenario fills
         # the same path for both spellings: the report names the policy file
         short = replay_bytes(policy(tmp_path, base, COEFFICIENTS), workload, tmp_path, "--trace",
                              str(tmp_path / "short.jsonl"))
@@ -112,7 +113,7 @@ def test_both_spellings_give_byte_identical_reports(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("base, workload", [
     ("default.yaml", "workload.json"),
-    ("vllm-v1-bench.yaml", "scenarios/kv-pressure.json"),
+    ("vllm-v1-toy.yaml", "scenarios/kv-pressure.json"),
 ])
 def test_a_third_party_model_times_a_replay(models: None, tmp_path: Path, base: str, workload: str) -> None:
     """``coefficients`` has only ``step_ms``: the seed scheduler's and vllm-v1's decode spans go through

@@ -13,6 +13,8 @@ from typing import Any
 
 import click
 
+from ..util.words import plural
+
 
 class _Lengths(click.ParamType):
     """``A`` or ``A:B``."""
@@ -171,5 +173,5 @@ def generate_command(
         click.echo(
             f"{header.description} -> {output_path}"
             if description is None
-            else f"generated {count} requests -> {output_path}"
+            else f"generated {plural(count, 'request')} -> {output_path}"
         )

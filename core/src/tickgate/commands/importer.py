@@ -17,6 +17,8 @@ from typing import Any
 
 import click
 
+from ..util.words import plural
+
 
 def _skipped_message(source: dict[str, Any]) -> str | None:
     skipped = source.get("skipped")
@@ -127,7 +129,7 @@ def import_command(
         click.echo(f"warning: {input_path}: {skipped}", err=True)
     if not quiet:
         click.echo(
-            f"imported {count} requests from {input_path} ({fmt}"
+            f"imported {plural(count, 'request')} from {input_path} ({fmt}"
             + (f", block size {block}" if block else "")
             + f") -> {output_path}"
         )

@@ -19,6 +19,7 @@ from typing import Any
 import click
 
 from ..util.errors import InputError
+from ..util.words import plural
 
 
 def merge(docs: list[tuple[str, dict[str, Any]]]) -> dict[str, Any]:
@@ -138,5 +139,5 @@ def normalize_command(
         dump(result, fh)
     run = result["run"]
     count = len(result.get("requests", []))
-    what = f"{count} requests" if count else "run-level aggregates only"
+    what = plural(count, "request") if count else "run-level aggregates only"
     click.echo(f"{output}: {run.get('provenance', {}).get('format', '?')}, {what}", err=True)

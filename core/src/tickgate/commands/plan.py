@@ -9,6 +9,7 @@ import click
 
 from ..sweep.executor import EXECUTORS
 from ..util.errors import TickgateError
+from ..util.words import plural
 
 
 @click.command("plan")
@@ -140,13 +141,13 @@ def plan_command(
     failed = [e for e in evidence if "error" in e]
     if failed:
         click.echo(
-            f"warning: {len(failed)} of {len(evidence)} runs failed and count as missing the SLOs "
+            f"warning: {len(failed)} of {plural(len(evidence), 'run')} failed and count as missing the SLOs "
             f"(first: run {failed[0]['run']}: {failed[0]['error']})",
             err=True,
         )
     if recommendation is None:
         raise NothingMeets(
-            f"no configuration meets the SLOs ({len(evidence)} runs); the evidence is in {output_path}"
+            f"no configuration meets the SLOs ({plural(len(evidence), 'run')}); the evidence is in {output_path}"
         )
 
 

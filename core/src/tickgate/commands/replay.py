@@ -7,6 +7,7 @@ from pathlib import Path
 import click
 
 from ..util.atomic import check_distinct_outputs, write_json
+from ..util.words import plural
 
 
 @click.command("replay")
@@ -112,11 +113,16 @@ def replay_command(
         )
     write_json(output_path, report)
     if not quiet and "fleet" in report:
+        from ..fleet.spec import fleet_shape
+
         s, lat = report["summary"], report["latency"]
         ttft = (lat.get("ttft_ms") or {}).get("p50")
+        # the router chooses only among replicas: a single one's data-parallel ranks are balanced
+        # by the engine's own load balancer
+        router = f" ({report['fleet']['routing']['router']})" if s["replicas"] > 1 else ""
         click.echo(
-            f"replayed {s['request_count']} requests on {s['replicas']} replicas "
-            f"({report['fleet']['routing']['router']}): {s['completed_requests']} completed, "
+            f"replayed {plural(s['request_count'], 'request')} on "
+            f"{fleet_shape(report['inputs']['cluster']['pools'])}{router}: {s['completed_requests']} completed, "
             f"{report['requests']['rejected']} rejected; prefix-cache hit rate "
             f"{report['fleet']['prefix_cache_hit_rate']}, TTFT p50 {ttft} ms; "
             f"fingerprint {s['trace_fingerprint']} -> {output_path}"
@@ -124,9 +130,9 @@ def replay_command(
     elif not quiet:
         s = report["summary"]
         click.echo(
-            f"replayed {s['request_count']} requests in {s['total_ticks']} ticks: "
+            f"replayed {plural(s['request_count'], 'request')} in {plural(s['total_ticks'], 'tick')}: "
             f"{s['completed_requests']} completed, {report['requests']['rejected']} rejected; "
-            f"peak KV {s['peak_kv_pages']} pages ({s['peak_kv_pressure_pct']}%), "
+            f"peak KV {plural(s['peak_kv_pages'], 'page')} ({s['peak_kv_pressure_pct']}%), "
             f"decode utilisation {s['decode_capacity_utilization']}; "
             f"fingerprint {s['trace_fingerprint']} -> {output_path}"
         )

@@ -8,6 +8,7 @@ import click
 
 from ..sweep.executor import EXECUTORS
 from ..util.errors import TickgateError
+from ..util.words import plural
 
 
 @click.command("sweep")
@@ -55,7 +56,7 @@ def sweep_command(sweep_path: Path, output_dir: Path, jobs: int | None, executor
     index = write_index(output_dir)
     if not quiet:
         click.echo(
-            f"swept {len(sweep.points)} points: {len(outcome.replayed)} replayed, "
+            f"swept {plural(len(sweep.points), 'point')}: {len(outcome.replayed)} replayed, "
             f"{len(outcome.reused)} reused, {len(outcome.failed)} failed -> {results}"
         )
         if index is None:  # stdout, with the summary: not an error, the results are complete

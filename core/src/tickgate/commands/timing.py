@@ -9,6 +9,8 @@ from typing import Any
 import attrs
 import click
 
+from ..util.words import plural
+
 _PATH = click.Path(path_type=Path, dir_okay=False)
 
 
@@ -42,7 +44,7 @@ def _summary_line(label: str, results: list[Any]) -> str:
         return f"{label}: no predicted values"
     skipped = sum(1 for r in results if r.predicted is None)
     return (
-        f"{label}: {s['values']} values from {len(results) - skipped} points ({skipped} skipped): "
+        f"{label}: {plural(int(s['values']), 'value')} from {plural(len(results) - skipped, 'point')} ({skipped} skipped): "
         f"median |error| {s['median_ape'] * 100:.1f} %, {s['within_1_5x'] * 100:.0f} % within 1.5x"
     )
 

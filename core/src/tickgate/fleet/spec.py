@@ -11,7 +11,7 @@ schemas) and locates every refusal in the policy file.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import attrs
@@ -20,6 +20,7 @@ from ..host.policy import Policy, Selection, _select
 from ..host.registry import Registry, get_registry
 from ..interfaces import optional_attribute
 from ..util.errors import InputError
+from ..util.words import plural
 
 __all__ = ["DEFAULT_ROUTER", "FleetSpec", "PoolSpec", "TransferSpec", "fleet_spec"]
 
@@ -94,6 +95,24 @@ class FleetSpec:
         if self.transfer is not None:
             out["transfer"] = self.transfer.to_json()
         return out
+
+
+def fleet_shape(pools: Sequence[Mapping[str, Any]]) -> str:
+    """What a fleet is made of, in words, from its ``to_json()`` pools (a report's
+    ``inputs.cluster.pools``): ``1 replica with 4 data-parallel ranks``, ``3 replicas``, ``4
+    replicas: 1 prefill, 3 decode``. A replica of several data-parallel ranks is one engine
+    process whose ranks each have their own scheduler and KV pool: counting its ranks as
+    replicas, or not saying it has them, misstates the fleet."""
+    parts = []
+    for pool in pools:
+        count, ranks = pool["replicas"], pool.get("data_parallel_size", 1)
+        part = plural(count, "replica") if len(pools) == 1 else f"{count} {pool['name']}"
+        if ranks > 1:
+            part += f" with {ranks} data-parallel ranks" + (" each" if count > 1 else "")
+        parts.append(part)
+    if len(parts) == 1:
+        return parts[0]
+    return f"{plural(sum(pool['replicas'] for pool in pools), 'replica')}: {', '.join(parts)}"
 
 
 def fleet_spec(policy: Policy, registry: Registry | None = None) -> FleetSpec | None:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from ..util.words import plural
 from . import charts
 from .inputs import SWEEP_METRICS
 from .page import Section, Table
@@ -136,7 +137,10 @@ def fleet_sections(report: dict[str, Any]) -> list[Section]:
     section = Section("Fleet: per-replica load")
     routing = fleet.get("routing") or {}
     decisions = routing.get("decisions") or {}
-    facts = [f"{len(replicas)} replicas"]
+    from ..fleet.spec import fleet_shape  # the fleet package only for a fleet's page
+
+    pools = (report.get("inputs") or {}).get("cluster", {}).get("pools")
+    facts = [fleet_shape(pools) if pools else plural(len(replicas), "replica")]
     if fleet.get("prefix_cache_hit_rate") is not None:
         facts.append(f"prefix-cache hit rate {fleet['prefix_cache_hit_rate']:.1%}")
     if routing.get("jain_index") is not None:

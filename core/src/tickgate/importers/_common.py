@@ -189,6 +189,7 @@ class CsvTraceReader(TraceReader):
     columns: tuple[str, ...] = ()
     time_column: str = ""
     csv_format: str = ""
+    file_kind = "CSV"
 
     def read(self, path: Path, options: Mapping[str, Any]) -> Iterator[Request]:
         self.start(path, options)

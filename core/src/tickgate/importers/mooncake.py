@@ -76,6 +76,7 @@ class MooncakeReader(TraceReader):
     )
     id_prefix = "mc"
     default_block_size = 512
+    file_kind = "JSONL"
 
     reads_parts = True
 

@@ -43,6 +43,7 @@ _OPTIONAL: dict[str, type] = {
     "artifact_files": BackendMirror,
     "reads_parts": WorkloadReader,
     "default_block_size": WorkloadReader,
+    "file_kind": WorkloadReader,
     "source": WorkloadReader,
     "uses_replica_state": Router,
     "reads_cached_prefixes": Router,

@@ -48,6 +48,9 @@ class WorkloadReader(Plugin):
     #: ``block_size``); None: the format carries no prefix-block ids (so
     #: ``--block-size`` means nothing to it)
     default_block_size: ClassVar[int | None] = None
+    #: what the format's files are (``"CSV"``, ``"JSONL"``): a file given without
+    #: ``--input-format`` that is no workload file gets the formats listed by it
+    file_kind: ClassVar[str | None] = None
     #: set by ``read`` on the instance: what was read (format, file, rows, skipped
     #: rows...), the imported workload's ``source``; None: format and file only
     source: dict[str, Any] | None = None

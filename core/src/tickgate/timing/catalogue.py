@@ -8,8 +8,10 @@ H100-SXM-80GB`` (or an alias such as ``H100-80GB-unspecified``). A model can
 also be a path to a Hugging Face ``config.json`` (the fields every decoder
 config carries, plus the MoE fields of Mixtral, Qwen-MoE and DeepSeek configs),
 and a GPU a mapping of its figures. Names are matched exactly or, failing that,
-case-insensitively; an unknown name is a :class:`~tickgate.util.errors.ConfigError`
-listing the known ones.
+case-insensitively; a GPU also by a short name that fits one catalogue GPU
+(``H100``), never by one that fits several (``A100``: refused with the choices);
+an unknown name is a :class:`~tickgate.util.errors.ConfigError` listing the
+known ones.
 """
 
 from __future__ import annotations
@@ -284,11 +286,48 @@ def lookup_gpu(value: str | Mapping[str, Any]) -> GpuSpec:
         return _gpu("gpu", value)
     key = _find(value, gpus, aliases)
     if key is None:
+        key = _short_gpu_name(value, gpus, aliases)
+    if key is None:
         raise ConfigError(
             f"unknown GPU {value!r} (known: {', '.join(sorted({*gpus, *aliases}))}; "
             "or give its figures as a mapping)"
         )
     return _gpu(key, gpus[key])
+
+
+def _gpu_words(name: str) -> set[str]:
+    """The words of a GPU name as people write them: ``H100 SXM``, ``h100-sxm5-80g`` and
+    ``NVIDIA H100-SXM-80GB`` share ``{h100, sxm, 80gb}`` (the SXM generation and the
+    vendor dropped, a memory size in GB either way)."""
+    words = set()
+    for word in re.split(r"[\s_/-]+", name.casefold()):
+        word = re.sub(r"^(\d+)g$", r"\1gb", re.sub(r"^sxm\d$", "sxm", word))
+        if word and word != "nvidia":
+            words.add(word)
+    return words
+
+
+def _short_gpu_name(value: str, gpus: Mapping[str, Any], aliases: Mapping[str, str]) -> str | None:
+    """The catalogue GPU a short name (``H100``, ``A100-PCIe``, ``L40S``) means: the one GPU
+    whose key, or an alias of which, has every word of it. A name that fits more than one GPU
+    is refused listing them (``A100``: the SXM4 and the PCIe card differ in bandwidth and
+    clocks); None when it fits none."""
+    words = _gpu_words(value)
+    if not words:
+        return None
+    fits = {key for key in gpus if words <= _gpu_words(key)}
+    fits |= {key for alias, key in aliases.items() if words <= _gpu_words(alias) and key in gpus}
+    if len(fits) > 1:
+        named = [
+            f"the alias {alias} (assumes {key})"
+            for alias, key in sorted(aliases.items())
+            if words <= _gpu_words(alias)
+        ]
+        raise ConfigError(
+            f"GPU {value!r} is ambiguous: it could be {' or '.join(sorted(fits))}; name one of them"
+            + (f", or {' or '.join(named)}" if named else "")
+        )
+    return fits.pop() if fits else None
 
 
 def _gpu(key: str, entry: Mapping[str, Any]) -> GpuSpec:

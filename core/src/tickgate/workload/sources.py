@@ -28,7 +28,18 @@ def open_requests(
     if input_format == "workload":
         from .format import read_workload
 
-        workload = read_workload(path)
+        try:
+            workload = read_workload(path)
+        except InputError as exc:
+            if not exc.message.startswith(NOT_A_WORKLOAD):
+                raise
+            raise InputError(
+                exc.path,
+                f"{exc.message} ({_format_hint()})",
+                line=exc.line,
+                column=exc.column,
+                json_path=exc.json_path,
+            ) from None
         stream: Iterable[Request] = workload.requests
         if prefetch:
             from .prefetch import prefetched
@@ -61,6 +72,28 @@ def open_requests(
     if limit is not None:
         stream = itertools.islice(stream, limit)
     return stream, inputs
+
+
+#: how a file that is not JSON, or not one JSON object, fails as a workload file
+NOT_A_WORKLOAD = ("invalid JSON", "expected a JSON object with version and requests")
+
+
+def _format_hint() -> str:
+    """What a user who gave a trace without ``--input-format`` should add: the registered
+    workload readers, grouped by the kind of file they read."""
+    from ..host.registry import get_registry
+
+    kinds: dict[str, list[str]] = {}
+    for info in get_registry().of_kind("workload_reader"):
+        kinds.setdefault(optional_attribute(info.obj, "file_kind") or "other", []).append(info.name)
+    listed = ", ".join(
+        f"{', '.join(names[:-1])} or {names[-1]} ({kind})" if len(names) > 1 else f"{names[0]} ({kind})"
+        for kind, names in sorted(kinds.items())
+    )
+    return (
+        "read as a tickgate workload file, the default --input-format; for a trace name its format with "
+        f"--input-format: {listed or 'no trace reader is installed'}"
+    )
 
 
 def _checked(info: Any, stream: Iterable[Any]) -> Iterator[Request]:

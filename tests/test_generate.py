@@ -230,6 +230,12 @@ BASE = ["--requests", "10", "--input-len", "16", "--output-len", "4"]
     (["--concurrency", "0"], "Invalid value for '--concurrency': 0 is not in the range 1<=x<=1000000000"),
     (["--rate", "1", "--seed", "-3"], "Invalid value for '--seed': -3 is not in the range 0<=x<=4294967295"),
     (["--rate", "1", "--requests", "0"], "Invalid value for '--requests': 0 is not in the range"),
+    # issue 32's battery: an input length of 0, a negative rate, a billion requests (at most ten million,
+    # drawn in memory at 24 bytes a request: docs/workload.md)
+    (["--rate", "1", "--input-len", "0"], "Invalid value for '--input-len': '0': lengths start at 1"),
+    (["--rate", "-3"], "Invalid value for '--rate': '-3': give a number above 0 (or inf)"),
+    (["--rate", "1", "--requests", "1000000000"],
+     "Invalid value for '--requests': 1000000000 is not in the range 1<=x<=10000000"),
     (["--rate", "1e-12"], "--requests 10 at --rate 1e-12 end after 1e+15 ms"),
 ])
 def test_bad_arguments_are_one_located_line(tmp_path: Path, args: list[str], message: str) -> None:

@@ -35,7 +35,7 @@ CASES = [
     (_line({"measured.ttft_ms_mean": 1}).replace(": 1}", ": 1e400}"), "$.measured.ttft_ms_mean: inf is greater than"),
     (_line({"measured.ttft_ms_mean": -3}), "$.measured.ttft_ms_mean: -3 is less than or equal to the minimum of 0"),
     (_line({"measured.ttft_ms_mean": 0}), "$.measured.ttft_ms_mean: 0 is less than or equal to the minimum of 0"),
-    (_line({"measured.ttft_ms_mean": "12"}), "$.measured.ttft_ms_mean: '12' is not valid"),
+    (_line({"measured.ttft_ms_mean": "12"}), "$.measured.ttft_ms_mean: '12' is not null or a number"),
     (_line({"workload.isl": 0}), "$.workload.isl: 0 is less than the minimum of 1"),
     (_line({"workload.osl": -8}), "$.workload.osl: -8 is less than the minimum of 1"),
     (_line({"workload.num_requests": 10**9}), "$.workload.num_requests: 1000000000 is greater than the maximum"),

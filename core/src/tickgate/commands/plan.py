@@ -111,7 +111,7 @@ def plan_command(
     from ..plan.search import Question, search
     from ..plan.spec import check_goodput, check_varies, parse_slos, parse_vary
     from ..sweep.executor import make_executor
-    from ..sweep.spec import file_sha256
+    from ..sweep.spec import check_requests, file_sha256
     from ..util.atomic import check_distinct_outputs
     from ..util.progress import progress
 
@@ -123,6 +123,7 @@ def plan_command(
     check_varies(varies, base, str(policy_path))
     workload = _workload(workload_path, input_format, block_size, limit)
     _check_values(varies, base, policy_path)
+    check_requests(workload)  # a request every run would refuse: refused now, PLAN.json untouched
     question = Question(base, workload, file_sha256(workload.path), slos, varies, goodput, limits)
     runner = make_executor(executor, jobs)  # a missing Ray too, before anything runs
     with (

@@ -7,6 +7,7 @@ from pathlib import Path
 import click
 
 from ..sweep.executor import EXECUTORS
+from ..sweep.run import INDEX
 from ..util.errors import TickgateError
 from ..util.words import plural
 
@@ -72,9 +73,6 @@ def sweep_command(sweep_path: Path, output_dir: Path, jobs: int | None, executor
             f"{len(outcome.failed)} of {len(sweep.points)} sweep points failed "
             f"(first: {first['id']}: {first['error']}); see {results}"
         )
-
-
-INDEX = "index.html"
 
 
 def write_index(output_dir: Path) -> Path | None:

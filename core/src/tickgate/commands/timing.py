@@ -19,21 +19,23 @@ def timing_command() -> None:
     """Check and calibrate timing models against published measurements (docs/timing.md)."""
 
 
-def _echo_table(results: list[Any]) -> None:
+def _table(results: list[Any]) -> list[str]:
     """Per point and value: measured, predicted and the error; skipped points with why."""
+    lines = []
     for r in results:
         if r.predicted is None:
-            click.echo(f"skipped  {r.point.id}: {r.skipped}")
+            lines.append(f"skipped  {r.point.id}: {r.skipped}")
             continue
         errors = r.errors()
         if r.assumed:
-            click.echo(f"{r.point.id}  assumed: {'; '.join(r.assumed)}")
+            lines.append(f"{r.point.id}  assumed: {'; '.join(r.assumed)}")
         for key in r.point.measured:
-            if key in r.predicted:
-                click.echo(
+            if key in r.predicted and key in errors:
+                lines.append(
                     f"{r.point.id}  {key:22s} measured {r.point.measured[key]:>12.4g}  "
                     f"predicted {r.predicted[key]:>12.4g}  error {errors[key] * 100:+7.1f} %"
                 )
+    return lines
 
 
 def _summary_line(label: str, results: list[Any]) -> str:
@@ -71,14 +73,20 @@ def check_command(points: Path, timing_file: Path | None, output: Path) -> None:
     loaded = read_points(points)
     timing = load_timing_file(timing_file) if timing_file is not None else None
     results = check_points(loaded, timing.factors_for if timing is not None else None)
+    # everything computed before the output is touched: a failure leaves it as it was
+    text = "".join(
+        json.dumps(
+            {"id": r.point.id, "predicted": {k: _round(v) for k, v in r.predicted.items()}},
+            sort_keys=True,
+        )
+        + "\n"
+        for r in results
+        if r.predicted is not None
+    )
+    table = [*_table(results), _summary_line("total", results)]
     with atomic_writer(output) as fh:
-        for r in results:
-            if r.predicted is None:
-                continue
-            line = {"id": r.point.id, "predicted": {k: _round(v) for k, v in r.predicted.items()}}
-            fh.write(json.dumps(line, sort_keys=True) + "\n")
-    _echo_table(results)
-    click.echo(_summary_line("total", results))
+        fh.write(text)
+    click.echo("\n".join(table))
 
 
 @timing_command.command("fit")
@@ -106,7 +114,7 @@ def fit_command(measurements: tuple[Path, ...], base: Path, output: Path, rounds
     points (realdata/measured/points.jsonl's format), benchmark client runs (any file
     `tickgate normalize` reads; replayed with the base policy's scheduler) and
     TensorRT-LLM iteration statistics. Prints the error before and after."""
-    from ..timing.check import check_points
+    from ..timing.check import check_points, prepare
     from ..timing.fit import fit_family, load_timing_file, write_timing_file
     from ..timing.measurements import read_measurements
     from ..timing.points import family
@@ -118,6 +126,7 @@ def fit_command(measurements: tuple[Path, ...], base: Path, output: Path, rounds
     check_distinct_outputs({"--output": output}, {**inputs, "--base": base})
     start = load_timing_file(base)
     points = [p for path in measurements for p in read_measurements(path, start.document, base)]
+    prepare(points, start.factors_for)  # every measurement set up before hours of fitting
     fitted: dict[str, dict[str, float]] = {}
     show = (lambda text: click.echo(text, err=True)) if wanted() else None
     for fam in sorted({f for f in map(family, points) if f is not None}):

@@ -21,19 +21,24 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
+import stat
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import attrs
 
-from ..util.atomic import atomic_writer
+from ..util.atomic import atomic_writer, check_writable
+from ..util.errors import TickgateError
 from .executor import LocalExecutor
 from .headline import headline
 from .spec import Point, Sweep, file_sha256
 from .task import Executor, Result, Task, point_policy
 
 RESULTS = "results.jsonl"
+#: the page ``tickgate sweep`` draws beside the results (docs/html.md)
+INDEX = "index.html"
 
 
 @attrs.frozen
@@ -64,20 +69,83 @@ def inputs_hash(point: Point, workload_sha256: str) -> str:
 
 
 def _read_report(path: Path) -> dict[str, Any] | None:
+    """The report, or None when it cannot be reused (cut short, not JSON, not a report:
+    the point replays and the file is replaced)."""
     try:
         report = json.loads(path.read_text(encoding="utf-8"))
         headline(report)
         return report
-    except (OSError, ValueError, KeyError, TypeError):
+    except (OSError, ValueError, KeyError, TypeError, AttributeError, RecursionError):
         return None
 
 
 def _reusable(point_dir: Path, digest: str) -> dict[str, Any] | None:
     try:
-        stored = (point_dir / "inputs.sha256").read_text(encoding="utf-8").strip()
-    except OSError:
+        with open(point_dir / "inputs.sha256", "rb") as fh:
+            stored = fh.read(len(digest) + 2).decode("ascii").strip()  # a hash, not a whole file
+    except (OSError, ValueError):
         return None
     return _read_report(point_dir / "report.json") if stored == digest else None
+
+
+#: what each file of a point's directory is, for the errors of :func:`check_layout`
+POINT_FILES = {
+    "policy.json": "the point's policy",
+    "report.json": "the point's report",
+    "inputs.sha256": "the hash of the point's inputs",
+}
+
+
+def _kind(path: Path) -> str | None:
+    """What ``path`` is (symbolic links followed): ``"dir"``, ``"file"``, another kind's name,
+    or None when nothing is there."""
+    try:
+        mode = os.stat(path).st_mode
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        raise TickgateError(f"{path}: cannot resume the sweep: {exc.strerror or exc}") from None
+    if stat.S_ISDIR(mode):
+        return "dir"
+    if stat.S_ISREG(mode):
+        return "file"
+    return "a named pipe" if stat.S_ISFIFO(mode) else "a device or socket"
+
+
+def _wrong_kind(path: Path, found: str | None, wanted: str, what: str) -> None:
+    if found is None or found == wanted:
+        return
+    is_ = {"dir": "a directory", "file": "a regular file"}.get(found, found)
+    belongs = "a directory" if wanted == "dir" else "a regular file"
+    raise TickgateError(
+        f"{path}: cannot resume the sweep: it is {is_} where {belongs} ({what}) belongs; "
+        "move it away or give another --output"
+    )
+
+
+def check_layout(sweep: Sweep, out_dir: Path) -> None:
+    """Before anything is replayed or written: every entry of an existing output directory
+    is of the kind a sweep writes there (``points/`` and ``points/<id>/`` directories; the
+    point files, ``results.jsonl`` and ``index.html`` regular files), so a re-run into a
+    directory whose entries were replaced by something else is one line naming the entry,
+    not a failure halfway (a named pipe would even hang the read)."""
+    _wrong_kind(out_dir, _kind(out_dir), "dir", "the --output directory")
+    if _kind(out_dir) is None:
+        return
+    for name in (RESULTS, INDEX):
+        check_writable(out_dir / name)
+    points = out_dir / "points"
+    _wrong_kind(points, _kind(points), "dir", "one folder per point")
+    if _kind(points) is None:
+        return
+    for point in sweep.points:
+        folder = points / point.id
+        found = _kind(folder)
+        _wrong_kind(folder, found, "dir", f"point {point.id}'s files")
+        if found is None:
+            continue
+        for name, what in POINT_FILES.items():
+            _wrong_kind(folder / name, _kind(folder / name), "file", what)
 
 
 def run_sweep(
@@ -90,6 +158,7 @@ def run_sweep(
 ) -> Outcome:
     """Run (or reuse) every point; write ``results.jsonl``; return what happened.
     ``executor``: where points run (default: :class:`LocalExecutor` with ``jobs``)."""
+    check_layout(sweep, out_dir)
     hashes = {}
     for point in sweep.points:
         if point.workload.path not in hashes:

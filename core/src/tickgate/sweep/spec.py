@@ -96,6 +96,8 @@ def load_sweep(path: Path) -> Sweep:
             **_at(locs, "zip", odd),
         )
     _check_size(path, locs, workloads, grid, next(iter(lengths.values()), None))
+    for workload in workloads:
+        check_requests(workload)
     combos = [dict(zip(grid, values)) for values in itertools.product(*grid.values())]
     if zipped:
         n = next(iter(lengths.values()))
@@ -167,6 +169,20 @@ def _workload(item: Any, i: int, base_dir: Path, path: Path, locs: Locations) ->
             **_at(locs, "workloads", i, "block_size"),
         )
     return Workload(resolved, spec["path"], fmt, spec.get("block_size"), spec.get("limit"))
+
+
+def check_requests(workload: Workload) -> None:
+    """Read every request the replays will read (the first ``limit``), once, before any
+    replay: a request the workload's reader refuses is one located error now (exit 2,
+    nothing written), not the same failure of every point after all of them ran. The
+    requests stream past; memory does not grow with the workload."""
+    from ..workload.sources import open_requests
+
+    requests, _ = open_requests(
+        workload.path, workload.format, block_size=workload.block_size, limit=workload.limit
+    )
+    for _ in requests:
+        pass
 
 
 def _check_path(base: Any, key: str, policy_path: Path, path: Path, locs: Locations, section: str) -> None:

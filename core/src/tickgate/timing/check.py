@@ -14,15 +14,17 @@ clients print, computed as they compute them (docs/timing.md):
 
 from __future__ import annotations
 
+import contextlib
 import json
 import tempfile
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from pathlib import Path
 from statistics import median
 from typing import Any
 
 import attrs
 
+from ..util.errors import InputError, TickgateError, TickLimitExceeded
 from ..util.quantile import cumulative_weights, quantile, weighted_interpolate
 from .points import Point, PointSetup, Skip
 
@@ -116,6 +118,27 @@ def metrics(report: Mapping[str, Any]) -> dict[str, float]:
     return figures(done, None, itl, frontend)
 
 
+@contextlib.contextmanager
+def located(setup: PointSetup, policy_path: str) -> Iterator[None]:
+    """Errors about the policy tickgate wrote for a replay (a temporary file, gone when the
+    user reads them) named in the user's file and place (:class:`.points.Origin`)."""
+    origin = setup.origin
+    try:
+        yield
+    except InputError as exc:
+        if origin is None or exc.path != policy_path:
+            raise  # about another file (a model's config.json): named already
+        raise origin.error(exc.message, exc.json_path) from None
+    except TickLimitExceeded as exc:
+        if origin is None:
+            raise
+        raise origin.error(str(exc), "$.limits.max_ticks") from None
+    except TickgateError as exc:
+        if origin is None:
+            raise
+        raise origin.error(str(exc).replace(policy_path, "its policy")) from None
+
+
 def setup_policy(setup: PointSetup) -> Any:
     """The point's policy document loaded as a policy file is (validated, plugins built)."""
     from ..host.policy import load_policy
@@ -123,41 +146,73 @@ def setup_policy(setup: PointSetup) -> Any:
     with tempfile.TemporaryDirectory(prefix="tickgate-check-") as tmp:
         path = Path(tmp) / "policy.json"
         path.write_text(json.dumps(setup.policy, sort_keys=True), encoding="utf-8")
-        return load_policy(path)
+        with located(setup, str(path)):
+            return load_policy(path)
 
 
-def replay_setup(setup: PointSetup) -> dict[str, Any]:
-    """Replay a point's policy and requests in this process; the report, every outcome listed."""
+def replay_setup(setup: PointSetup, policy: Any = None) -> dict[str, Any]:
+    """Replay a point's policy (``policy``: already loaded from it) and requests in this
+    process; the report, every outcome listed."""
     from ..simulate import replay
 
-    return replay(setup.requests, setup_policy(setup), detail_limit=len(setup.requests) + 1)
+    policy = policy if policy is not None else setup_policy(setup)
+    with located(setup, str(policy.path)):
+        return replay(setup.requests, policy, detail_limit=len(setup.requests) + 1)
 
 
-def predict(point: Any, setup: PointSetup) -> dict[str, float]:
+def predict(point: Any, setup: PointSetup, policy: Any = None) -> dict[str, float]:
     """The figures of ``point`` that a replay of ``setup`` predicts (the keys it measured)."""
-    got = metrics(replay_setup(setup))
+    got = metrics(replay_setup(setup, policy))
     return {k: got[k] for k in point.measured if k in got}
+
+
+def _chosen(point: Any, factors: Callable[[str], Mapping[str, Any]] | None) -> Mapping[str, Any] | None:
+    return factors(point.family) if factors is not None and point.family else None
+
+
+def prepare(
+    points: list[Any], factors: Callable[[str], Mapping[str, Any]] | None = None
+) -> list[Any | str | None]:
+    """Set every measurement up and load its policy, before anything is replayed: a point
+    tickgate refuses is one error naming its file and line now, not after the points
+    before it replayed. Per point: its loaded policy, why it is skipped (a string), or
+    None (priced directly, no replay). The requests are not kept (they are built again,
+    one point at a time, when it replays)."""
+    ready: list[Any | str | None] = []
+    for point in points:
+        if point.direct:
+            ready.append(None)
+            continue
+        try:
+            setup = point.setup(_chosen(point, factors))
+        except Skip as exc:
+            ready.append(str(exc))
+            continue
+        ready.append(setup_policy(setup))
+    return ready
 
 
 def check_points(
     points: list[Any], factors: Callable[[str], Mapping[str, Any]] | None = None
 ) -> list[Prediction]:
     """Replay (or price) every measurement; ``factors`` gives an engine family's
-    factors (:meth:`tickgate.timing.fit.TimingFile.factors_for`)."""
+    factors (:meth:`tickgate.timing.fit.TimingFile.factors_for`). Every point is set up
+    first (:func:`prepare`)."""
     from .roofline import RooflineTiming
 
     results = []
-    for point in points:
-        chosen = factors(point.family) if factors is not None and point.family else None
-        try:
-            if point.direct:
+    for point, ready in zip(points, prepare(points, factors)):
+        chosen = _chosen(point, factors)
+        if isinstance(ready, str):
+            results.append(Prediction(point, None, ready))
+        elif ready is None:
+            try:
                 results.append(Prediction(point, point.predict(RooflineTiming(point.options(chosen)))))
-                continue
+            except Skip as exc:
+                results.append(Prediction(point, None, str(exc)))
+        else:
             setup = point.setup(chosen)
-        except Skip as exc:
-            results.append(Prediction(point, None, str(exc)))
-            continue
-        results.append(Prediction(point, predict(point, setup), None, setup.assumed))
+            results.append(Prediction(point, predict(point, setup, ready), None, setup.assumed))
     return results
 
 

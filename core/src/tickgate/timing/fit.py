@@ -140,7 +140,7 @@ class _Scorer:
         self.cache: dict[tuple[float, ...], float] = {}
 
     def record(self, factors: Mapping[str, float]) -> None:
-        from .check import setup_policy
+        from .check import located, setup_policy
         from .retime import record
 
         self.cache.clear()
@@ -151,7 +151,9 @@ class _Scorer:
                 setup = point.setup(factors)
             except Skip:
                 continue
-            self.recordings[point.id] = record(setup_policy(setup), setup.requests)
+            policy = setup_policy(setup)
+            with located(setup, str(policy.path)):
+                self.recordings[point.id] = record(policy, setup.requests)
 
     def __call__(self, factors: Mapping[str, float]) -> float:
         key = tuple(factors[k] for k in FIT_FACTORS)

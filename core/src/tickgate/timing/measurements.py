@@ -21,6 +21,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -30,7 +31,7 @@ import attrs
 from ..interfaces.model import Request
 from ..util.errors import InputError
 from ..util.jsonio import loads
-from .points import PointSetup, Skip
+from .points import Origin, PointSetup, Skip
 
 __all__ = ["IterationLog", "ObservedRun", "read_iteration_log", "read_measurements", "read_observed_run"]
 
@@ -56,6 +57,8 @@ class ObservedRun:
     family: str
     base_policy: Mapping[str, Any]
     requests: tuple[Request, ...]
+    #: the base file (the policy's scheduler section comes from it: errors name it)
+    base_path: Path | None = None
     direct = False
 
     def options(self, factors: Mapping[str, Any] | None) -> dict[str, Any]:
@@ -69,13 +72,17 @@ class ObservedRun:
     def setup(self, factors: Mapping[str, Any] | None) -> PointSetup:
         policy = {k: v for k, v in self.base_policy.items() if k not in ("gate", "fitted")}
         policy["timing"] = {"name": "roofline", "options": self.options(factors)}
-        return PointSetup(policy, list(self.requests))
+        origin = None
+        if self.base_path is not None:  # the policy is the base's, at the same paths
+            origin = Origin(self.base_path, f"the base policy of benchmark run {self.id}", paths={"$": "$"})
+        return PointSetup(policy, list(self.requests), origin=origin)
 
 
 def read_observed_run(path: Path, base: Mapping[str, Any], base_path: Path) -> ObservedRun:
     """A client's run: a file ``tickgate normalize`` reads, or its output."""
     from ..gate.detect import read_observations
 
+    doc = read_observations(path)  # first: a file that is no benchmark run is named as such
     if "scheduler" not in base:
         raise InputError(
             base_path,
@@ -83,7 +90,6 @@ def read_observed_run(path: Path, base: Mapping[str, Any], base_path: Path) -> O
             "the base file must be a policy with a 'scheduler' section",
             json_path="$.scheduler",
         )
-    doc = read_observations(path)
     agg = doc["run"].get("aggregates") or {}
     measured: dict[str, float] = {}
     for key, prefix in (("output_throughput", "output_tok_s"), ("request_throughput", "request_s")):
@@ -99,6 +105,13 @@ def read_observed_run(path: Path, base: Mapping[str, Any], base_path: Path) -> O
         for stat, name in (("mean", "mean"), ("median", "median"), ("p99", "p99")):
             if isinstance(dist.get(stat), (int, float)):
                 measured[f"{prefix}_{name}"] = float(dist[stat])
+    for key, value in list(measured.items()):
+        if not math.isfinite(value) or value < 0:
+            raise InputError(
+                path, f"a benchmark run's figures are finite and not negative; its {key} is {value}"
+            )
+        if value == 0:
+            del measured[key]  # nothing to compare a relative error with (TPOT of one-token outputs)
     rows = [r for r in doc.get("requests") or () if not r.get("error")]
     if not rows or any(
         not isinstance(r.get("tokens_in"), int) or not isinstance(r.get("tokens_out"), int) for r in rows
@@ -131,7 +144,9 @@ def read_observed_run(path: Path, base: Mapping[str, Any], base_path: Path) -> O
         for i, r in enumerate(rows)
     )
     order = sorted(range(len(requests)), key=lambda i: (requests[i].arrival_ms, i))
-    return ObservedRun(str(path.name), measured, _base_family(base), base, tuple(requests[i] for i in order))
+    return ObservedRun(
+        str(path.name), measured, _base_family(base), base, tuple(requests[i] for i in order), base_path
+    )
 
 
 @attrs.frozen
@@ -213,6 +228,6 @@ def read_measurements(path: Path, base: Mapping[str, Any], base_path: Path) -> l
     first = next((line for line in text.splitlines() if line.strip()), "")
     if looks_like_iterations(text):
         return [read_iteration_log(path, text, base, base_path)]
-    if first.startswith("{") and '"measured"' in first and '"id"' in first:
+    if first.startswith("{") and '"measured"' in first:  # a point, whole or not (its errors name it)
         return list(read_points(path))
     return [read_observed_run(path, base, base_path)]

@@ -24,7 +24,7 @@ from ..util.errors import ConfigError, InputError
 from ..util.jsonio import loads
 from .roofline import FACTORS, RooflineTiming
 
-__all__ = ["MEASURED_KEYS", "Point", "PointSetup", "Skip", "read_points", "setup_point"]
+__all__ = ["MEASURED_KEYS", "Origin", "Point", "PointSetup", "Skip", "read_points", "setup_point"]
 
 #: the ``measured`` keys a replay predicts, in the order tables show them
 MEASURED_KEYS = (
@@ -59,6 +59,8 @@ class Point:
     id: str
     data: Mapping[str, Any]
     line: int
+    #: the points file (errors about the point name it and the line)
+    file: Path | None = None
 
     #: replayed (a measurement priced without a replay sets this)
     direct = False
@@ -82,6 +84,63 @@ class Point:
 
 
 @attrs.frozen
+class Origin:
+    """Where the values of a policy tickgate writes for a replay come from. The policy is
+    loaded from a temporary file, gone by the time anyone reads an error about it: the
+    error names the user's file instead, at the JSON path the refused value came from."""
+
+    #: the user's file (a points file, the base policy of a benchmark run)
+    file: Path
+    #: what the policy was made from, for an error no path maps: ``point 'x'``
+    what: str
+    #: the line of a point in a JSON lines file (None: looked up in ``file``)
+    line: int | None = None
+    #: the policy's JSON paths -> the file's (a path maps everything under it)
+    paths: Mapping[str, str] = attrs.field(factory=dict)
+
+    def mapped(self, policy_path: str) -> str | None:
+        for prefix in sorted(self.paths, key=len, reverse=True):
+            if policy_path == prefix or policy_path.startswith((prefix + ".", prefix + "[")):
+                return self.paths[prefix] + policy_path[len(prefix) :]
+        return None
+
+    def error(self, message: str, json_path: str | None = None) -> InputError:
+        """An error about the policy written for the replay (at ``json_path`` in it), about
+        the user's file: at the path the value came from, else naming what was replayed."""
+        mapped = self.mapped(json_path) if json_path else None
+        if mapped is None:
+            where = f" ({json_path} of the policy tickgate replays it with)" if json_path else ""
+            return InputError(self.file, f"{self.what}{where}: {message}", line=self.line)
+        line, column = self.line, None
+        if line is None:
+            line, column = self._locate(mapped)
+        return InputError(self.file, message, line=line, column=column, json_path=mapped)
+
+    def _locate(self, json_path: str) -> tuple[int | None, int | None]:
+        from ..util.locations import load_yaml
+
+        try:
+            _, locations = load_yaml(self.file)
+        except InputError:
+            return None, None
+        probe = json_path
+        while probe not in locations and len(probe) > 1:
+            probe = probe[: max(probe.rfind("."), probe.rfind("["), 1)]
+        return locations.get(probe, (None, None))
+
+
+#: a point's fields -> where setup_point puts them in the policy it replays the point with
+POINT_PATHS = {
+    "$.timing.options.model": "$.model_key",
+    "$.timing.options.gpu": "$.gpu_key",
+    "$.timing.options.tensor_parallel_size": "$.tp",
+    "$.scheduler.options.gpu_memory_utilization": "$.engine_flags.gpu_memory_utilization",
+    "$.scheduler.options.max_model_len": "$.engine_flags.max_model_len",
+    "$.scheduler.options.mem_fraction_static": "$.engine_flags.mem_fraction_static",
+}
+
+
+@attrs.frozen
 class PointSetup:
     """What replays a point: the policy document and the requests."""
 
@@ -89,6 +148,8 @@ class PointSetup:
     requests: list[Request]
     #: the settings tickgate assumed where the point is silent, for the table's notes
     assumed: tuple[str, ...] = ()
+    #: where the policy's values come from (errors name it; None: the policy as written)
+    origin: Origin | None = None
 
 
 def _not_a_number(name: str) -> Any:
@@ -130,7 +191,7 @@ def read_points(path: Path) -> list[Point]:
             if not isinstance(data.get(key), dict):
                 raise InputError(path, f"expected an object at '{key}'", line=number, json_path=f"$.{key}")
         validate(data, schema, file=path, line=number)
-        points.append(Point(data["id"], data, number))
+        points.append(Point(data["id"], data, number, path))
     return points
 
 
@@ -197,7 +258,10 @@ def setup_point(point: Point, *, factors: Mapping[str, Any] | None = None) -> Po
         "timing": {"name": "roofline", "options": options},
         "limits": {"max_ticks": 50_000_000},
     }
-    return PointSetup(policy, requests, tuple(assumed))
+    origin = None
+    if point.file is not None:
+        origin = Origin(point.file, f"point {point.id!r}", point.line, POINT_PATHS)
+    return PointSetup(policy, requests, tuple(assumed), origin)
 
 
 # -- workloads -----------------------------------------------------------------

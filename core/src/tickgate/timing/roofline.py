@@ -121,6 +121,24 @@ _NUMBER = {"type": "number", "minimum": 0, "maximum": 1e6}
 _FRACTION = {"type": "number", "exclusiveMinimum": 0, "maximum": 1}
 
 
+_PEAK = {"type": "number", "exclusiveMinimum": 0, "maximum": 1e9}
+#: a GPU given by its figures: the peaks the roofline divides by are positive (a 0 was a
+#: ZeroDivisionError naming nothing); other keys are kept, as in the catalogue's entries
+_GPU_FIGURES = {
+    "type": "object",
+    "properties": {
+        "memory_gb": _PEAK,
+        "hbm_bandwidth_GBps": _PEAK,
+        **{
+            f"{dtype}_dense_tflops": {"oneOf": [{"type": "null"}, _PEAK]}
+            for dtype in ("bf16", "fp16", "fp8", "int8")
+        },
+        "nvlink_bandwidth_GBps": {"oneOf": [{"type": "null"}, _PEAK]},
+        "pcie": {"oneOf": [{"type": "string"}, _PEAK]},
+    },
+}
+
+
 def _factor_schema(key: str, what: str) -> dict[str, Any]:
     base = _FRACTION if key.endswith("efficiency") else _NUMBER
     return {**base, "description": what}
@@ -143,7 +161,7 @@ class RooflineTiming(TimingModel):
                 "Hugging Face config.json",
             },
             "gpu": {
-                "oneOf": [{"type": "string", "minLength": 1}, {"type": "object"}],
+                "oneOf": [{"type": "string", "minLength": 1}, _GPU_FIGURES],
                 "description": "catalogue key or alias, or the GPU's figures",
             },
             "dtype": {"enum": ["bf16", "fp16", "fp8"], "description": "weights and matmuls (default bf16)"},

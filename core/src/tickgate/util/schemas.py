@@ -112,6 +112,7 @@ _ARTICLE = {
     "object": "a mapping",
     "array": "a list",
     "boolean": "true or false",
+    "null": "null",
 }
 
 

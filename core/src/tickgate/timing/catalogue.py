@@ -25,6 +25,7 @@ from typing import Any
 import attrs
 
 from ..util.errors import ConfigError
+from ..util.locations import parse_json
 
 __all__ = ["GpuSpec", "ModelSpec", "catalogue", "lookup_gpu", "lookup_model", "model_from_hf_config"]
 
@@ -185,11 +186,12 @@ def lookup_model(value: str, *, base: Path | None = None) -> ModelSpec:
         path = path / "config.json"
     if value.endswith(".json") or path.is_file():
         try:
-            config = json.loads(path.read_text(encoding="utf-8"))
+            text = path.read_text(encoding="utf-8-sig")  # a leading byte order mark dropped
         except OSError as exc:
             raise ConfigError(f"model {value!r}: cannot read {path}: {exc.strerror or exc}") from None
         except ValueError as exc:
             raise ConfigError(f"model {value!r}: {path} is not JSON: {exc}") from None
+        config = parse_json(text, path)  # strict, no member twice: errors located in the file
         return model_from_hf_config(config, key=str(value))
     known = sorted({*models, *names})
     raise ConfigError(

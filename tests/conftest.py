@@ -96,7 +96,7 @@ def json_windows(monkeypatch):
 
     def cut(size: int | None) -> None:
         if size is None:
-            monkeypatch.setattr(jsonstream.JsonStream, "_window", lambda self: (None, False))
+            monkeypatch.setattr(jsonstream.JsonStream, "_window", lambda self, json_path, index: (None, False))
         else:
             monkeypatch.setattr(jsonstream, "WINDOW", size)
     return cut

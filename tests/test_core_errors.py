@@ -58,8 +58,6 @@ def _expect_error(tmp_path: Path, args: list[str], expected: str) -> str:
          "w.json:2:1: $.requests[0].arrival_tick: 0.0 is not of type 'integer'"),
         ('{"version": 1, "requests": [\n{"id": "a", "prompt_tokens": 5, "max_output_tokens": 1, "tenant": "ab',
          "w.json:2:67: $.requests[0]: invalid JSON: unterminated string (is the file cut short?)"),
-        ('\ufeff{"version": 1, "requests": []}',
-         "w.json:1:1: invalid JSON: the file starts with a byte order mark (save it as UTF-8 without BOM)"),
     ],
 )
 def test_bad_workloads(tmp_path: Path, content: str, expected: str) -> None:

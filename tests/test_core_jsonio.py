@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+from json.decoder import scanstring
 
 import msgspec
 import orjson
@@ -11,7 +12,17 @@ import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from tickgate.util.jsonio import dumps_line, loads, location, plain_float, split_error, stdlib_line
+from tickgate.util.jsonio import (
+    JsonProblem,
+    dumps_line,
+    find_problem,
+    loads,
+    location,
+    plain_float,
+    split_error,
+    stdlib_line,
+    unique_members,
+)
 
 floats = st.floats(allow_nan=True, allow_infinity=True)
 plain = floats.filter(plain_float)
@@ -94,7 +105,7 @@ def test_loads_reads_what_json_loads_reads(value, indent) -> None:
     assert repr(loads(text)) == repr(json.loads(text))
 
 
-@pytest.mark.parametrize("text", ['{"a": 1,}', '[1e400]', '"\\ud800"', '{"a": 1, "a": 2}', "\ufeff{}",
+@pytest.mark.parametrize("text", ['{"a": 1,}', '[1e400]', '"\\ud800"', "\ufeff{}",
                                   "[" * 100_000, '{"a" 1}', "1" + "0" * 5000])
 def test_loads_fails_and_succeeds_exactly_as_json_loads(text: str) -> None:
     try:
@@ -106,3 +117,87 @@ def test_loads_fails_and_succeeds_exactly_as_json_loads(text: str) -> None:
     except (ValueError, RecursionError) as exc:
         got = (type(exc), str(exc))
     assert got == want
+
+
+def _pairs_unique(pairs: list[tuple[str, object]]) -> dict[str, object]:
+    names = [name for name, _ in pairs]
+    if len(set(names)) != len(names):
+        raise KeyError("duplicate")
+    return dict(pairs)
+
+
+def _has_duplicate(text: str) -> bool:
+    try:
+        json.loads(text, object_pairs_hook=_pairs_unique)
+    except KeyError:
+        return True
+    return False
+
+
+names = st.sampled_from(["a", "b", "a:b", ":", "\u00e9", "k"])
+objects = st.recursive(
+    st.none() | st.integers() | floats | st.sampled_from(["x", "x:y", "::", "\\u003a"]),
+    lambda children: st.lists(children, max_size=4)
+    | st.lists(st.tuples(names, children), max_size=4).map(lambda pairs: ("object", pairs)),
+    max_leaves=16,
+)
+
+
+def _text(value: object) -> str:
+    """JSON text of ``value``, where ("object", pairs) is an object that may name a member twice."""
+    if isinstance(value, tuple):
+        return "{" + ", ".join(f"{json.dumps(k)}: {_text(v)}" for k, v in value[1]) + "}"
+    if isinstance(value, list):
+        return "[" + ",".join(_text(v) for v in value) + "]"
+    if isinstance(value, str) and value.startswith("\\"):
+        return f'"{value}"'  # an escaped ':' in the text
+    return json.dumps(value)
+
+
+@settings(max_examples=1500, deadline=None)
+@given(objects)
+@example(("object", [("a", "x:y"), ("a", 1)]))
+@example(("object", [("k", "\\u003a"), ("k", 1)]))  # one ':' more decoded than written
+@example([("object", [("a", 1)]), ("object", [("b", "x:y"), ("b", "::")])])
+def test_loads_refuses_exactly_the_texts_that_name_a_member_twice(value: object) -> None:
+    """Whatever the counts prove or fail to prove, a duplicate is found and a
+    text without one reads as json.loads reads it."""
+    text = _text(value)
+    if _has_duplicate(text):
+        with pytest.raises(JsonProblem) as err:
+            loads(text)
+        assert err.value.msg.startswith("duplicate member ")
+        name = scanstring(text, err.value.pos + 1)[0]  # the error points at the second name
+        assert err.value.msg == f"duplicate member {name!r}"
+        with pytest.raises(JsonProblem):
+            loads(text.encode())
+    else:
+        assert repr(loads(text)) == repr(json.loads(text))
+        assert find_problem(text) is None
+
+
+def test_a_proof_by_counting_never_passes_a_duplicate() -> None:
+    """The counts may fail to prove (then the text is walked), never prove wrongly."""
+    assert unique_members(b'[{"a": "x:y", "b": 1}]', [{"a": "x:y", "b": 1}])
+    assert not unique_members(b'{"a": 1, "a": 2}', {"a": 2})
+    assert not unique_members(b'{"a": "x:y", "a": "z"}', {"a": "z"})
+    assert not unique_members(b'{"a": "\\u003a", "a": "x:"}', {"a": "x:"})  # an escaped ':'
+
+
+@pytest.mark.parametrize(
+    ("text", "line", "column", "json_path", "message"),
+    [
+        ('{"a": 1,\n "a": 2}', 2, 2, "$.a", "duplicate member 'a'"),
+        ('[{"run": {"x": [1, {"y": 1, "y": 1}]}}]', 1, 29, "$[0].run.x[1].y", "duplicate member 'y'"),
+        ('{"a": [1, NaN]}', 1, 11, "$.a[1]", "invalid JSON: NaN is not valid JSON"),
+        ('{"a": -Infinity}', 1, 7, "$.a", "invalid JSON: -Infinity is not valid JSON"),
+    ],
+)
+def test_problems_are_located_by_line_column_and_json_path(text, line, column, json_path, message) -> None:
+    from tickgate.util.locations import _strict_loads
+
+    with pytest.raises(JsonProblem) as err:
+        loads(text, _strict_loads)
+    assert (err.value.lineno, err.value.colno, err.value.json_path, err.value.msg) == (
+        line, column, json_path, message
+    )

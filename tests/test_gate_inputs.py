@@ -124,7 +124,7 @@ def test_duplicate_request_id_is_an_error(tmp_path):
      "$.requests"),
     ('{"version": 1, "kind": "tickgate.observations", "run": {"label": 3}}', "$.run.label"),
     ('{"version": 1, "kind": "tickgate.observations", "run": {}, "requests": [{"request_id": "a", "latency_ms": NaN}]}',
-     "$.requests[0]"),
+     "$.requests[0].latency_ms"),
     ('{"version": 2, "kind": "tickgate.observations", "run": {}}', "$.version"),
 ])
 def test_malformed_neutral_files_are_input_errors(tmp_path, text, where):
@@ -335,4 +335,4 @@ def test_a_bad_request_inside_a_run_is_still_located(tmp_path, json_windows):
     path.write_text(text)
     with pytest.raises(InputError) as err:
         read_side(path, "b", registry=Registry())
-    assert err.value.json_path == "$.requests[31]" and "NaN is not valid JSON" in err.value.message
+    assert err.value.json_path == "$.requests[31].latency_ms" and "NaN is not valid JSON" in err.value.message

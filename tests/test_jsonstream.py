@@ -81,7 +81,7 @@ def test_invalid_utf8_is_located() -> None:
 
 @pytest.mark.parametrize("text, line, column, message", [
     ('[{"a": 1},\n {"a": 2,}]', 2, 10, "Expecting property name enclosed in double quotes"),
-    ('[{"a": 1},\n {"a": NaN}]', 2, 2, "NaN is not valid JSON"),
+    ('[{"a": 1},\n {"a": NaN}]', 2, 8, "NaN is not valid JSON"),  # where the NaN is
     ('[{"a": 1}\n {"a": 2}]', 2, 2, "expected ',' or ']' after an element, found '{'"),
     ('[{"a": "\u00e9\u00e9"} x]', 1, 14, "expected ',' or ']' after an element, found 'x'"),
 ])
@@ -102,8 +102,43 @@ def test_element_positions_of_a_decoded_window(monkeypatch) -> None:
 
 
 @pytest.mark.parametrize("chunk", [1, 2, 1 << 20])
-def test_a_byte_order_mark_is_named_whatever_the_chunk(monkeypatch, chunk: int) -> None:
+def test_a_byte_order_mark_is_skipped_and_columns_count_after_it(monkeypatch, chunk: int) -> None:
+    """Excel and other Windows tools start UTF-8 files with a byte order mark
+    (RFC 8259 lets a parser ignore it): read as if absent, whatever the chunk."""
     monkeypatch.setattr(jsonstream, "CHUNK", chunk)
+    assert _elements("\ufeff[1, {\"a\": 2}]") == [1, {"a": 2}]
     with pytest.raises(InputError) as err:
-        _elements("\ufeff[1]")
-    assert "byte order mark" in err.value.message and (err.value.line, err.value.column) == (1, 1)
+        _elements("\ufeff[1, x]")
+    assert (err.value.line, err.value.column) == (1, 5), err.value
+
+
+@pytest.mark.parametrize("chunk", [1, 3, 1 << 20])
+@pytest.mark.parametrize("window", [8, 1 << 16])
+@pytest.mark.parametrize(
+    ("text", "line", "column", "json_path"),
+    [
+        ('[{"a": 1},\n {"b": 1, "b": 2}]', 2, 11, "$[1].b"),
+        ('[{"a": 1}, {"b": {"c": [{"d": 1, "e": 1, "d": "x:y"}]}}]', 1, 42, "$[1].b.c[0].d"),
+        ('[{"\u00e9": 1, "\u00e9": 2}]', 1, 11, "$[0].\u00e9"),  # columns in characters
+        ('[{"k": "\\u003a", "k": 1}]', 1, 18, "$[0].k"),  # an escaped ':' cannot hide it
+        ('[{"k": 1e400, "k": 2}]', 1, 15, "$[0].k"),  # a value msgspec refuses: the standard library's path
+    ],
+)
+def test_a_member_given_twice_is_refused_where_it_is(monkeypatch, chunk, window, text, line, column, json_path):
+    """Every JSON reader keeps the last of two members of one name; the stream
+    refuses the second, located, in a window of elements or one by one."""
+    monkeypatch.setattr(jsonstream, "CHUNK", chunk)
+    monkeypatch.setattr(jsonstream, "WINDOW", window)
+    with pytest.raises(InputError) as err:
+        _elements(text)
+    name = json_path.rsplit(".", 1)[1]
+    assert err.value.message == f"duplicate member {name!r}", err.value
+    assert (err.value.line, err.value.column, err.value.json_path) == (line, column, json_path), err.value
+
+
+def test_a_member_given_twice_in_a_member_value_is_refused() -> None:
+    s = _stream('{"run": {"label": "a", "label": "b"}, "requests": []}')
+    with pytest.raises(InputError) as err:
+        for name in s.members("$"):
+            s.skip(f"$.{name}")
+    assert (err.value.line, err.value.column, err.value.json_path) == (1, 24, "$.run.label"), err.value

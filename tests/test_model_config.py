@@ -104,7 +104,7 @@ def test_a_language_model_under_text_config_is_located_there(tmp_path: Path) -> 
 
 @pytest.mark.parametrize("text,message", [
     ("[1, 2]", ":1: expected a JSON object (a Hugging Face config.json)"),
-    ('{"hidden_size": NaN}', ": invalid JSON: NaN is not valid JSON"),
+    ('{"hidden_size": NaN}', ":1:17: $.hidden_size: invalid JSON: NaN is not valid JSON"),
     ('{"hidden_size": 8, "num_attention_heads": 1}', ":1:1: $: has no integer num_hidden_layers / n_layer / num_layers"),
 ])
 def test_a_config_that_is_no_model_is_named(tmp_path: Path, text: str, message: str) -> None:

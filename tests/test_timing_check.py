@@ -181,7 +181,7 @@ def test_iteration_statistics_are_priced_step_by_step(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize("text, message", [
-    ('{"id": "x", "workload": {}, "measured": {}}\nnot json\n', ":2: invalid JSON"),
+    ('{"id": "x", "workload": {}, "measured": {}}\nnot json\n', ":2:1: invalid JSON: Expecting value"),
     ('{"id": "x", "workload": [], "measured": {}}\n', ":1: $.workload: expected an object at 'workload'"),
 ])
 def test_bad_points_are_located(tmp_path: Path, text: str, message: str) -> None:

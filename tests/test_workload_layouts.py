@@ -63,7 +63,8 @@ R = '{"id": "%s", "prompt_tokens": 16, "max_output_tokens": 2}'
     (HEAD + R % "a" + ",\n" + R % "b", ":3:", "after a request, found the end of the file (truncated?)"),
     (HEAD + R % "a" + ",\n", ":3:1:", "file ends before the requests list is closed (truncated?)"),
     ('{"version": 1, "version": 1, "requests": []}', ":1:", "$.version: duplicate member 'version'"),
-    (HEAD + '{"id": "a", "prompt_tokens": NaN, "max_output_tokens": 2}\n]}', ":2:1:", "NaN is not valid JSON"),
+    (HEAD + '{"id": "a", "prompt_tokens": NaN, "max_output_tokens": 2}\n]}', ":2:30:",
+     "$.requests[0].prompt_tokens: invalid JSON: NaN is not valid JSON"),  # at the NaN
     (HEAD + '  {"id": "a", "prompt_tokens": "x", "max_output_tokens": 2}\n]}', ":2:3:",
      "$.requests[0].prompt_tokens: 'x' is not of type 'integer'"),
     ('{\n  "version": 2,\n  "requests": []\n}', ":2:14:", "$.version: 1 was expected"),

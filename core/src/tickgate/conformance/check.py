@@ -209,7 +209,8 @@ def observe_mirror(
     run(requests, mirror, clock, [_Rejections()], timed=False, label=f'scheduler "{scheduler}"')
     if rejected:
         o = rejected[0]
-        raise InputError("<workload>", f"request {o.id!r} cannot run in {engine_label} either: {o.reason}")
+        # no file here: check() names the workload the requests came from
+        raise InputError(None, f"request {o.id!r} cannot run in {engine_label} either: {o.reason}")
     return lines
 
 
@@ -292,10 +293,17 @@ def check(
     requests, config = load_reference_workload(workload_path, config_path, spec)
     reference = list(read_steps(reference_path, spec))
     paths: dict[str, Any] = {}
-    if spec.run_mirror_paths is not None:
-        lines, paths = spec.run_mirror_paths(requests, config, slow_path)
-    else:
-        lines = spec.run_mirror(requests, config)
+    try:
+        if spec.run_mirror_paths is not None:
+            lines, paths = spec.run_mirror_paths(requests, config, slow_path)
+        else:
+            lines = spec.run_mirror(requests, config)
+    except InputError as exc:  # about the requests (observe_mirror): the workload's file
+        if exc.path is not None:
+            raise
+        raise InputError(
+            workload_path, exc.message, line=exc.line, column=exc.column, json_path=exc.json_path
+        ) from None
     report = compare(reference, lines, spec)
     return {
         **report,

@@ -93,7 +93,7 @@ def replay_fleet(
             fh = stack.enter_context(atomic_writer(trace_path))
             for e in fleet.engines:
                 e.sinks.append(_ReplicaTrace(fh, e.name))
-        fleet.run(arrivals(), [sink.outcome for sink in clients])
+        fleet.run(arrivals(), [sink.outcome for sink in clients], source=inputs.get("workload"))
         for e in fleet.engines:
             e.finish()
     inputs = dict(inputs)

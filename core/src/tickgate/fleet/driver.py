@@ -35,7 +35,7 @@ from ..interfaces.kv_events import records_kv_events
 from ..interfaces.model import Request, RequestOutcome
 from ..interfaces.routing import Router, RouterContext
 from ..replay.engine import DEFAULT_MAX_TICKS, build_scheduler
-from ..util.errors import InputError
+from ..util.errors import InputError, PluginError
 from .handoff import Handoff
 from .prefix_index import EventPrefixes, RoutedPrefixes
 from .replica import Engine, Target
@@ -185,15 +185,16 @@ class Fleet:
         return self.policy.build_plugin(info, lambda: info.obj.build(pool.router.options, ctx), *at)
 
     # -- the loop -----------------------------------------------------------------------
-    def run(self, requests: Iterable[Request], on_outcome: list[Any]) -> None:
+    def run(self, requests: Iterable[Request], on_outcome: list[Any], source: str | None = None) -> None:
         """Replay ``requests`` (in arrival order, ``arrival_ms`` set) through the fleet;
-        ``on_outcome``: callables given every outcome as the client sees it."""
+        ``on_outcome``: callables given every outcome as the client sees it; ``source``:
+        the workload file they come from, which an error about them names."""
         self._on_outcome = on_outcome
         self._it: Iterator[Request] = iter(requests)
         self._head: Request | None = next(self._it, None)
         if self._head is not None and self._head.arrival_ms is None:
             raise InputError(
-                None,
+                source,
                 "a fleet replays arrivals in ms: the workload's requests need arrival_ms (a timed workload)",
             )
         self._ahead = 0  # requests routed ahead of their arrival, not yet entered
@@ -260,8 +261,7 @@ class Fleet:
         targets = self.entry_targets
         position = self.router.route(request, targets) if len(targets) > 1 else 0
         if type(position) is not int or not 0 <= position < len(targets):
-            raise InputError(
-                None,
+            raise PluginError(  # the router's fault, not the input's
                 f"{self.entry_pool.router.plugin.label()} returned {position!r} for request "
                 f"{request.id!r}: not a replica position 0..{len(targets) - 1}",
             )
@@ -294,8 +294,7 @@ class Fleet:
         targets = self.decode_targets
         position = self.decode_router.route(request, targets) if len(targets) > 1 else 0
         if type(position) is not int or not 0 <= position < len(targets):
-            raise InputError(
-                None,
+            raise PluginError(  # the router's fault, not the input's
                 f"{self.decode_pool.router.plugin.label()} returned {position!r} for "
                 f"request {request.id!r}: not a replica position 0..{len(targets) - 1}",
             )

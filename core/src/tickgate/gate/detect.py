@@ -21,6 +21,7 @@ from ..host.registry import PluginInfo, Registry, get_registry
 from ..interfaces import optional_attribute
 from ..readers.common import read_head
 from ..util.errors import InputError, PluginError, TickgateError
+from ..util.locations import rereadable
 
 KIND = "backend_mirror"
 _SELECTOR = re.compile(r"^(?P<base>.+)#(?P<line>[1-9][0-9]*)$")
@@ -127,10 +128,29 @@ def mirror(name: str, registry: Registry | None = None, path: Path | str | None 
 def read_observations(
     path: Path | str, format: str = "auto", registry: Registry | None = None
 ) -> dict[str, Any]:
-    """Read any supported file as a schema-valid observation document."""
+    """Read any supported file as a schema-valid observation document. A file
+    that cannot be read twice (a pipe) is read once into memory first: its
+    format is detected from its head before its reader reads it
+    (:func:`~tickgate.util.locations.rereadable`)."""
+    registry = registry or get_registry()
+    base, line = split_selector(path, registry)
+    with rereadable(base, "an observations file") as readable:
+        doc = _read_observations(readable if line is None else f"{readable}#{line}", format, registry)
+    name_file(doc, readable, base)
+    return doc
+
+
+def name_file(doc: dict[str, Any], read: Path, path: Path) -> None:
+    """The document of ``path``, read through its stand-in ``read``
+    (:func:`~tickgate.util.locations.rereadable`), names ``path`` as its file."""
+    provenance = doc.get("run", {}).get("provenance")
+    if read != path and isinstance(provenance, dict) and provenance.get("file") == str(read):
+        provenance["file"] = str(path)
+
+
+def _read_observations(path: Path | str, format: str, registry: Registry) -> dict[str, Any]:
     from .observations import side_from_document
 
-    registry = registry or get_registry()
     base, line = split_selector(path, registry)
     info = detect_format(path, registry) if format == "auto" else mirror(format, registry, base)
     label = info.label("backend mirror")

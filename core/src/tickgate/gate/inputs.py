@@ -16,7 +16,7 @@ from ..host.registry import Registry
 from ..readers.common import read_head
 from ..util.errors import InputError
 from ..util.jsonstream import JsonStream, json_key
-from ..util.locations import open_binary
+from ..util.locations import open_binary, rereadable
 from ..util.schemas import load_schema, validate
 from .batch_columns import add_batch
 from .observations import Side, check_envelope, side_from_document
@@ -104,16 +104,20 @@ def read_side(
     """One side of a gate. A neutral document is streamed straight into
     columns (observation files can hold a million requests); any other file
     goes through :func:`load_observations`."""
-    from .detect import split_selector
+    from .detect import name_file, split_selector
 
     base, line = split_selector(path, registry)
-    if line is None and format in ("auto", NEUTRAL) and looks_neutral(read_head(base)):
-        with open_binary(base, "an observations file") as fh:
-            s = JsonStream(fh, base)
-            side = _SideReader(s, label).read("$")
-            s.at_end()
-        return side
-    return side_from_document(load_observations(path, format, registry=registry), label, str(base))
+    with rereadable(base, "an observations file") as readable:  # a pipe: read once, looked at twice
+        if line is None and format in ("auto", NEUTRAL) and looks_neutral(read_head(readable)):
+            with open_binary(readable, "an observations file") as fh:
+                s = JsonStream(fh, base)
+                side = _SideReader(s, label).read("$")
+                s.at_end()
+            return side
+        selected = readable if line is None else f"{readable}#{line}"
+        doc = load_observations(selected, format, registry=registry)
+    name_file(doc, readable, base)
+    return side_from_document(doc, label, str(base))
 
 
 def read_bundle(path: Path | str) -> tuple[Side, Side]:

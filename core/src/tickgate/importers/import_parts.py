@@ -38,8 +38,14 @@ _CHUNK = 1 << 20
 def wanted(reader: WorkloadReader, path: Path, limit: int | None) -> bool:
     """Whether to import ``path`` in two processes: a big file (or
     ``TICKGATE_PARALLEL=1``), two cores, a reader that reads parts, no ``--limit``
-    (which stops early: the second half would be wasted)."""
-    return limit is None and bool(optional_attribute(reader, "reads_parts")) and helpers_wanted(path)
+    (which stops early: the second half would be wasted), and a regular file: a
+    pipe cannot be cut in two (it is read once, by this process)."""
+    return (
+        limit is None
+        and bool(optional_attribute(reader, "reads_parts"))
+        and helpers_wanted(path)
+        and path.is_file()
+    )
 
 
 def split(path: Path) -> tuple[FilePart, FilePart] | None:

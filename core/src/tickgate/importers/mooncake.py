@@ -24,9 +24,9 @@ from typing import Any
 
 from ..interfaces import FilePart
 from ..interfaces.model import Request
-from ..util.errors import InputError, json_problem
+from ..util.errors import InputError
 from ..util.jsonio import loads
-from ..util.locations import MAX_INT, open_text
+from ..util.locations import MAX_INT, json_error, open_text
 from ..workload.block_runs import run_starts
 from ..workload.format import MAX_TOKENS
 from ._common import ArrivalOrder, TraceReader
@@ -123,12 +123,8 @@ class MooncakeReader(TraceReader):
                 # without its line break, so an error at the end of a cut row
                 # points at the end of that row, not at column 1
                 obj = decode(raw.rstrip("\r\n"))
-            except RecursionError:  # a line of 100k '[': not a row, and not a crash
-                raise InputError(path, "invalid JSON: nested too deeply", line=line) from None
-            except ValueError as exc:
-                col = getattr(exc, "colno", None)
-                msg = getattr(exc, "msg", str(exc))
-                raise InputError(path, f"invalid JSON: {json_problem(msg)}", line=line, column=col) from None
+            except (ValueError, RecursionError) as exc:  # RecursionError: a line of 100k '['
+                raise json_error(path, exc, first_line=line) from None
             if type(obj) is not dict:
                 raise _reject(path, line, f"expected a JSON object per line, found {type(obj).__name__}")
             ts: Any = obj.get("timestamp")  # a JSON value, checked here

@@ -11,15 +11,16 @@ reach an output file: readers drop them with a note.
 
 from __future__ import annotations
 
+import codecs
 import json
 import math
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
-from ..util.errors import InputError, json_problem
+from ..util.errors import InputError
 from ..util.jsonio import loads
-from ..util.locations import MAX_DOCUMENT_BYTES, reading
+from ..util.locations import MAX_DOCUMENT_BYTES, json_error, read_bytes as bounded_bytes, reading
 
 HEAD_BYTES = 64 * 1024
 #: engine outputs with per-request arrays get big; still bounded
@@ -27,22 +28,22 @@ MAX_NATIVE_BYTES = 4 * MAX_DOCUMENT_BYTES
 
 
 def read_bytes(path: Path, *, limit: int = MAX_NATIVE_BYTES) -> bytes:
-    with reading(path):
-        size = path.stat().st_size
-        if size > limit:
-            raise InputError(path, f"file is {size} bytes; the limit for engine outputs is {limit}")
-        return path.read_bytes()
+    """The bytes of an engine file, at most ``limit`` (a pipe too: read once, bounded)."""
+    return bounded_bytes(path, limit=limit)
 
 
 def read_head(path: Path) -> bytes:
+    """The first bytes of ``path`` (for ``sniff``), after a UTF-8 byte order mark
+    if it starts with one (Excel and other Windows tools write one)."""
     with reading(path), path.open("rb") as fh:
-        return fh.read(HEAD_BYTES)
+        return fh.read(HEAD_BYTES).removeprefix(codecs.BOM_UTF8)
 
 
 def read_text(path: Path, *, limit: int = MAX_NATIVE_BYTES) -> str:
+    """The text of ``path``, UTF-8, a leading byte order mark dropped."""
     data = read_bytes(path, limit=limit)
     try:
-        return data.decode("utf-8")
+        return data.decode("utf-8-sig")
     except UnicodeDecodeError as exc:
         raise InputError(path, f"not UTF-8 text (byte {exc.start})") from None
 
@@ -52,19 +53,13 @@ def head_text(head: bytes) -> str:
 
 
 def parse_engine_json(text: str, path: Path | str, *, line: int | None = None) -> Any:
-    """JSON as engines write it: bare ``Infinity``/``-Infinity``/``NaN`` allowed."""
+    """JSON as engines write it: bare ``Infinity``/``-Infinity``/``NaN`` allowed;
+    a member given twice in one object refused. ``line``: the line of ``path``
+    that ``text`` is (JSONL)."""
     try:
         return loads(text)
-    except json.JSONDecodeError as exc:
-        if line is None:
-            raise InputError(
-                path, f"invalid JSON: {json_problem(exc.msg)}", line=exc.lineno, column=exc.colno
-            ) from None
-        raise InputError(
-            path, f"invalid JSON: {json_problem(exc.msg)}", line=line, column=exc.colno
-        ) from None
-    except RecursionError:
-        raise InputError(path, "invalid JSON: nested too deeply", line=line) from None
+    except (ValueError, RecursionError) as exc:
+        raise json_error(path, exc, first_line=line) from None
 
 
 def load_engine_json(path: Path) -> Any:

@@ -17,6 +17,7 @@ import click
 
 from ..host.registry import PluginInfo, Registry, get_registry
 from ..util.errors import InputError, PluginError, TickgateError
+from ..util.locations import rereadable
 from .common import read_head
 
 KIND = "evidence_parser"
@@ -52,6 +53,13 @@ def choose_parser(path: Path, format: str = "auto", registry: Registry | None = 
 def parse_evidence(
     path: Path, format: str = "auto", registry: Registry | None = None
 ) -> list[dict[str, Any]]:
+    """The streaming evidence of the capture ``path``; a pipe is read once into
+    memory (its parser is chosen from its head before it parses it)."""
+    with rereadable(path, "a token-stream capture") as readable:
+        return _parse(readable, format, registry)
+
+
+def _parse(path: Path, format: str, registry: Registry | None) -> list[dict[str, Any]]:
     info = choose_parser(path, format, registry)
     try:
         items = info.obj().parse(path)

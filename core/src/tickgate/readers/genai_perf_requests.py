@@ -35,6 +35,7 @@ from pathlib import Path
 from typing import Any
 
 from ..util.errors import InputError
+from ..util.jsonio import JsonProblem, loads
 from ..util.quantile import quantile
 from .aggregate import from_requests
 from .common import Fields, clean_aggregates, document, is_number, load_engine_json, provenance
@@ -123,7 +124,9 @@ def _request(f: Fields) -> tuple[int, dict[str, Any], str | None]:
     assert inputs is not None
     payload_text = inputs.string("payload", required=True)
     try:
-        payload = json.loads(payload_text or "")
+        payload = loads(payload_text or "")
+    except JsonProblem as exc:
+        raise inputs.fail("payload", f"the request body has a {exc.msg} (at {exc.json_path})") from None
     except json.JSONDecodeError as exc:
         raise inputs.fail("payload", f"expected the request body as a JSON string: {exc.msg}") from None
     if not isinstance(payload, dict):
@@ -149,7 +152,13 @@ def _request(f: Fields) -> tuple[int, dict[str, Any], str | None]:
         if not isinstance(body, str):
             where = f"{f.where('response_outputs')}[{j}]"
             raise InputError(f.path, 'expected {"response": <text>}', json_path=where)
-        text, problem = _content(body)
+        try:
+            text, problem = _content(body)
+        except JsonProblem as exc:
+            where = f"{f.where('response_outputs')}[{j}].response"
+            raise InputError(
+                f.path, f"a response chunk has a {exc.msg} (at {exc.json_path})", json_path=where
+            ) from None
         if problem is not None and error is None:
             error = problem
         if text:
@@ -182,7 +191,9 @@ def _content(body: str) -> tuple[str, str | None]:
         if data == "[DONE]":
             continue
         try:
-            chunk = json.loads(data)
+            chunk = loads(data)
+        except JsonProblem:
+            raise
         except json.JSONDecodeError:
             return "", f"unreadable response: {data[:200]}"
         if isinstance(chunk, dict) and chunk.get("error") is not None:

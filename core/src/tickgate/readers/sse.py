@@ -24,6 +24,7 @@ from typing import Any
 import attrs
 
 from ..util.errors import InputError
+from ..util.jsonio import JsonProblem, loads
 
 DONE = "[DONE]"
 _RECV = re.compile(r"^:\s*recv_ms\s*=\s*([0-9.eE+-]+)\s*$")
@@ -52,7 +53,15 @@ def _decode(text: str, path: Path | str, line: int, column: int, *, last: bool) 
     if text.strip() == DONE:
         return DONE
     try:
-        value = json.loads(text)
+        value = loads(text)
+    except JsonProblem as exc:  # well-formed, so not cut off: a member given twice
+        raise InputError(
+            path,
+            f"{exc.msg} in stream chunk",
+            line=line,
+            column=column + exc.colno - 1,
+            json_path=exc.json_path,
+        ) from None
     except json.JSONDecodeError as exc:
         if last:
             return None

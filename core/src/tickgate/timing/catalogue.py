@@ -189,7 +189,7 @@ def lookup_model(value: str, *, base: Path | None = None) -> ModelSpec:
         if path.exists() and not path.is_file():  # a named pipe would block the read
             raise ConfigError(f"model {value!r}: {path} is not a regular file")
         try:
-            text = path.read_text(encoding="utf-8")
+            text = path.read_text(encoding="utf-8-sig")  # a leading byte order mark dropped
         except OSError as exc:
             raise ConfigError(f"model {value!r}: cannot read {path}: {exc.strerror or exc}") from None
         except UnicodeDecodeError as exc:

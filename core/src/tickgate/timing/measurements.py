@@ -31,6 +31,7 @@ import attrs
 from ..interfaces.model import Request
 from ..util.errors import InputError
 from ..util.jsonio import loads
+from ..util.locations import json_error
 from .points import Origin, PointSetup, Skip
 
 __all__ = ["IterationLog", "ObservedRun", "read_iteration_log", "read_measurements", "read_observed_run"]
@@ -183,15 +184,19 @@ def read_iteration_log(path: Path, text: str, base: Mapping[str, Any], base_path
             "its timing options must name both",
             json_path="$.timing.options",
         )
-    stripped = text.strip()
-    try:
-        items = (
-            loads(stripped)
-            if stripped.startswith("[")
-            else [loads(line) for line in stripped.splitlines() if line.strip()]
-        )
-    except ValueError as exc:
-        raise InputError(path, f"invalid JSON: {exc}") from None
+    if text.lstrip().startswith("["):
+        try:
+            items = loads(text)
+        except (ValueError, RecursionError) as exc:
+            raise json_error(path, exc) from None
+    else:
+        items = []
+        for number, line in enumerate(text.splitlines(), 1):
+            if line.strip():
+                try:
+                    items.append(loads(line))
+                except (ValueError, RecursionError) as exc:  # located: line, column, JSON path
+                    raise json_error(path, exc, first_line=number) from None
     measured: dict[str, float] = {}
     steps: dict[str, tuple[int, int, int, int, int, int]] = {}
     for n, it in enumerate(items):
@@ -221,13 +226,14 @@ def read_iteration_log(path: Path, text: str, base: Mapping[str, Any], base_path
 def read_measurements(path: Path, base: Mapping[str, Any], base_path: Path) -> list[Any]:
     """The measurements in ``path``: measured points, TensorRT-LLM iteration
     statistics, or one benchmark client's run, told apart by their content."""
-    from ..util.locations import read_text
+    from ..util.locations import read_text, rereadable
     from .points import read_points
 
-    text = read_text(path)
-    first = next((line for line in text.splitlines() if line.strip()), "")
-    if looks_like_iterations(text):
-        return [read_iteration_log(path, text, base, base_path)]
-    if first.startswith("{") and '"measured"' in first:  # a point, whole or not (its errors name it)
-        return list(read_points(path))
-    return [read_observed_run(path, base, base_path)]
+    with rereadable(path, "a measurements file") as readable:  # a pipe: looked at, then read again
+        text = read_text(readable)
+        first = next((line for line in text.splitlines() if line.strip()), "")
+        if looks_like_iterations(text):
+            return [read_iteration_log(path, text, base, base_path)]
+        if first.startswith("{") and '"measured"' in first:
+            return list(read_points(readable))
+        return [read_observed_run(readable, base, base_path)]

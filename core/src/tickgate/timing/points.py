@@ -22,6 +22,7 @@ import attrs
 from ..interfaces.model import Request
 from ..util.errors import ConfigError, InputError
 from ..util.jsonio import loads
+from ..util.locations import json_error
 from .roofline import FACTORS, RooflineTiming
 
 __all__ = ["MEASURED_KEYS", "Origin", "Point", "PointSetup", "Skip", "read_points", "setup_point"]
@@ -171,7 +172,7 @@ def read_points(path: Path) -> list[Point]:
     schema = load_schema("timing-points.schema.json")
     points = []
     try:
-        text = path.read_bytes().decode("utf-8")
+        text = path.read_bytes().decode("utf-8-sig")  # a leading byte order mark dropped
     except OSError as exc:
         raise InputError(path, f"cannot read: {exc.strerror or exc}") from None
     except UnicodeDecodeError as exc:
@@ -183,8 +184,8 @@ def read_points(path: Path) -> list[Point]:
             continue
         try:
             data = loads(line, _strict_json)
-        except ValueError as exc:
-            raise InputError(path, f"invalid JSON: {exc}", line=number) from None
+        except (ValueError, RecursionError) as exc:  # located: line, column, JSON path
+            raise json_error(path, exc, first_line=number) from None
         if not isinstance(data, dict) or not isinstance(data.get("id"), str):
             raise InputError(path, "expected a JSON object with a string 'id'", line=number)
         for key in ("workload", "measured"):

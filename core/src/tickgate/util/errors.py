@@ -35,12 +35,14 @@ class InputError(TickgateError):
         super().__init__(self.format())
 
     def format(self) -> str:
-        where = self.path or "<input>"
+        """``file:line:col: $.path: what``; an error that no file caused (two
+        options that exclude each other) is ``what`` alone: never a made-up name."""
+        where = self.path or ""
         if self.line is not None:
             where += f":{self.line}"
             if self.column is not None:
                 where += f":{self.column}"
-        parts = [where]
+        parts = [where] if where else []
         if self.json_path:
             parts.append(self.json_path)
         parts.append(self.message)

@@ -17,9 +17,14 @@ messages say what is wrong ("Expecting property name enclosed in double
 quotes") and it accepts the strict-JSON values msgspec does not (numbers beyond
 a double's range, lone surrogate escapes), so what is accepted and every
 message are what ``json.loads`` gives. Everything is strict JSON (no NaN, no
-trailing commas, nothing after the document, UTF-8 without a byte order mark).
-Positions are computed only when asked for (for an error): 1-based line and
-column, the column in characters.
+trailing commas, nothing after the document, UTF-8), with no object naming a
+member twice (:func:`tickgate.util.jsonio.unique_members` checks every decoded
+value); a UTF-8 byte order mark before the document is skipped (Windows tools
+write one; RFC 8259 lets a parser ignore it). Positions are computed only when
+asked for (for an error): 1-based line and column, the column in characters.
+
+The file is read once, front to back, through the one handle given: a pipe
+(``<(zcat w.json.gz)``, a FIFO) streams as a file does.
 """
 
 from __future__ import annotations
@@ -33,8 +38,10 @@ from typing import IO, Any
 import msgspec
 
 from .errors import InputError, json_problem
-from .jsonio import split_error
+from .jsonio import JsonProblem, find_problem, json_key, refuse_duplicates, split_error, unique_members
 from .locations import _reject_constant
+
+__all__ = ["JsonStream", "json_key"]
 
 _WS = re.compile(rb"[ \t\n\r]*")
 #: a place where one array element (an object) may end and the next begin
@@ -52,11 +59,6 @@ _extent = msgspec.json.Decoder(msgspec.Raw).decode  # checks the syntax, builds 
 _stdlib_decode = json.JSONDecoder(parse_constant=_reject_constant).raw_decode
 #: msgspec refuses the value (RecursionError: nested deeper than it recurses)
 _DECODE_ERRORS = (msgspec.DecodeError, msgspec.ValidationError, RecursionError)
-
-
-def json_key(name: str) -> str:
-    """A member name as a JSON path step: ``.name``'s name, or quoted."""
-    return name if name.isidentifier() else json.dumps(name)
 
 
 class JsonStream:
@@ -91,8 +93,11 @@ class JsonStream:
         if not chunk:
             self.eof = True
             return False
-        if first and chunk.startswith(codecs.BOM_UTF8):  # RFC 8259 forbids it
-            raise self.error("invalid JSON: " + json_problem("Unexpected UTF-8 BOM"), 0)
+        if first and chunk.startswith(codecs.BOM_UTF8):
+            # not part of the text: skipped, and lines and columns count from after it
+            self.buf, self.pos = chunk, len(codecs.BOM_UTF8)
+            self.cursor = self.line_start = self.pos
+            return True
         if self.pos >= CHUNK:  # drop the consumed text (after counting its lines)
             self.where(self.pos)
             self.buf = self.buf[self.pos :]
@@ -175,10 +180,25 @@ class JsonStream:
             except _DECODE_ERRORS:
                 pass
             else:
+                raw = self.buf[self.pos : end]
+                if not unique_members(raw, obj):
+                    self._refuse(raw, self.pos, json_path)
                 self.pos = end
                 return obj
         obj, self.pos = self._stdlib(json_path)
         return obj
+
+    def _refuse(
+        self, raw: bytes | str, start: int, json_path: str | None, first_index: int = 0, lead: int = 0
+    ) -> None:
+        """Raise the located error for a duplicate member in ``raw``, the text of
+        the value at buffer position ``start`` (``lead``: characters put before
+        it, the ``[`` of a window of elements from index ``first_index``)."""
+        try:
+            refuse_duplicates(raw, json_path or "$", first_index)
+        except JsonProblem as exc:
+            at = start + len(exc.doc[: exc.pos].encode()) - lead
+            raise self.error(exc.msg, at, exc.json_path) from None
 
     def _stdlib(self, json_path: str | None) -> tuple[Any, int]:
         """The standard library's reading of the value at ``pos`` (msgspec
@@ -196,10 +216,16 @@ class JsonStream:
                 raise self.error(f"invalid JSON: {json_problem(exc.msg)}", at, json_path) from None
             except RecursionError:
                 raise self.error("invalid JSON: nested too deeply", self.pos, json_path) from None
-            except ValueError as exc:  # NaN / Infinity
-                raise self.error(f"invalid JSON: {exc}", self.pos, json_path) from None
+            except ValueError as exc:  # NaN / Infinity: located where it is
+                found = find_problem(text, json_path or "$", constants=True, duplicates=False)
+                if found is None:  # pragma: no cover - the walk finds what the decoder refused
+                    raise self.error(f"invalid JSON: {exc}", self.pos, json_path) from None
+                at = self.pos + len(text[: found[1]].encode())
+                raise self.error(f"invalid JSON: {exc}", at, found[2]) from None
             if end == len(text) and self._more():
                 continue  # a number or literal cut by the end of the buffer
+            if not unique_members(text[:end], obj):
+                self._refuse(text[:end], self.pos, json_path)
             return obj, self.pos + len(text[:end].encode())
 
     def _text(self) -> str:
@@ -272,7 +298,7 @@ class JsonStream:
         while True:
             self._batch = (self.off + self.pos, index)
             self._positions = None
-            batch, closed = self._window()
+            batch, closed = self._window(json_path, index)
             if batch is None:
                 batch, closed = self._one_by_one(json_path, index, item, array)
             yield batch
@@ -280,10 +306,11 @@ class JsonStream:
                 return
             index += len(batch)
 
-    def _window(self) -> tuple[list[Any] | None, bool]:
+    def _window(self, json_path: str, index: int) -> tuple[list[Any] | None, bool]:
         """About ``WINDOW`` bytes of elements from ``pos`` in one msgspec call,
         and whether they close the array; (None, False) where no cut proves
-        itself (then the caller reads them one by one)."""
+        itself (then the caller reads them one by one). ``json_path``, ``index``:
+        the array and the first element's index, for an error."""
         search = self.pos + WINDOW
         while True:
             m = _BOUNDARY.search(self.buf, search)
@@ -291,20 +318,23 @@ class JsonStream:
                 break
             search = self.pos + WINDOW  # _fill may have moved the buffer
         if m is None:
-            return self._last_window()
+            return self._last_window(json_path, index)
         for _ in range(TRIES):
+            raw = self.buf[self.pos : m.start() + 1]
             try:
-                values = _decode(b"[" + self.buf[self.pos : m.start() + 1] + b"]")
+                values = _decode(b"[" + raw + b"]")
             except _DECODE_ERRORS:
                 m = _BOUNDARY.search(self.buf, m.end())
                 if m is None:
                     break
                 continue
+            if not unique_members(raw, values):
+                self._refuse(b"[" + raw + b"]", self.pos, json_path, index, 1)
             self.pos = m.end() - 1
             return values, False
         return None, False
 
-    def _last_window(self) -> tuple[list[Any] | None, bool]:
+    def _last_window(self, json_path: str, index: int) -> tuple[list[Any] | None, bool]:
         """The rest of the array when it ends inside the buffer."""
         if not self.eof and len(self.buf) - self.pos > 4 * WINDOW:
             return None, False
@@ -321,6 +351,8 @@ class JsonStream:
                 values = _decode(text[: at - 1])
             except _DECODE_ERRORS:
                 return None, False
+            if not unique_members(text[: at - 1], values):
+                self._refuse(text[: at - 1], self.pos, json_path, index, 1)
             self.pos += at - 2
             return values, True
         return None, False  # the array ends the file: not an element of an object

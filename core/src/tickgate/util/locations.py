@@ -11,17 +11,21 @@ from __future__ import annotations
 import contextlib
 import json
 import math
+import os
+import stat
 from collections.abc import Iterator
 from pathlib import Path
 from typing import IO, Any
 
-from .errors import InputError, json_problem
-from .jsonio import loads
+from .errors import InputError, PluginError, TickgateError, json_problem
+from .jsonio import JsonProblem, loads
 
 MAX_DOCUMENT_BYTES = 16 * 1024 * 1024
 MAX_DEPTH = 64
 MAX_NODES = 200_000
 MAX_INT = 10**15
+#: the most :func:`rereadable` holds in memory of an input that cannot be read twice
+MAX_HELD_BYTES = 1 << 30
 
 Locations = dict[str, tuple[int, int]]  # json path -> (line, column), 1-based
 
@@ -53,8 +57,11 @@ def reading(path: Path | str, expected: str = "a file") -> Iterator[None]:
 @contextlib.contextmanager
 def open_text(path: Path, expected: str = "a file") -> Iterator[IO[str]]:
     """Open a file streamed as UTF-8 text, with errors that name it, including a
-    decoding failure deep inside it (``expected``: what the file should be)."""
-    with _open(path, expected, "r", encoding="utf-8", newline="") as fh:
+    decoding failure deep inside it (``expected``: what the file should be). A
+    UTF-8 byte order mark at its start is dropped (Excel writes one before a CSV
+    file's header, Windows tools before JSON lines). The file is opened once and
+    read front to back: a pipe streams."""
+    with _open(path, expected, "r", encoding="utf-8-sig", newline="") as fh:
         try:
             yield fh
         except UnicodeDecodeError as exc:
@@ -73,14 +80,76 @@ def open_binary(path: Path, expected: str = "a file") -> IO[bytes]:
     return _open(path, expected, "rb")
 
 
-def read_text(path: Path, *, limit: int = MAX_DOCUMENT_BYTES) -> str:
-    with reading(path):
-        size = path.stat().st_size
-    if size > limit:
-        raise InputError(path, f"file is {size} bytes; the limit for this kind of file is {limit}")
+@contextlib.contextmanager
+def rereadable(path: Path, expected: str = "a file") -> Iterator[Path]:
+    """``path``, or, when it cannot be read twice (a pipe, ``<(...)``, a FIFO), a
+    stand-in that can: its bytes, read once into an in-memory file
+    (``/proc/self/fd/N`` of a ``memfd``), for the readers that look at a file
+    before they read it (format detection) or read it twice. The bytes are held
+    in memory, so this is for inputs that are read whole anyway; a reader that
+    streams reads the pipe itself. An :class:`InputError` that names the
+    stand-in is raised again naming ``path``, and any other user-facing error
+    mentioning it too. At most :data:`MAX_HELD_BYTES` are held (``/dev/zero``
+    is an error, not all of memory)."""
     try:
-        with reading(path):
-            return path.read_text(encoding="utf-8")
+        mode = path.stat().st_mode
+    except OSError:
+        mode = stat.S_IFREG  # whoever opens it reports why it cannot be
+    if not (stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode)) or not hasattr(os, "memfd_create"):
+        yield path  # a file, a directory, or a device (/dev/zero is refused by the head it shows)
+        return
+    data = read_bytes(path, limit=MAX_HELD_BYTES, expected=expected)
+    fd = os.memfd_create("tickgate-input")
+    try:
+        with os.fdopen(os.dup(fd), "wb") as fh:
+            fh.write(data)
+        del data
+        stand_in = f"/proc/self/fd/{fd}"  # opened anew: from its start, as often as needed
+        try:
+            yield Path(stand_in)
+        except TickgateError as exc:
+            raise _renamed(exc, stand_in, str(path)) from None
+    finally:
+        os.close(fd)
+
+
+def _renamed(exc: TickgateError, old: str, new: str) -> TickgateError:
+    """``exc`` naming ``new`` where it named ``old``."""
+    if isinstance(exc, InputError):
+        path = exc.path.replace(old, new) if exc.path is not None else None  # FILE#LINE too
+        return InputError(
+            path, exc.message.replace(old, new), line=exc.line, column=exc.column, json_path=exc.json_path
+        )
+    if type(exc) in (TickgateError, PluginError) and old in str(exc):
+        return type(exc)(str(exc).replace(old, new))
+    return exc
+
+
+def read_bytes(path: Path, *, limit: int, expected: str = "a file") -> bytes:
+    """The bytes of ``path``, at most ``limit`` of them: a bigger file is an error
+    before it is read (its size), a pipe when it has sent more (it is read once,
+    never more than ``limit`` + 1 bytes)."""
+    with reading(path, expected):
+        info = path.stat()
+        if info.st_size > limit:
+            raise InputError(
+                path, f"file is {info.st_size} bytes; the limit for this kind of file is {limit}"
+            )
+        if stat.S_ISREG(info.st_mode):
+            return path.read_bytes()  # its size is known: read at once
+        with open(path, "rb") as fh:
+            data = fh.read(limit + 1)
+    if len(data) > limit:
+        raise InputError(path, f"more than {limit} bytes; the limit for this kind of file is {limit}")
+    return data
+
+
+def read_text(path: Path, *, limit: int = MAX_DOCUMENT_BYTES) -> str:
+    """The UTF-8 text of ``path`` (at most ``limit`` bytes: :func:`read_bytes`), a
+    leading byte order mark dropped."""
+    data = read_bytes(path, limit=limit)
+    try:
+        return data.decode("utf-8-sig")
     except UnicodeDecodeError as exc:
         raise InputError(path, f"not UTF-8 text (byte {exc.start})") from None
 
@@ -226,15 +295,27 @@ def load_json(path: Path, *, limit: int = MAX_DOCUMENT_BYTES) -> Any:
 
 
 def parse_json(text: str, path: Any, *, line_offset: int = 0) -> Any:
+    """Strict JSON from ``text``, the file ``path``'s text from line
+    ``line_offset + 1``; errors located as :func:`json_error` does."""
     try:
         return loads(text, _strict_loads)
-    except json.JSONDecodeError as exc:
-        raise InputError(
-            path, f"invalid JSON: {json_problem(exc.msg)}", line=exc.lineno + line_offset, column=exc.colno
-        ) from None
-    except ValueError as exc:
-        raise InputError(
-            path, f"invalid JSON: {exc}", line=(line_offset + 1) if line_offset else None
-        ) from None
-    except RecursionError:
-        raise InputError(path, "invalid JSON: nested too deeply") from None
+    except (ValueError, RecursionError) as exc:
+        raise json_error(path, exc, first_line=line_offset + 1 if line_offset else None) from None
+
+
+def json_error(path: Any, exc: ValueError | RecursionError, *, first_line: int | None = None) -> InputError:
+    """The error for a JSON text of file ``path`` that :func:`tickgate.util.jsonio.loads`
+    refused: where the standard library found a syntax error, where a member is
+    given twice or a NaN is (with its JSON path: :class:`~tickgate.util.jsonio.JsonProblem`),
+    else as it was said. ``first_line``: the line of the file the text starts on
+    (a JSONL line), None for a whole file."""
+    before = first_line - 1 if first_line is not None else 0
+    if isinstance(exc, JsonProblem):
+        return InputError(path, exc.msg, line=exc.lineno + before, column=exc.colno, json_path=exc.json_path)
+    if isinstance(exc, json.JSONDecodeError):
+        return InputError(
+            path, f"invalid JSON: {json_problem(exc.msg)}", line=exc.lineno + before, column=exc.colno
+        )
+    if isinstance(exc, RecursionError):
+        return InputError(path, "invalid JSON: nested too deeply", line=first_line)
+    return InputError(path, f"invalid JSON: {exc}", line=first_line)

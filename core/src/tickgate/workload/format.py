@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import json
 import math
+import stat
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any, TypeGuard
@@ -295,12 +296,18 @@ class _RequestChecker:
         )
 
 
-def _header_from(data: Mapping[str, Any], path: Any, locations: Locations | None = None) -> WorkloadHeader:
+def _header_from(
+    data: Mapping[str, Any], path: Any, locations: Locations | None = None, *, complete: bool = True
+) -> WorkloadHeader:
+    """The header of a workload file, checked; not ``complete``: the members before
+    the requests list of a file read once (``version`` may follow it)."""
     header_schema = dict(load_schema("workload.schema.json"))
     header_schema["properties"] = {**header_schema["properties"], "requests": {}}
+    if not complete:
+        header_schema["required"] = [k for k in header_schema["required"] if k != "version"]
     validate(data, header_schema, file=path, locations=locations or {"$": (1, 1)})
     return WorkloadHeader(
-        version=data["version"],
+        version=data.get("version", 1),
         block_size=data.get("block_size"),
         description=data.get("description"),
         source=data.get("source"),
@@ -314,12 +321,26 @@ def read_workload(path: Path) -> Workload:
     Any JSON layout is read in chunks (see :mod:`tickgate.util.jsonstream`). The
     header must be known before the first request is replayed: when members
     follow the ``requests`` array (``json.dump(..., sort_keys=True)`` puts
-    ``version`` last), the file is read twice, the first time only to collect
-    them.
+    ``version`` last), a regular file is read twice, the first time only to
+    collect them. Anything else (a pipe, ``<(zcat w.json.gz)``, a FIFO) is read
+    once, as it streams (:mod:`tickgate.workload.piped`).
     """
     path = Path(path)
+    if not _regular(path):
+        from .piped import read_once
+
+        return read_once(path)
     header, locations = _scan_header(path)
     return Workload(_header_from(header, path, locations), _stream_requests(path), str(path))
+
+
+def _regular(path: Path) -> bool:
+    """Whether ``path`` is a regular file (one that can be read twice); a path
+    that cannot be looked at counts as one: opening it reports why."""
+    try:
+        return stat.S_ISREG(path.stat().st_mode)
+    except OSError:
+        return True
 
 
 #: how errors name the requests array and its elements
@@ -379,20 +400,25 @@ def _kind(value: Any) -> str:
 def _stream_requests(path: Path) -> Iterator[Request]:
     with open_binary(path, "a workload file") as fh:
         s = JsonStream(fh, path)
-        check = _RequestChecker(path, s.element_position).check
         for name in _members(s, path):
             if name != "requests":
                 s.skip()  # header members were read by _scan_header
                 continue
-            if s.peek() != b"[":
-                raise InputError(
-                    path, f"expected a list of requests, found {_kind(s.value())}", json_path="$.requests"
-                )
-            index = 0
-            for batch in s.elements("$.requests", **_REQUESTS):
-                for k, item in enumerate(batch):
-                    yield check(item, index, k)
-                    index += 1
+            yield from _requests_at(s, path)
+
+
+def _requests_at(s: JsonStream, path: Path) -> Iterator[Request]:
+    """The requests of the ``requests`` member whose value ``s`` is at, checked."""
+    check = _RequestChecker(path, s.element_position).check
+    if s.peek() != b"[":
+        raise InputError(
+            path, f"expected a list of requests, found {_kind(s.value())}", json_path="$.requests"
+        )
+    index = 0
+    for batch in s.elements("$.requests", **_REQUESTS):
+        for k, item in enumerate(batch):
+            yield check(item, index, k)
+            index += 1
 
 
 def workload_head(header: WorkloadHeader) -> str:

@@ -179,7 +179,7 @@ def run(trials: int, jobs: int, policy: str, workdir: Path) -> tuple[dict[str, A
     data = pools(workdir)
     cells = []
     for pool_name in data:
-        for noise_name, sigma in noise.items():
+        for noise_name in noise:
             for n in SIZES:
                 for regression in REGRESSIONS:
                     cells.append((pool_name, noise_name, n, regression))

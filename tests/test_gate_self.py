@@ -16,9 +16,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from test_gate_clients import CASES, SMALL
 
 from conftest import REPO, run_cli
-from test_gate_clients import CASES, SMALL
 from tickgate.gate.pipeline import gate_files
 
 MOONCAKE = REPO / "fixtures" / "realdata" / "traces" / "mooncake_conversation_trace.jsonl"

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from test_gate_clients import CASES, SMALL
+from client_files_helpers import CASES, SMALL
 
 from conftest import REPO, run_cli
 from tickgate.gate.pipeline import gate_files

@@ -218,10 +218,18 @@ def _children_of(pid: int) -> list[int]:
         return []
 
 
-def _group_is_gone(pgid: int) -> bool:
-    """No process (zombies included) is left in process group ``pgid``."""
-    try:
-        os.killpg(pgid, 0)
-    except ProcessLookupError:
-        return True
-    return False
+def _group_is_gone(pgid: int, within: float = 10.0) -> bool:
+    """No process (zombies included) is left in process group ``pgid`` within ``within`` seconds.
+
+    The helpers got the same SIGINT and exit on their own; once the replay has exited they are
+    init's children until reaped, which on a loaded machine takes a moment: the group must be gone
+    soon, not at the very instant the replay returned (checking that raced and failed under load)."""
+    deadline = time.monotonic() + within
+    while True:
+        try:
+            os.killpg(pgid, 0)
+        except ProcessLookupError:
+            return True
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.05)

@@ -211,6 +211,22 @@ def test_lpm_serves_longest_cached_prefix_first(tmp_path: Path) -> None:
     assert _order(tmp_path, "fcfs", reqs) == ["warm", "x", "y", "z"]
 
 
+def test_lpm_ranks_a_fully_cached_prompt_by_its_capped_match(tmp_path: Path) -> None:
+    """schedule_policy.py _sort_by_longest_prefix ranks by num_matched_prefix_tokens,
+    which match_kv_cache caps at len - 1 (mem_cache/common.py:261): a fully cached
+    duplicate (50 matched, 49 counted) ties with a longer prompt matching 49, and
+    the queue order decides (issue 39: seed 38219 diverged here)."""
+    ids = tuple(range(50))
+    reqs = [req("warm", 50, 1, prompt_token_ids=ids),
+            req("long", 70, 1, tick=3, prompt_token_ids=ids[:49] + tuple(range(900, 921))),
+            req("dup", 50, 1, tick=3, prompt_token_ids=ids)]
+    assert _order(tmp_path, "lpm", reqs) == ["warm", "long", "dup"]
+    # one matched token more and the longer prompt is ahead on its own
+    reqs[1] = req("long", 70, 1, tick=3, prompt_token_ids=ids + tuple(range(900, 920)))
+    reqs[1], reqs[2] = reqs[2], reqs[1]
+    assert _order(tmp_path, "lpm", reqs) == ["warm", "long", "dup"]
+
+
 def test_dfs_weight_groups_requests_of_the_heaviest_subtree(tmp_path: Path) -> None:
     """schedule_policy.py _sort_by_dfs_weight: depth-first over the tree,
     children with more waiting requests first."""

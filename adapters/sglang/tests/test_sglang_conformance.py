@@ -37,6 +37,7 @@ def test_cases_cover_the_issue_list() -> None:
     assert {c.get("disable_radix_cache", False) for c in configs} == {True, False}
     assert any(c.get("chunked_prefill_size", 2048) <= 0 for c in configs)
     assert any(c.get("ignore_eos") for c in configs)
+    assert any(c.get("ignore_eos") and c.get("disable_radix_cache") for c in configs)
     assert sum(s["totals"]["retractions"] for s in summaries) >= 5
     assert sum(s["totals"]["prefix_hit_tokens"] for s in summaries) > 10_000
     assert all(s["sglang_version"] == "0.5.23" and not s["deadlock"] for s in summaries)

@@ -53,8 +53,8 @@ def test_cases_cover_the_knobs_the_issue_lists() -> None:
     assert {c["page_size"] for c in cfgs} == {1, 4, 8, 16, 32}
     assert any(c["chunked_prefill_size"] <= 0 for c in cfgs) and any(c["chunked_prefill_size"] > 0 for c in cfgs)
     assert any(c.get("disable_radix_cache") for c in cfgs) and any(c.get("ignore_eos") for c in cfgs)
-    # the mirror refuses ignore_eos without the radix cache (add_one_req_ignore_eos): never drawn
-    assert not any(c.get("ignore_eos") and c.get("disable_radix_cache") for c in cfgs)
+    # both at once: SGLang's add_one_req_ignore_eos
+    assert any(c.get("ignore_eos") and c.get("disable_radix_cache") for c in cfgs)
     assert any(c["max_total_tokens"] <= 6000 and c.get("init_new_token_ratio", 0.7) < 0.5 for c in cfgs)
     assert all("--priorities" in c["gen"] for c in drawn)
     assert any("--prefix-groups" in c["gen"] for c in drawn) and any("--dup-frac" in c["gen"] for c in drawn)

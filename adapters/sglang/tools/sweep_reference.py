@@ -19,8 +19,7 @@ fast-decaying one provokes retractions), request rows, ``ignore_eos``, the conte
 ``gen_workload.py`` line (requests, arrival rate, prompt and output lengths, shared prefixes and
 duplicate prompts, priorities 0..2). Priorities are drawn because real traces carry them, but the
 harness runs SGLang with priority scheduling off, as the mirror does, so both ignore them.
-``ignore_eos`` is not drawn with the radix cache off: SGLang then takes ``add_one_req_ignore_eos``,
-which the mirror refuses rather than approximates (docs/sglang.md, "Not mirrored").
+``ignore_eos`` with the radix cache off takes SGLang's ``add_one_req_ignore_eos``.
 
 ``compare`` replays every recorded case of a directory (``NAME.workload.json`` +
 ``NAME.steps.jsonl``) through the registered ``sglang`` plugin, the same check as ``tickgate
@@ -59,7 +58,7 @@ def draw_case(rng: random.Random, seed: int, policies: tuple[str, ...] = POLICIE
     cfg["chunked_prefill_size"] = -1 if rng.random() < 0.25 else rng.choice([128, 256, 512, 1024, 2048])
     if radix_off:
         cfg["disable_radix_cache"] = True
-    elif rng.random() < 0.2:
+    if rng.random() < 0.2:
         cfg["ignore_eos"] = True
     pressure = rng.random() < 0.5
     cfg["max_total_tokens"] = rng.randint(2500, 6000) if pressure else rng.choice([8000, 16000])

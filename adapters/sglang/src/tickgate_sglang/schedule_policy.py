@@ -75,7 +75,9 @@ class SchedulePolicy:
         if policy in CACHE_AWARE:
             deprioritized = self._compute_prefix_matches(queue, sched)
             if policy == "lpm":
-                queue.sort(key=lambda r: float("inf") if id(r) in deprioritized else -num_matched_prefix_tokens(r))
+                queue.sort(
+                    key=lambda r: float("inf") if id(r) in deprioritized else -num_matched_prefix_tokens(r)
+                )
             else:
                 _sort_by_dfs_weight(queue, sched.tree)
             return

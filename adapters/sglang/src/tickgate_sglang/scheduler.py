@@ -42,7 +42,6 @@ from typing import Any
 
 from tickgate import (
     BuildContext,
-    ConfigError,
     Horizon,
     InputError,
     ReplayError,

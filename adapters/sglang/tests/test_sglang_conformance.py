@@ -33,10 +33,11 @@ def test_cases_cover_the_issue_list() -> None:
     configs = [json.loads((REF / f"{n}.workload.json").read_text())["config"] for n in CASES]
     summaries = [json.loads((REF / f"{n}.summary.json").read_text()) for n in CASES]
     assert {c.get("schedule_policy", "fcfs") for c in configs} == {"fcfs", "lpm", "dfs-weight", "lof", "random"}
-    assert {c.get("page_size", 1) for c in configs} == {1, 16}
+    assert {c.get("page_size", 1) for c in configs} == {1, 16, 32}
     assert {c.get("disable_radix_cache", False) for c in configs} == {True, False}
     assert any(c.get("chunked_prefill_size", 2048) <= 0 for c in configs)
     assert any(c.get("ignore_eos") for c in configs)
+    assert any(c.get("ignore_eos") and c.get("disable_radix_cache") for c in configs)
     assert sum(s["totals"]["retractions"] for s in summaries) >= 5
     assert sum(s["totals"]["prefix_hit_tokens"] for s in summaries) > 10_000
     assert all(s["sglang_version"] == "0.5.23" and not s["deadlock"] for s in summaries)

@@ -187,6 +187,38 @@ def test_requests_too_long_are_rejected_and_max_new_tokens_clipped(tmp_path: Pat
     assert clip["output_tokens"] == 98 and clip["flags"] == ["max_new_tokens_clipped"]
 
 
+def test_ignore_eos_without_the_radix_cache_admits_by_when_requests_finish(tmp_path: Path) -> None:
+    """schedule_policy.py:1401-1402: ignore_eos with the tree disabled takes
+    add_one_req_ignore_eos, which admits b while the pool outlasts the shortest
+    remaining outputs (b's 300 tokens, then a's 599 with b's 100 freed), where
+    add_one_req wants b's extend + whole output beside a's 599 reserved up front."""
+    reqs = [req("a", 100, 600), req("b", 100, 300, tick=1)]
+    opts = {"max_total_tokens": 1000, "ignore_eos": True}
+    off = run(tmp_path, {**opts, "disable_radix_cache": True}, reqs)
+    on = run(tmp_path, opts, reqs)
+    assert outcome(off, "b")["admitted_tick"] == 1
+    assert outcome(on, "b")["admitted_tick"] > 1
+
+
+def test_ignore_eos_states_keep_sglangs_sorted_insert() -> None:
+    """add_req_state's insert loop (schedule_policy.py:1271-1276) leaves its index
+    at the last entry when no entry outlasts the new request, so that request goes
+    in before the last one, not at the end; the check walks them in that order."""
+    from types import SimpleNamespace
+
+    from tickgate_sglang.prefill_adder import _add_req_state
+
+    def r(max_new: int, out: int, prompt: int) -> SimpleNamespace:
+        return SimpleNamespace(max_new_tokens=max_new, out=out, request=SimpleNamespace(prompt_tokens=prompt))
+
+    states: list[tuple[float, int]] = []
+    _add_req_state(states, r(50, 0, 10), insert_sort=True)
+    _add_req_state(states, r(20, 0, 20), insert_sort=True)
+    _add_req_state(states, r(90, 0, 30), insert_sort=True)  # outlasts both: before the last
+    _add_req_state(states, r(40, 40, 40), insert_sort=True)  # nothing left to decode: not counted
+    assert states == [(20.0, 20), (90.0, 30), (50.0, 10)]
+
+
 def _order(tmp_path: Path, policy: str, reqs: list[Request], **opts: Any) -> list[str]:
     rep = run(tmp_path, {"max_total_tokens": 100000, "max_running_requests": 1, "schedule_policy": policy,
                          **opts}, reqs)
@@ -209,6 +241,22 @@ def test_lpm_serves_longest_cached_prefix_first(tmp_path: Path) -> None:
             req("z", 64, 1, tick=1, prefix_blocks=(1, 2, 3, 11))]
     assert _order(tmp_path, "lpm", reqs) == ["warm", "z", "y", "x"]
     assert _order(tmp_path, "fcfs", reqs) == ["warm", "x", "y", "z"]
+
+
+def test_lpm_ranks_a_fully_cached_prompt_by_its_capped_match(tmp_path: Path) -> None:
+    """schedule_policy.py _sort_by_longest_prefix ranks by num_matched_prefix_tokens,
+    which match_kv_cache caps at len - 1 (mem_cache/common.py:261): a fully cached
+    duplicate (50 matched, 49 counted) ties with a longer prompt matching 49, and
+    the queue order decides (issue 39: seed 38219 diverged here)."""
+    ids = tuple(range(50))
+    reqs = [req("warm", 50, 1, prompt_token_ids=ids),
+            req("long", 70, 1, tick=3, prompt_token_ids=ids[:49] + tuple(range(900, 921))),
+            req("dup", 50, 1, tick=3, prompt_token_ids=ids)]
+    assert _order(tmp_path, "lpm", reqs) == ["warm", "long", "dup"]
+    # one matched token more and the longer prompt is ahead on its own
+    reqs[1] = req("long", 70, 1, tick=3, prompt_token_ids=ids + tuple(range(900, 920)))
+    reqs[1], reqs[2] = reqs[2], reqs[1]
+    assert _order(tmp_path, "lpm", reqs) == ["warm", "long", "dup"]
 
 
 def test_dfs_weight_groups_requests_of_the_heaviest_subtree(tmp_path: Path) -> None:

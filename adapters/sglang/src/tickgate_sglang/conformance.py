@@ -96,9 +96,14 @@ def _check_config(raw: dict[str, Any], path: Path, prefix: tuple[str, ...]) -> N
 
 def scheduler_options(config: dict[str, Any]) -> dict[str, Any]:
     """The harness config as ``sglang`` options: the env knobs become the ratios
-    SGLang derives from them (``NewTokenRatioTracker.from_config``)."""
+    SGLang derives from them (``NewTokenRatioTracker.from_config``). The harness's
+    requests carry token ids or a length, never workload prefix blocks, so
+    ``prefix_block_size`` is never read; it is set to the first multiple of the
+    page from 16 so that pages above 16 tokens pass the whole-pages check."""
     init = min(config["init_new_token_ratio"] * config["schedule_conservativeness"], 1.0)
+    page = config["page_size"]
     return {
+        "prefix_block_size": -(-16 // page) * page,
         "page_size": config["page_size"],
         "max_total_tokens": config["max_total_tokens"],
         "max_running_requests": config["max_running_requests"],

@@ -110,7 +110,8 @@ OPTIONS_SCHEMA: Mapping[str, Any] = {
             "type": "boolean",
             "description": "Every request has SamplingParams.ignore_eos: admission "
             "reserves a running request's whole remaining output, not "
-            "new_token_ratio of it (SGLang 0.5.23; default false).",
+            "new_token_ratio of it, and with disable_radix_cache follows "
+            "add_one_req_ignore_eos (SGLang 0.5.23; default false).",
         },
         "disable_radix_cache": {
             "type": "boolean",

@@ -18,6 +18,10 @@ output, clipped at 4096) minus the running requests' expected remaining output
 (``new_token_ratio`` times their remaining ``max_new_tokens``, or all of it for an
 ``ignore_eos`` request). A request is taken while its extend plus remaining output
 plus one page is strictly less than ``remaining_total``.
+
+With ``ignore_eos`` and the radix cache disabled SGLang admits through
+``add_one_req_ignore_eos`` instead (schedule_policy.py:1241-1383, chosen at
+:1401-1402): :meth:`PrefillAdder.add_one_ignore_eos`.
 """
 
 from __future__ import annotations
@@ -42,6 +46,8 @@ class PrefillAdder:
         "page",
         "rem_chunk",
         "rem_input",
+        "req_states",
+        "running",
         "sched",
         "total_offset",
     )
@@ -63,6 +69,9 @@ class PrefillAdder:
         self.rem_chunk: int | None = sched.chunk_size
         self.can_run: list[Any] = []
         self.new_chunked: Any = None
+        self.running = running
+        #: add_one_req_ignore_eos's (tokens_left, tokens_occupied), sorted; built on its first call
+        self.req_states: list[tuple[float, int]] | None = None
 
     # -- PrefillBudget ---------------------------------------------------------
     def _free_and_evictable(self) -> int:
@@ -155,3 +164,68 @@ class PrefillAdder:
             if node is not None:
                 tree.dec_lock_ref(node)
         return self.budget_state()
+
+    def add_one_ignore_eos(self, req: Any) -> str:
+        """``add_one_req_ignore_eos`` (sglang 0.5.23 schedule_policy.py:1241-1383),
+        taken by ``add_one_req`` for an ``ignore_eos`` request when the tree cache is
+        disabled (:1401-1402): no prefix (the disabled tree matches nothing), no
+        input-cap stop of its own. The request must fit ``min(remaining_current,
+        remaining_total)`` with its page-rounded extend plus one page
+        (``PrefillBudget.can_allocate_prefill``); then the batch's and the running
+        requests' (remaining output, tokens held) pairs, sorted by remaining output,
+        must leave more than one token per request still decoding at every point
+        where the shortest finishes and frees what it held (:1259-1302)."""
+        page = self.page
+        cand = req.fill_len - req.prefix_len
+        paged_input = -(-cand // page) * page + page  # + per_req_token_overhead
+        free = self._free_and_evictable()
+        if not paged_input <= min(free - self.current_offset, free - self.total_offset):
+            return NO_TOKEN
+        states = self.req_states
+        if states is None:
+            states = self.req_states = []
+            for r in (req, *self.running, *self.can_run):
+                _add_req_state(states, r, insert_sort=False)
+            states.sort(key=lambda x: x[0])
+        else:
+            _add_req_state(states, req, insert_sort=True)
+        cur_rem = free - self.current_offset - paged_input
+        freed = 0
+        for i, (left, occupied) in enumerate(states):
+            bs = len(states) - i
+            if cur_rem + freed - left * bs <= bs:  # IGNORE_EOS_RESERVE_TOKENS * bs
+                return NO_TOKEN
+            freed += occupied
+        chunk = self.rem_chunk
+        if chunk is None or cand <= chunk:
+            req.extend_end = req.fill_len
+            self.can_run.append(req)
+            self._reserve(cand, min(req.max_new_tokens, self.clip))
+        else:
+            if chunk <= 0:
+                return OTHER
+            req.extend_end = req.prefix_len + chunk  # unaligned: floor_chunked_tokens leaves it
+            self.can_run.append(req)
+            self.new_chunked = req
+            self._reserve(chunk, 0)
+        req.lock_node = None
+        return self.budget_state()
+
+
+def _add_req_state(states: list[tuple[float, int]], r: Any, *, insert_sort: bool) -> None:
+    """``add_req_state`` of ``add_one_req_ignore_eos`` (schedule_policy.py:1259-1277):
+    every request is ``ignore_eos`` here, so its ratio is 1.0. The sorted insert
+    keeps SGLang's loop exactly, including that a request outlasting all the others
+    goes in *before* the last one (the loop variable ends at the last index)."""
+    left = r.max_new_tokens * 1.0 - r.out
+    if left <= 0:
+        return
+    state = (left, r.request.prompt_tokens + r.out)
+    if not insert_sort:
+        states.append(state)
+        return
+    i = 0
+    for i in range(len(states)):
+        if left <= states[i][0]:
+            break
+    states.insert(i, state)

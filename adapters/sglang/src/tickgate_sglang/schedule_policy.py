@@ -13,6 +13,14 @@ Follows sglang 0.5.23, ``python/sglang/srt/managers/schedule_policy.py``,
   once); otherwise its prompt is added to that tree. ``lpm`` then sorts by
   matched tokens, most first, deprioritized last (stable); with more than 128
   waiting it turns into fcfs for that pass (``_determine_active_policy``).
+  The sort key is ``num_matched_prefix_tokens``, not the match itself:
+  ``match_kv_cache`` (mem_cache/common.py:261) caps it at
+  ``_compute_max_prefix_len`` = ``len(prompt + output) - 1``
+  (managers/schedule_batch.py:1766-1785), while ``prefix_len`` (the in-batch
+  check's figure, schedule_policy.py:365) is the uncapped match. So a fully
+  cached duplicate prompt ranks with a longer request matching one token fewer
+  than its length, and the queue's order breaks that tie
+  (``_sort_by_longest_prefix``, schedule_policy.py:441-451).
   ``dfs-weight`` orders by ``_dfs_weight_order`` (base_prefix_cache.py).
 * ``fcfs`` keeps the queue, ``lof`` sorts by ``max_new_tokens``, most first,
   ``random`` shuffles: SGLang calls ``random.shuffle`` of Python's process-wide
@@ -67,7 +75,9 @@ class SchedulePolicy:
         if policy in CACHE_AWARE:
             deprioritized = self._compute_prefix_matches(queue, sched)
             if policy == "lpm":
-                queue.sort(key=lambda r: float("inf") if id(r) in deprioritized else -r.prefix_len)
+                queue.sort(
+                    key=lambda r: float("inf") if id(r) in deprioritized else -num_matched_prefix_tokens(r)
+                )
             else:
                 _sort_by_dfs_weight(queue, sched.tree)
             return
@@ -108,6 +118,15 @@ class SchedulePolicy:
         for r in reversed(queue[:LPM_QUEUE_LIMIT]):
             if r.key:
                 tree.match_prefix(r.key, r.weight, r.fill_len // r.weight)  # touch_waiting_prefix
+
+
+def num_matched_prefix_tokens(r: Any) -> int:
+    """``Req.num_matched_prefix_tokens`` after ``match_kv_cache`` (sglang 0.5.23
+    mem_cache/common.py:260-261): the match capped at ``len(prompt + output) - 1``
+    (``Req._compute_max_prefix_len``, managers/schedule_batch.py:1766-1785; no
+    logprobs, no dLLM), the figure ``_sort_by_longest_prefix`` ranks by
+    (managers/schedule_policy.py:447)."""
+    return min(r.prefix_len, max(r.fill_len - 1, 0))
 
 
 def _sort_by_dfs_weight(queue: list[Any], tree: RadixCache) -> None:

@@ -42,7 +42,6 @@ from typing import Any
 
 from tickgate import (
     BuildContext,
-    ConfigError,
     Horizon,
     InputError,
     ReplayError,
@@ -135,11 +134,6 @@ class SglangScheduler(StepResults, DecodeBatch, KvMemory, Scheduler):
         self.retract_steps = options.get("retract_decode_steps", RETRACT_DECODE_STEPS)
         self.ignore_eos = options.get("ignore_eos", False)
         self.radix = not options.get("disable_radix_cache", False)
-        if self.ignore_eos and not self.radix:
-            raise ConfigError(
-                'scheduler "sglang": ignore_eos with disable_radix_cache takes SGLang\'s '
-                "add_one_req_ignore_eos admission, which is not mirrored; drop one of them"
-            )
         self.block_size = prefix_block_size(options, ctx.prefix_block_size, self.page)
         #: what follows a block id in its pages' units (see _block_pages)
         self.block_tail = tuple(range(1, self.block_size // self.page))
@@ -301,7 +295,8 @@ class SglangScheduler(StepResults, DecodeBatch, KvMemory, Scheduler):
                 break
             self.match(req)
             req.protected = req.prefix_len  # cache_protected_len
-            res = adder.add_one(req)
+            # add_one_req hands ignore_eos requests to add_one_req_ignore_eos when the tree is disabled
+            res = adder.add_one_ignore_eos(req) if self.ignore_eos and not self.radix else adder.add_one(req)
             if res != CONTINUE:
                 if res == NO_TOKEN:
                     self.batch_is_full = bool(adder.can_run) or bool(running)

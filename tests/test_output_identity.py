@@ -86,7 +86,7 @@ CASES = {
                      "policies/gate-default.yaml", "--output", "{out}", "--quiet"],
                     "5ca66db662757bc29fa532354ef44ee29ab4e1de54035b3b31aca7d64bf426b2"),
     "gate-release-bad": (["gate", "--input", "fixtures/release_gate_bad.json", "--output", "{out}"],
-                         "8525bc818cb8ecc163ce8da1cf5fcd3fd1beda71013dbcacbada758924182e58"),
+                         "ec8f56339a0a7ffdf1a0e1710af4a672721b6abcbf011a4a1f26356d4823df18"),
     "gate-vllm-clients": (["gate", "--baseline", "fixtures/realdata/clients/vllm_bench_serve_0.33/vllm_openai_baseline.json",
                            "--candidate",
                            "fixtures/realdata/clients/vllm_bench_serve_0.33/vllm_openai_candidate_slow.json",

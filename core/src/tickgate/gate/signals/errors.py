@@ -13,6 +13,7 @@ from __future__ import annotations
 from typing import Any
 
 from ...interfaces.gate import GateSignal, SignalResult
+from ...util.words import plural
 from ..comparison import Comparison
 from ..stats import min_pairs_for_rate
 from .common import FRACTION, id_text, ids, pct, schema
@@ -77,7 +78,7 @@ class ErrorRate(GateSignal):
                 status="rollback",
                 reason="error_increase",
                 message=f"error rate {pct(rb)} -> {pct(rc)} (+{pct(rc - rb)} > {pct(threshold)}); "
-                f"{len(new)} requests fail only on the candidate",
+                f"{plural(len(new), 'request')} {'fails' if len(new) == 1 else 'fail'} only on the candidate",
                 next_action=f"inspect the candidate's errors for request ids {id_text(shown, len(new))}",
                 details={"new_error_ids": shown, "candidate_errors": messages},
                 **common,
@@ -86,7 +87,7 @@ class ErrorRate(GateSignal):
             return SignalResult(
                 status="hold",
                 reason="insufficient_data",
-                message=f"{n} matched requests; {min_pairs} are needed to show an increase <= {pct(threshold)}",
+                message=f"{plural(n, 'matched request')}; {min_pairs} are needed to show an increase <= {pct(threshold)}",
                 next_action=f"gate again with at least {min_pairs - n} more matched requests",
                 **common,
             )
@@ -148,7 +149,7 @@ class ErrorRate(GateSignal):
             return SignalResult(
                 status="hold",
                 reason="insufficient_data",
-                message=f"{head}; {min(counts)} requests",
+                message=f"{head}; {plural(min(counts), 'request')}",
                 next_action=f"gate again with at least {min_pairs - min(counts)} more requests",
                 **common,
             )

@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from ...interfaces.gate import GateSignal, SignalResult
+from ...util.words import plural
 from ..comparison import Comparison
 from ..observations import COMPLETE_STREAM, NO_STREAM, Side
 from .common import (
@@ -361,7 +362,7 @@ class MatchedTraffic(GateSignal):
                 evidence=evidence,
                 candidate=float(min(counts)),
                 unit="requests",
-                message=f"aggregate-only runs of {counts[0]} and {counts[1]} requests; {min_matched} required",
+                message=f"aggregate-only runs of {counts[0]} and {plural(counts[1], 'request')}; {min_matched} required",
                 next_action=f"gate again with at least {min_matched - min(counts)} more requests per side",
             )
         return SignalResult(
@@ -371,6 +372,6 @@ class MatchedTraffic(GateSignal):
             evidence=evidence,
             candidate=float(min(counts)),
             unit="requests",
-            message=f"aggregate-only runs of {counts[0]} and {counts[1]} requests "
+            message=f"aggregate-only runs of {counts[0]} and {plural(counts[1], 'request')} "
             "(no per-request join was possible)",
         )

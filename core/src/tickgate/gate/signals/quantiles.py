@@ -23,6 +23,7 @@ import math
 from typing import Any, ClassVar
 
 from ...interfaces.gate import GateSignal, SignalResult
+from ...util.words import plural
 from ..comparison import Comparison, gather
 from ..stats import Delta, min_pairs_for_quantile, paired_quantile_delta, point_delta, select_quantile
 from .common import (
@@ -354,7 +355,7 @@ class QuantileRegression(GateSignal):
             return SignalResult(
                 status="hold",
                 reason="insufficient_data",
-                message=f"{head}; {n} requests",
+                message=f"{head}; {plural(n, 'request')}",
                 next_action=f"gate again with at least {min_pairs - n} more requests",
                 **common,
             )

@@ -39,6 +39,7 @@ from __future__ import annotations
 from typing import Any
 
 from ...interfaces.gate import GateSignal, SignalResult
+from ...util.words import plural
 from ..comparison import Comparison, gather
 from .common import DEFAULT_SEGMENT_KEYS, SEGMENT_KEYS, aggregate_count, not_recorded, pct, schema
 
@@ -165,7 +166,7 @@ class Throughput(GateSignal):
             return SignalResult(
                 status="hold",
                 reason="insufficient_data",
-                message=f"{head}; only {n} requests",
+                message=f"{head}; only {plural(n, 'request')}",
                 next_action=f"gate again with at least {min_pairs - n} more requests",
                 **common,
             )

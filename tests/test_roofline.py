@@ -222,3 +222,34 @@ def test_refused_options_are_located_at_the_option(tmp_path: Path, options: str,
     assert res.returncode == 2
     line = res.stderr.strip()
     assert line.startswith(f"error: {path}{where}: ") and message in line and len(res.stderr.splitlines()) == 1
+
+
+def _policy_with_gpu(tmp_path: Path, gpu: str) -> Path:
+    text = (REPO / "policies" / "vllm-v1-bench.yaml").read_text(encoding="utf-8")
+    assert "gpu: H100-SXM-80GB" in text
+    path = tmp_path / "p.yaml"
+    path.write_text(text.replace("gpu: H100-SXM-80GB", f"gpu: {gpu}"), encoding="utf-8")
+    return path
+
+
+def test_a_gpu_given_by_figures_refuses_a_misspelt_key(tmp_path: Path) -> None:
+    """A typo in the NVLink field used to fall back to PCIe silently (TTFT 39x worse, validate ok)."""
+    typo = _policy_with_gpu(tmp_path, "{memory_gb: 80, hbm_bandwidth_GBps: 3350, bf16_dense_tflops: 989.4, "
+                                      "nvlnk_bandwidth_GBps: 900}")
+    res = run_cli("validate", str(typo))
+    assert res.returncode == 2
+    assert "$.timing.options.gpu: unknown key 'nvlnk_bandwidth_GBps'; expected one of:" in res.stderr
+    assert "nvlink_bandwidth_GBps" in res.stderr.split("expected one of:")[1]
+
+
+def test_a_gpu_given_by_figures_names_what_it_lacks(tmp_path: Path) -> None:
+    missing = _policy_with_gpu(tmp_path, "{hbm_bandwidth_GBps: 3350, bf16_dense_tflops: 989.4}")
+    res = run_cli("validate", str(missing))
+    assert res.returncode == 2 and "$.timing.options.gpu: 'memory_gb' is required" in res.stderr
+
+
+def test_a_catalogue_entry_copied_as_it_is_is_a_valid_gpu(tmp_path: Path) -> None:
+    entry = catalogue()["gpus"]["H100-SXM-80GB"]
+    path = _policy_with_gpu(tmp_path, json.dumps(entry))
+    res = run_cli("validate", str(path))
+    assert res.returncode == 0, res.stderr

@@ -124,9 +124,25 @@ _FRACTION = {"type": "number", "exclusiveMinimum": 0, "maximum": 1}
 _PEAK = {"type": "number", "exclusiveMinimum": 0, "maximum": 1e9}
 #: a GPU given by its figures: the peaks the roofline divides by are positive (a 0 was a
 #: ZeroDivisionError naming nothing); other keys are kept, as in the catalogue's entries
+#: a GPU given by its figures: the catalogue's field names (a catalogue entry copied as it is
+#: passes, its notes included); any other key is refused, so a misspelt bandwidth cannot fall
+#: back to a default silently (an ``nvlnk_bandwidth_GBps`` would have meant PCIe all-reduces)
+_GPU_NOTES = (
+    "memory_type",
+    "nvlink_note",
+    "source_caveat",
+    "sources",
+    "tdp_w",
+    "tf32_dense_tflops",
+    "bf16_sparse_tflops",
+    "fp8_sparse_tflops",
+)
 _GPU_FIGURES = {
     "type": "object",
+    "additionalProperties": False,
+    "required": ["memory_gb", "hbm_bandwidth_GBps"],
     "properties": {
+        **{key: {} for key in _GPU_NOTES},  # any value: notes, not figures
         "memory_gb": _PEAK,
         "hbm_bandwidth_GBps": _PEAK,
         **{

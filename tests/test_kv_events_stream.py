@@ -161,3 +161,27 @@ def test_normalize_reads_a_capture_above_the_old_limit(tmp_path: Path) -> None:
     assert result.returncode == 0, result.stderr
     extra = json.loads(out.read_text())["run"]["aggregates"]["extra"]
     assert extra["kv_event_batches"] == 2 * pairs and extra["kv_peak_resident_blocks"] == 1
+
+
+def _stored(hashes: list[object], tokens: list[object]) -> bytes:
+    event = ["BlockStored", hashes, None, tokens, 16, None, "GPU"]
+    return msgspec.msgpack.encode([0.0, [event], 0])
+
+
+@pytest.mark.parametrize(
+    ("hashes", "tokens", "refused"),
+    [
+        ([1, b"\x01" * 32], [1, 2], None),
+        ([1], [True, 2], None),  # a bool is an int to the token check (isinstance), as before
+        ([True], [1], "block_hashes must be a list of ints or bytes"),  # but never a hash
+        (["x"], [1], "block_hashes must be a list of ints or bytes"),
+        ([1], [1.0], "token_ids must be a list of ints"),
+        ([1], ["1"], "token_ids must be a list of ints"),
+    ],
+)
+def test_value_checks_by_type(hashes: list[object], tokens: list[object], refused: str | None) -> None:
+    data = _stored(hashes, tokens)
+    if refused is None:
+        assert summarize(data, "x").blocks_stored == len(hashes)
+    else:
+        assert refused in _error(summarize, data, "x")

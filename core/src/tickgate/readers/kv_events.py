@@ -250,7 +250,7 @@ def _event_fields(
     if isinstance(ev, dict):
         summary.event_encoding.add("map")
         tag = ev.get("type")
-        fields = {k: v for k, v in ev.items() if k != "type"}
+        fields = ev  # read by field name only (never "type"): no copy without the tag
     elif isinstance(ev, list) and ev:
         summary.event_encoding.add("array")
         tag = ev[0]
@@ -269,10 +269,14 @@ def _event_fields(
     return tag, fields
 
 
+#: the types of decoded values that are ints (``isinstance(v, int)``) and hashes (an int, not a
+#: bool, or bytes): msgspec decodes to built-in types only, so a set of types, checked in C, says it
+_INT_TYPES = frozenset((int, bool))
+_HASH_TYPES = frozenset((int, bytes))
+
+
 def _hashes(value: Any, path: Path | str, offset: int, where: str) -> list[Any]:
-    if not isinstance(value, list) or not all(
-        isinstance(h, (int, bytes)) and not isinstance(h, bool) for h in value
-    ):
+    if not isinstance(value, list) or not _HASH_TYPES.issuperset(map(type, value)):
         raise _fail(path, offset, where, "block_hashes must be a list of ints or bytes")
     return value
 
@@ -358,7 +362,7 @@ def summarize_batches(batches: Iterable[tuple[int, Any]], path: Path | str) -> K
             hashes = _hashes(fields.get("block_hashes"), path, offset, where + ".block_hashes")
             if tag == "BlockStored":
                 tokens = fields.get("token_ids")
-                if not isinstance(tokens, list) or not all(isinstance(t, int) for t in tokens):
+                if not isinstance(tokens, list) or not _INT_TYPES.issuperset(map(type, tokens)):
                     raise _fail(path, offset, where + ".token_ids", "token_ids must be a list of ints")
                 size = fields.get("block_size")
                 if isinstance(size, bool) or not isinstance(size, int) or size <= 0:

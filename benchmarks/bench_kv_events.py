@@ -19,11 +19,23 @@ same fingerprint. A script, not a test: timings depend on the machine and its lo
 counts instructions instead (valgrind cachegrind, as ``bench_instructions.py``; wall time on a
 shared VM varies by up to 2x): each variant replays ``--limit`` and 10 requests, the difference is
 the replay of the rest, start-up and imports cancelled. ``PYTHONHASHSEED=0`` for every process.
+
+    python benchmarks/bench_kv_events.py --read [--base main] [--limit 3000] [--small-limit 500] [--rounds 1]
+
+writes and reads back a fleet's capture (issue 38): ``tickgate replay --kv-events`` of the Mooncake
+conversation trace's first ``--limit`` requests under ``policies/fleet-prefix-aware.yaml`` (3,000:
+270 MB), then ``tickgate normalize`` of it, each under ``/usr/bin/time -v`` (wall, user + system
+CPU, peak RSS), by ``--base`` (the whole tree ``git archive``-d into a temporary directory) and by
+this tree, alternating. The base refuses a capture above its 64 MiB whole-file limit: it is also
+run with that limit lifted (``read_bytes`` without a limit), for its figures. Checks that both trees
+write the same capture and report, and give the same normalized bytes, also for a capture of
+``--small-limit`` requests, under the old limit, read by the base as it is.
 """
 
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import os
 import re
@@ -107,9 +119,15 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--limit", type=int, default=3000)
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--instructions", action="store_true", help="count instructions (valgrind), not time")
+    ap.add_argument("--read", action="store_true", help="write and normalize a fleet's capture (issue 38)")
+    ap.add_argument("--small-limit", type=int, default=500, help="--read: requests of the capture under 64 MiB")
     args = ap.parse_args(argv)
     if args.instructions:
         return count_instructions(args)
+    if args.read:
+        if "--rounds" not in (argv if argv is not None else sys.argv):
+            args.rounds = 1
+        return read_back(args)
     walls: dict[str, list[float]] = {"base": [], "off": [], "on": []}
     prints = set()
     with tempfile.TemporaryDirectory() as tmp:
@@ -148,6 +166,102 @@ def count_instructions(args: argparse.Namespace) -> int:
         print(f"fingerprints differ: {sorted(prints)}", file=sys.stderr)
         return 1
     return 0
+
+
+FLEET_POLICY = REPO / "policies/fleet-prefix-aware.yaml"
+# the base's normalize with its whole-file limit lifted (its mirrors read through kvmirror.read_bytes)
+UNLIMITED = r"""
+import sys
+from tickgate.readers import common, kvmirror
+kvmirror.read_bytes = lambda path: common.read_bytes(path, limit=1 << 40)
+from tickgate.commands.cli import main
+sys.exit(main(sys.argv[1:]))
+"""
+
+
+def tree_env(root: Path) -> dict[str, str]:
+    env = dict(os.environ, PYTHONHASHSEED="0")
+    env["PYTHONPATH"] = os.pathsep.join(str(root / p) for p in (
+        "core/src", "adapters/vllm/src", "adapters/sglang/src", "adapters/trtllm/src"))
+    return env
+
+
+def timed(argv: list[str], env: dict[str, str], cwd: Path) -> dict:
+    """``argv`` under ``/usr/bin/time -v``: exit code, wall and CPU seconds, peak RSS (MB), stderr."""
+    out = subprocess.run(["/usr/bin/time", "-v", *argv], env=env, cwd=cwd, capture_output=True, text=True)
+    fields = dict(line.strip().rsplit(": ", 1) for line in out.stderr.splitlines()
+                  if line.startswith("\t") and ": " in line)
+    h, m, sec = ["0", *fields["Elapsed (wall clock) time (h:mm:ss or m:ss)"].split(":")][-3:]
+    return {"code": out.returncode, "wall_s": int(h) * 3600 + int(m) * 60 + float(sec),
+            "cpu_s": float(fields["User time (seconds)"]) + float(fields["System time (seconds)"]),
+            "rss_mb": int(fields["Maximum resident set size (kbytes)"]) / 1024,
+            "stderr": "\n".join(line for line in out.stderr.split("\tCommand being timed")[0].splitlines()
+                                if not line.startswith("Command exited with"))}
+
+
+def digest(path: Path) -> str:
+    with open(path, "rb") as fh:
+        return hashlib.file_digest(fh, "sha256").hexdigest()
+
+
+def read_back(args: argparse.Namespace) -> int:
+    with tempfile.TemporaryDirectory() as tmp_name:
+        tmp = Path(tmp_name)
+        base = tmp / "base"
+        base.mkdir()
+        blob = subprocess.run(["git", "-C", str(REPO), "archive", args.base], check=True, capture_output=True).stdout
+        with tarfile.open(fileobj=BytesIO(blob)) as tar:
+            tar.extractall(base, filter="data")
+        trees = {"base": base, "this": REPO}
+        print(f"load average before: {os.getloadavg()[0]:.2f}; capture: {args.limit} requests, "
+              f"{FLEET_POLICY.relative_to(REPO)}", flush=True)
+        same = True
+        for limit in (args.small_limit, args.limit):
+            files: dict[str, list[str]] = {}
+            figures: dict[str, list[tuple[float, ...]]] = {name: [] for name in trees}
+            for n in range(args.rounds):
+                for name, root in trees.items():
+                    env = tree_env(root)
+                    # one set of names for both trees: the report and the observations name them
+                    capture, report, obs = (tmp / f"{limit}{ext}" for ext in (".msgpack", ".json", ".obs.json"))
+                    # each tree's own trace and policy, named relative to it (the report names both)
+                    trace, policy = (p.relative_to(REPO) if p.is_relative_to(REPO) else p
+                                     for p in (args.trace.resolve(), FLEET_POLICY))
+                    replay = timed([sys.executable, "-m", "tickgate", "replay", "--input", str(trace),
+                                    "--input-format", "mooncake", "--policy", str(policy), "--limit",
+                                    str(limit), "--output", str(report), "--kv-events", str(capture), "--quiet"],
+                                   env, root)
+                    if replay["code"]:
+                        raise SystemExit(f"{name} replay failed: {replay['stderr']}")
+                    size = capture.stat().st_size
+                    shown = str(capture)
+                    norm = timed([sys.executable, "-m", "tickgate", "normalize", shown, "-o", str(obs)], env, root)
+                    line = (f"round {n + 1} {name:>4} {limit} requests: replay {replay['wall_s']:.2f} s wall, "
+                            f"{replay['cpu_s']:.2f} s CPU, {replay['rss_mb']:.0f} MB; capture {size / 1e6:.1f} MB; "
+                            f"normalize ")
+                    if norm["code"] and "the limit for this kind of file" in norm["stderr"]:
+                        line += f"refused ({norm['stderr'].splitlines()[-1].split(': ', 2)[-1]}); limit lifted: "
+                        norm = timed([sys.executable, "-c", UNLIMITED, "normalize", shown, "-o", str(obs)], env, root)
+                    if norm["code"]:
+                        raise SystemExit(f"{name} normalize failed: {norm['stderr']}")
+                    print(line + f"{norm['wall_s']:.2f} s wall, {norm['cpu_s']:.2f} s CPU, "
+                          f"{norm['rss_mb']:.0f} MB peak RSS", flush=True)
+                    figures[name].append((replay["wall_s"], replay["cpu_s"], norm["wall_s"], norm["cpu_s"],
+                                          norm["rss_mb"]))
+                    files.setdefault(name, [digest(capture), digest(report), digest(obs)])
+                    for path in (capture, report, obs):
+                        path.unlink()
+            for name, rows in figures.items():
+                med = [statistics.median(col) for col in zip(*rows)]
+                print(f"median {name:>4} {limit} requests: replay {med[0]:.2f} s wall, {med[1]:.2f} s CPU; "
+                      f"normalize {med[2]:.2f} s wall, {med[3]:.2f} s CPU, {med[4]:.0f} MB peak RSS", flush=True)
+            for what, a, b in zip(("capture", "report", "observations"), files["base"], files["this"]):
+                if a != b:
+                    print(f"{limit} requests: the {what} differs between the trees", file=sys.stderr)
+                    same = False
+        print(f"load average after: {os.getloadavg()[0]:.2f}; outputs "
+              + ("byte-identical" if same else "DIFFER"))
+    return 0 if same else 1
 
 
 if __name__ == "__main__":

@@ -250,3 +250,53 @@ def test_vllm_files_read_as_before(name: str) -> None:
     s = summarize((REAL_KV / name).read_bytes(), name)
     assert s.replicas == {} and s.resident_end == 0 and s.peak_resident == 2
 
+
+
+def test_mixed_batches_count_and_encode_event_by_event() -> None:
+    """Seeded batches mixing every event kind (a hash removed and stored again in one batch,
+    removed twice, unknown, cleared): the writer, which drops a run of removals from the resident
+    set at once, counts as a replay of the events one by one does, and its bytes are vLLM's
+    structs encoded from lists, batch by batch, token ids per the documented rule."""
+    import random
+
+    rng = random.Random(38)
+    pool = [rng.getrandbits(64) for _ in range(40)]
+    fh = io.BytesIO()
+    writer = KvEventWriter(fh)
+    expected = b""
+    resident: set[int] = set()
+    peak = removed = 0
+
+    def tokens(hashes: tuple[int, ...], per: int) -> list[int]:  # each hash's 16-bit words, repeated
+        return [(h >> (16 * (i % 4))) & 0xFFFF for h in hashes for i in range(per)]
+
+    for step in range(400):
+        events: list[Any] = []
+        for _ in range(rng.randrange(1, 12)):
+            roll = rng.random()
+            if roll < 0.35:
+                size = rng.choice([1, 3, 4, 16])
+                hashes = tuple(rng.choice(pool) for _ in range(rng.randrange(1, 4)))
+                events.append(BlockStored(hashes, rng.choice([None, pool[0]]), size * len(hashes), size))
+                resident.update(hashes)
+                peak = max(peak, len(resident))
+            elif roll < 0.995:
+                hashes = tuple(rng.choice(pool) for _ in range(rng.randrange(1, 3)))
+                events.append(BlockRemoved(hashes))
+                resident.difference_update(hashes)
+                removed += len(hashes)
+            else:
+                events.append(AllBlocksCleared())
+                resident.clear()
+        writer.write_batch(step / 8, events, 0)
+        assert (writer.counts.resident, writer.counts.peak_resident) == (len(resident), peak)
+        wire = [VBlockStored(list(e.block_hashes), e.parent_block_hash, tokens(e.block_hashes, e.block_size),
+                             e.block_size, None, e.medium, None) if isinstance(e, BlockStored)
+                else VBlockRemoved(list(e.block_hashes), e.medium) if isinstance(e, BlockRemoved)
+                else VAllBlocksCleared() for e in events]
+        expected += msgspec.msgpack.encode(VKVEventBatch(step / 8, wire, 0))
+    c = writer.counts
+    assert (c.resident, c.peak_resident, c.blocks_removed, c.batches) == (len(resident), peak, removed, 400)
+    s = summarize(fh.getvalue(), "x")
+    assert (s.resident_end, s.peak_resident, s.blocks_removed) == (len(resident), peak, removed)
+    assert fh.getvalue() == expected

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -31,6 +31,7 @@ import attrs
 import msgspec
 
 from ..util.errors import InputError
+from ..util.locations import open_binary, reading
 
 EVENT_TYPES = ("BlockStored", "BlockRemoved", "AllBlocksCleared")
 #: positions of fields in the array-like encoding (index 0 is the tag)
@@ -88,24 +89,93 @@ def _on_ext(code: int, data: memoryview) -> _ExtSeen:
 
 
 _DECODER = msgspec.msgpack.Decoder(ext_hook=_on_ext)
+#: finds where an object ends without building it (a ``Raw`` value is a view of the input)
+_SKIP = msgspec.msgpack.Decoder(msgspec.Raw)
 _TRAILING = re.compile(r"trailing characters \(byte (\d+)\)")
+#: a capture file is read this many bytes at a time (more when one batch is bigger)
+CHUNK_BYTES = 1 << 20
 
 
 def decode_all(data: bytes, path: Path | str) -> Iterator[tuple[int, Any]]:
-    """Every top-level msgpack object of a concatenated stream, with its byte
-    offset (msgspec decodes one object per call: where the next one starts is
-    the offset of the "trailing characters" it reports)."""
-    view = memoryview(data)
-    pos = 0
-    while pos < len(data):
+    """Every top-level msgpack object of a concatenated stream held in memory,
+    with its byte offset."""
+    chunks = [data]
+    return decode_stream(lambda _: chunks.pop() if chunks else b"", path)
+
+
+def decode_file(path: Path) -> Iterator[tuple[int, Any]]:
+    """Every top-level msgpack object of the file ``path``, with its byte
+    offset, read :data:`CHUNK_BYTES` at a time: memory holds one chunk and the
+    batch being decoded, whatever the file's size (a fleet's capture runs to
+    hundreds of MB). A pipe streams too: the file is read once, front to back."""
+    with open_binary(path) as fh:
+        read = fh.read
+
+        def located(size: int) -> bytes:
+            with reading(path):
+                return read(size)
+
+        yield from decode_stream(located, path)
+
+
+def decode_stream(read: Callable[[int], bytes], path: Path | str) -> Iterator[tuple[int, Any]]:
+    """Every top-level msgpack object of the bytes ``read(n)`` returns until it
+    returns none, with its byte offset. msgspec decodes one object per call:
+    where the next one starts is the offset of the "trailing characters" it
+    reports; an object cut by the end of what was read so far is decoded again
+    when more is read (at least as much again as is held: an object of any size
+    costs linear time). Errors name the byte in the whole stream, as when it is
+    decoded at once."""
+    buf = read(CHUNK_BYTES)
+    base = pos = 0  # buf starts at byte ``base`` of the stream; the next object at buf[pos]
+    eof = not buf
+    while True:
+        if pos == len(buf):
+            if eof:
+                return
+            base, pos, buf = base + pos, 0, read(CHUNK_BYTES)
+            eof = not buf
+            continue
+        start = base + pos
         try:
-            obj = _decode_one(view[pos:], pos, len(data), path)
-            end = len(data)
-        except _Trailing as more:
-            end = pos + more.at
-            obj = _decode_one(view[pos:end], pos, len(data), path)
-        yield pos, obj
-        pos = end
+            obj, length = _next_object(memoryview(buf)[pos:], start, path)
+        except _Truncated:
+            if eof:
+                raise InputError(
+                    path,
+                    f"msgpack data ends inside the object that starts at byte {start} "
+                    f"(the file ends at byte {base + len(buf)}): truncated?",
+                ) from None
+            more = read(max(CHUNK_BYTES, len(buf) - pos))
+            if more:
+                base, pos, buf = start, 0, buf[pos:] + more
+            else:
+                eof = True
+            continue
+        yield start, obj
+        pos += length
+
+
+def _next_object(view: memoryview, start: int, path: Path | str) -> tuple[Any, int]:
+    """The first object of ``view`` and its length in bytes; :class:`_Truncated`
+    when ``view`` ends inside it. Skipping finds its end (a quarter of the cost
+    of decoding it); only that object is then decoded. When the skip fails, the
+    full decoder says why in its own words (or it is a batch the skip could not
+    walk: a nesting too deep for it)."""
+    try:
+        _SKIP.decode(view)
+        length: int | None = len(view)
+    except msgspec.DecodeError as exc:
+        trailing = _TRAILING.search(str(exc))
+        length = int(trailing.group(1)) if trailing else None
+    except RecursionError:
+        length = None
+    if length is not None:
+        return _decode_one(view[:length], start, path), length
+    try:
+        return _decode_one(view, start, path), len(view)
+    except _Trailing as more:
+        return _decode_one(view[: more.at], start, path), more.at
 
 
 class _Trailing(Exception):
@@ -113,7 +183,11 @@ class _Trailing(Exception):
         self.at = at
 
 
-def _decode_one(view: memoryview, start: int, size: int, path: Path | str) -> Any:
+class _Truncated(Exception):
+    """The data ends inside an object: more may come (a stream), or the file is truncated."""
+
+
+def _decode_one(view: memoryview, start: int, path: Path | str) -> Any:
     _EXT_SEEN.clear()
     try:
         obj = _DECODER.decode(view)
@@ -127,11 +201,7 @@ def _decode_one(view: memoryview, start: int, size: int, path: Path | str) -> An
         if trailing:
             raise _Trailing(int(trailing.group(1))) from None
         if message == "Input data was truncated":
-            raise InputError(
-                path,
-                f"msgpack data ends inside the object that starts at byte {start} "
-                f"(the file ends at byte {size}): truncated?",
-            ) from None
+            raise _Truncated from None
         detail = message.replace("MessagePack data is malformed: ", "")
         detail = re.sub(r"\(byte (\d+)\)", lambda m: f"(byte {start + int(m.group(1))})", detail)
         raise InputError(
@@ -180,7 +250,7 @@ def _event_fields(
     if isinstance(ev, dict):
         summary.event_encoding.add("map")
         tag = ev.get("type")
-        fields = {k: v for k, v in ev.items() if k != "type"}
+        fields = ev  # read by field name only (never "type"): no copy without the tag
     elif isinstance(ev, list) and ev:
         summary.event_encoding.add("array")
         tag = ev[0]
@@ -199,22 +269,36 @@ def _event_fields(
     return tag, fields
 
 
+#: the types of decoded values that are ints (``isinstance(v, int)``) and hashes (an int, not a
+#: bool, or bytes): msgspec decodes to built-in types only, so a set of types, checked in C, says it
+_INT_TYPES = frozenset((int, bool))
+_HASH_TYPES = frozenset((int, bytes))
+
+
 def _hashes(value: Any, path: Path | str, offset: int, where: str) -> list[Any]:
-    if not isinstance(value, list) or not all(
-        isinstance(h, (int, bytes)) and not isinstance(h, bool) for h in value
-    ):
+    if not isinstance(value, list) or not _HASH_TYPES.issuperset(map(type, value)):
         raise _fail(path, offset, where, "block_hashes must be a list of ints or bytes")
     return value
 
 
 def summarize(data: bytes, path: Path | str) -> KvSummary:
-    """Decode every batch and replay its events; errors name byte and JSON path."""
-    if not data:
-        raise InputError(path, "empty file: expected msgpack KV event batches")
+    """Decode every batch of a capture held in memory and replay its events."""
+    return summarize_batches(decode_all(data, path), path)
+
+
+def summarize_file(path: Path) -> KvSummary:
+    """Decode every batch of the capture file ``path`` as it is read and replay
+    its events: memory holds the resident sets, not the file."""
+    return summarize_batches(decode_file(path), path)
+
+
+def summarize_batches(batches: Iterable[tuple[int, Any]], path: Path | str) -> KvSummary:
+    """Replay the events of ``(offset, batch)`` pairs (:func:`decode_stream`);
+    errors name byte and JSON path. None at all: the file is empty."""
     summary = KvSummary()
     streams: dict[Any, set[Any]] = {}
     resident_total = 0
-    for offset, batch in decode_all(data, path):
+    for offset, batch in batches:
         replica = None
         if isinstance(batch, list):
             summary.batch_encoding.add("array")
@@ -278,7 +362,7 @@ def summarize(data: bytes, path: Path | str) -> KvSummary:
             hashes = _hashes(fields.get("block_hashes"), path, offset, where + ".block_hashes")
             if tag == "BlockStored":
                 tokens = fields.get("token_ids")
-                if not isinstance(tokens, list) or not all(isinstance(t, int) for t in tokens):
+                if not isinstance(tokens, list) or not _INT_TYPES.issuperset(map(type, tokens)):
                     raise _fail(path, offset, where + ".token_ids", "token_ids must be a list of ints")
                 size = fields.get("block_size")
                 if isinstance(size, bool) or not isinstance(size, int) or size <= 0:
@@ -303,6 +387,8 @@ def summarize(data: bytes, path: Path | str) -> KvSummary:
                     else:
                         summary.removed_unknown += 1
                 resident_total += len(resident) - before
+    if not summary.batches:
+        raise InputError(path, "empty file: expected msgpack KV event batches")
     summary.resident_end = sum(len(r) for r in streams.values())
     for (name, _), members in ((k, v) for k, v in streams.items() if k is not None):
         summary.replicas[name][2] += len(members)

@@ -12,8 +12,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from .common import clean_aggregates, document, provenance, read_bytes
-from .kv_events import KvSummary, summarize, to_extra
+from .common import clean_aggregates, document, provenance
+from .kv_events import KvSummary, summarize_file, to_extra
 
 
 def legacy_array_batch(shape: tuple[str, int, int | None]) -> bool:
@@ -25,8 +25,9 @@ def legacy_array_batch(shape: tuple[str, int, int | None]) -> bool:
 
 
 def read_kv_events(path: Path) -> KvSummary:
-    """The summary of a capture file (events replayed over the resident blocks)."""
-    return summarize(read_bytes(path), path)
+    """The summary of a capture file (events replayed over the resident blocks),
+    read as a stream: no limit on its size, memory bounded by the resident sets."""
+    return summarize_file(path)
 
 
 def kv_events_document(

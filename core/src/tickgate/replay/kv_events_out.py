@@ -46,7 +46,7 @@ __all__ = ["KvEventCounts", "KvEventSink", "KvEventWriter"]
 
 
 class _Stored(msgspec.Struct, tag="BlockStored", omit_defaults=True, gc=False):
-    block_hashes: list[int]
+    block_hashes: tuple[int, ...]
     parent_block_hash: int | None
     token_ids: list[int]
     block_size: int
@@ -56,7 +56,7 @@ class _Stored(msgspec.Struct, tag="BlockStored", omit_defaults=True, gc=False):
 
 
 class _Removed(msgspec.Struct, tag="BlockRemoved", omit_defaults=True, gc=False):
-    block_hashes: list[int]
+    block_hashes: tuple[int, ...]
     medium: str | None
 
 
@@ -136,10 +136,13 @@ class KvEventCounts:
 
 def _tokens(hashes: tuple[int, ...], per: int) -> list[int]:
     """Synthetic token ids of blocks (module docstring): each hash's four 16-bit words, repeated."""
-    reps = per // 4 + 1
+    reps, rest = divmod(per, 4)
     tokens: list[int] = []
     for h in hashes:
-        tokens += ([h & 0xFFFF, (h >> 16) & 0xFFFF, (h >> 32) & 0xFFFF, h >> 48] * reps)[:per]
+        words = [h & 0xFFFF, (h >> 16) & 0xFFFF, (h >> 32) & 0xFFFF, h >> 48]
+        tokens += words * reps
+        if rest:
+            tokens += words[:rest]
     return tokens
 
 
@@ -172,25 +175,31 @@ class KvEventWriter:
         resident = c.resident_set(None if replica is None else (replica, data_parallel_rank))
         wire: list[_Event] = []
         add = wire.append
-        n_stored = n_removed = n_cleared = b_stored = b_removed = tokens = 0
+        n_stored = n_cleared = b_stored = b_removed = tokens = 0
         held = c.resident
         peak = c.peak_resident
-        # one pass: the wire structs and the counts (a replay's events are mostly one-block removals)
+        # one pass: the wire structs and the counts. A replay's events are mostly one-block
+        # removals: one costs a struct and a list extend (its hash tuple goes to the encoder as
+        # it is: msgspec writes a tuple as the array a list gives), and a run of them leaves the
+        # resident set in one call, before the next store or clear (the peak is taken at stores)
+        gone: list[int] = []  # hashes removed since the last store or clear, still in ``resident``
         for ev in events:
             t = type(ev)
             if t is BlockRemoved:
-                hs = ev.block_hashes
-                add(_Removed(list(hs), ev.medium))
-                n_removed += 1
-                b_removed += len(hs)
+                add(_Removed(ev.block_hashes, ev.medium))
+                gone += ev.block_hashes
+                continue
+            if gone:
                 before = len(resident)
-                resident.difference_update(hs)
+                resident.difference_update(gone)
                 held -= before - len(resident)
-            elif t is BlockStored:
+                b_removed += len(gone)
+                gone = []
+            if t is BlockStored:
                 hs = ev.block_hashes
                 add(
                     _Stored(
-                        list(hs),
+                        hs,
                         ev.parent_block_hash,
                         _tokens(hs, ev.block_size),
                         ev.block_size,
@@ -214,6 +223,11 @@ class KvEventWriter:
                 resident.clear()
             else:
                 raise TypeError(f"not a KV event: {t.__name__}")
+        if gone:
+            before = len(resident)
+            resident.difference_update(gone)
+            held -= before - len(resident)
+            b_removed += len(gone)
         batch: _Batch | _NamedBatch
         if replica is None:
             batch = _Batch(float(ts_s), wire, data_parallel_rank)
@@ -222,7 +236,7 @@ class KvEventWriter:
         self.fh.write(self._encoder.encode(batch))
         c.batches += 1
         c.stored_events += n_stored
-        c.removed_events += n_removed
+        c.removed_events += len(wire) - n_stored - n_cleared
         c.cleared_events += n_cleared
         c.blocks_stored += b_stored
         c.blocks_removed += b_removed

@@ -248,11 +248,11 @@ class CpuTier:
             self.queued += len(back)
         if len(chosen) < n:
             return None
-        ids = []
+        keys = [key for _, key in chosen]
+        evictable.difference_update(keys)
         chunks = self.chunks
-        for _, key in chosen:
-            evictable.remove(key)
-            ids.append(chunks.pop(key)[1])
+        ids = [chunks.pop(key)[1] for key in keys]
+        for key in keys:
             del ranks[key]
         return ids
 
@@ -337,21 +337,28 @@ class CpuTier:
             self.num_evictable -= len(freed)
             self.evictions += len(freed)
             self.free_list.extend(freed)
-        ids = []
-        for key in to_store:
-            if self.allocated < self.num_chunks:
-                cid = self.allocated
-                self.allocated += 1
-            else:
-                cid = self.free_list.pop()
-            ids.append(cid)
-            chunks[key] = [-1, cid]
-            pos = ctx.positions.get(key)
+        # ids: never used ones first, then the last freed (the free list's end)
+        fresh = min(len(to_store), self.num_chunks - self.allocated)
+        ids = list(range(self.allocated, self.allocated + fresh))
+        self.allocated += fresh
+        reused = len(to_store) - fresh
+        if reused:
+            free = self.free_list
+            ids.extend(reversed(free[-reused:]))
+            del free[-reused:]
+        chunks.update(zip(to_store, [[-1, cid] for cid in ids]))
+        ranks = self.ranks
+        positions = [ctx.positions.get(key) for key in to_store]
+        if None not in positions:  # the request's own chunks: (its rank, -position)
+            rank = self._rank_of(ctx)
+            ranks.update(zip(to_store, [(rank, -pos) for pos in positions]))  # type: ignore[operator]  # no None
+            return to_store, ids
+        for key, pos in zip(to_store, positions):
             if pos is None:
                 self.next_rank += 1
-                self.ranks[key] = (self.next_rank, 0)
+                ranks[key] = (self.next_rank, 0)
             else:
-                self.ranks[key] = (self._rank_of(ctx), -pos)
+                ranks[key] = (self._rank_of(ctx), -pos)
         return to_store, ids
 
     def complete_store(self, keys: Iterable[Hashable]) -> None:

@@ -325,8 +325,8 @@ class Offload:
     ) -> None:
         """``_build_store_jobs`` for one request: its full prompt chunks computed by the end of
         the step (``after`` tokens; finished: all of them) and not stored yet."""
-        if r is None:
-            return
+        if r is None or r.next_stored >= len(r.block_keys) // self.bpc:
+            return  # every keyed chunk stored (decodes): nothing to store
         q = r.q
         prompt = q.request.prompt_tokens
         T = q.num_tokens

@@ -29,6 +29,7 @@ skipped. Ranks are unique, so the order the runs are kept in decides nothing.
 from __future__ import annotations
 
 import heapq
+from bisect import bisect_right
 from collections import OrderedDict, deque
 from collections.abc import Hashable, Iterable
 
@@ -223,11 +224,9 @@ class CpuTier:
             else:
                 break
             rs, ks, i = src.ranks, src.keys, src.i
-            end = len(ks)
-            while i < end and len(chosen) < n:
+            stop = len(ks) if bound is None else bisect_right(rs, bound, i)  # the entries below the rest
+            while i < stop:
                 r = rs[i]
-                if bound is not None and r > bound:
-                    break
                 key = ks[i]
                 i += 1
                 if key not in evictable or ranks.get(key) != r:
@@ -239,6 +238,8 @@ class CpuTier:
                     continue
                 chosen.append((r, key))
                 picked.add(key)
+                if len(chosen) == n:
+                    break
             src.i = i
         back = deferred if len(chosen) == n else deferred + chosen
         if back:

@@ -12,7 +12,7 @@ The trace is ``fixtures/realdata/traces/mooncake_conversation_trace.jsonl`` as r
 ``--cpu-gb`` GB of KV per GPU (vLLM's ``--kv-offloading-size``), loads and stores over a 64 GB/s
 host link. Each replay is ``tickgate replay`` in a fresh process, as a user runs it. Prints, per
 run, the first-admission hit rate by tier (GPU prefix cache, CPU tier) and in total, TTFT p50 and
-p99, wall seconds and peak RSS, the ratio of the two replays' wall times, and the load average:
+p99, wall and CPU seconds and peak RSS, the ratios of the two replays' wall and CPU times, and the load average:
 a script, not a test (the machine is noisy).
 """
 
@@ -21,6 +21,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import resource
 import subprocess
 import sys
 import tempfile
@@ -55,7 +56,10 @@ def replay(workdir: Path, name: str, text: str, limit: int | None) -> tuple[dict
            "--block-size", "512", "--policy", str(pol), "--output", str(out), "--quiet"]
     if limit:
         cmd += ["--limit", str(limit)]
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     result = run_measured(cmd)
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)  # the replay, reaped by run_measured
+    result["cpu_s"] = (after.ru_utime + after.ru_stime) - (before.ru_utime + before.ru_stime)
     if result["code"] != 0:
         raise SystemExit(f"replay failed: {result['stderr'].strip()}")
     return result, json.loads(out.read_text())
@@ -73,6 +77,7 @@ def main(argv: list[str] | None = None) -> int:
     cpu_blocks = int(args.cpu_gb * 1e9 // block_bytes)
     print(f"load average before: {os.getloadavg()[0]:.2f}")
     walls = {}
+    cpus = {}
     for name, blocks in (("gpu-only", 0), ("cpu-offload", cpu_blocks)):
         result, report = replay(args.workdir, f"offload-{name}", policy(blocks, args.tp), args.limit)
         sched = report["scheduler"]
@@ -81,11 +86,14 @@ def main(argv: list[str] | None = None) -> int:
                                                                      "cpu": 0.0})
         ttft = report["latency"]["ttft_ms"]
         walls[name] = result["wall_s"]
+        cpus[name] = result["cpu_s"]
         print(f"{name} ({blocks} CPU blocks): {report['summary']['completed_requests']} requests, hit rate GPU "
               f"{tiers['gpu']:.2%} + CPU {tiers['cpu']:.2%} = {tiers['gpu'] + tiers['cpu']:.2%}, TTFT p50 "
-              f"{ttft['p50'] / 1000:.1f} s, p99 {ttft['p99'] / 1000:.1f} s; {result['wall_s']:.1f} s, "
+              f"{ttft['p50'] / 1000:.1f} s, p99 {ttft['p99'] / 1000:.1f} s; {result['wall_s']:.1f} s wall, "
+              f"{result['cpu_s']:.1f} s CPU, "
               f"{result['peak_rss_mb']:.0f} MB")
-    print(f"replay time ratio offload / gpu-only: {walls['cpu-offload'] / walls['gpu-only']:.2f}")
+    print(f"replay time ratio offload / gpu-only: {walls['cpu-offload'] / walls['gpu-only']:.2f} wall, "
+          f"{cpus['cpu-offload'] / cpus['gpu-only']:.2f} CPU")
     print(f"load average after: {os.getloadavg()[0]:.2f}")
     return 0
 

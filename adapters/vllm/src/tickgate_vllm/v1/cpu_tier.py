@@ -16,16 +16,20 @@ the harness's ``cpu_chunks``.
 ``store_threshold >= 2`` stores a chunk only once it has been offered that many
 times (``counts``, an ordered tracker of at most ``max_tracker_size`` keys).
 
-Speed: one dict entry per cached chunk; eviction merges two lazy queues of
-``(rank, seq, key)`` (``seq`` orders equal ranks without comparing keys: ranks
-are unique, so it never decides anything): a heap, and a FIFO for the fresh
-ranks a finish gives (each larger than every rank before it, so appending keeps
-the FIFO sorted and costs no heap operation).
+Speed: one dict entry per cached chunk; the evictable chunks wait in runs (the
+chunks one store, load or finish makes evictable, sorted by rank), so queueing
+costs per run, not per chunk: a heap of runs keyed by a lower bound of each
+run's next rank, and a FIFO of the runs of fresh ranks a finish gives (each
+above every rank before it, so appending keeps the FIFO sorted). Eviction reads
+a run on while its ranks stay below the other runs' (no heap operation per
+chunk); an entry whose chunk got another rank or was pinned is stale and
+skipped. Ranks are unique, so the order the runs are kept in decides nothing.
 """
 
 from __future__ import annotations
 
 import heapq
+from bisect import bisect_right
 from collections import OrderedDict, deque
 from collections.abc import Hashable, Iterable
 
@@ -47,6 +51,22 @@ class TierRequest:
         self.finished = False
 
 
+class _Run:
+    """Queued keys in increasing rank order, read from ``i`` on: the ranks each had when
+    queued (an entry whose key has another rank now, or is not evictable, is stale)."""
+
+    __slots__ = ("i", "keys", "ranks")
+
+    def __init__(self, ranks: list[tuple[int, int]], keys: list[Hashable]) -> None:
+        self.ranks = ranks
+        self.keys = keys
+        self.i = 0
+
+
+def _first(entry: tuple[tuple[int, int], Hashable]) -> tuple[int, int]:
+    return entry[0]
+
+
 class CpuTier:
     """``CPUOffloadingManager`` + ``LRUCachePolicy`` for one engine."""
 
@@ -58,8 +78,9 @@ class CpuTier:
         self.ranks: dict[Hashable, tuple[int, int]] = {}
         self.evictable: set[Hashable] = set()
         self.num_evictable = 0
-        self.heap: list[tuple[tuple[int, int], int, Hashable]] = []
-        self.fifo: deque[tuple[tuple[int, int], int, Hashable]] = deque()  # fresh ranks, increasing
+        self.heap: list[tuple[tuple[int, int], int, _Run]] = []  # keyed by a lower bound of the run
+        self.fifo: deque[_Run] = deque()  # runs of fresh ranks, each above the ones before
+        self.queued = 0  # entries pushed to the queues since they were last rebuilt
         self.seq = 0
         self.next_rank = 0
         self.store_threshold = store_threshold
@@ -76,41 +97,57 @@ class CpuTier:
             ctx.rank = self.next_rank
         return ctx.rank
 
-    def _push(self, key: Hashable) -> None:
+    def _push_run(self, keys: list[Hashable]) -> None:
+        """Queue ``keys`` (evictable, ranked) as one run on the heap, sorted by rank."""
+        ranks = self.ranks
+        if len(keys) > 1:
+            keys = sorted(keys, key=ranks.__getitem__)
+        rs = [ranks[k] for k in keys]
         self.seq += 1
-        heapq.heappush(self.heap, (self.ranks[key], self.seq, key))
+        heapq.heappush(self.heap, (rs[0], self.seq, _Run(rs, keys)))
+        self.queued += len(keys)  # the caller compacts
 
     def _compact(self) -> None:
-        """Drop the stale entries of a queue once they dominate it (after each operation
-        that adds some; the order of a rebuilt heap decides nothing: ranks are unique)."""
+        """Drop the stale entries of the queues once they dominate them (after each operation
+        that adds some; the runs a rebuild makes decide nothing: ranks are unique)."""
         limit = max(64, 4 * len(self.evictable))
-        if len(self.heap) <= limit and len(self.fifo) <= limit:
+        if self.queued <= limit:
             return
+        live = [(r, k) for _, _, run in self.heap for r, k in self._valid(run)]
+        live.sort(key=_first)
+        tail = [(r, k) for run in self.fifo for r, k in self._valid(run)]  # sorted already
+        self.heap = []
+        self.fifo = deque()
+        self.queued = len(live) + len(tail)
+        if live:
+            self.seq += 1
+            self.heap.append((live[0][0], self.seq, _Run([r for r, _ in live], [k for _, k in live])))
+        if tail:
+            self.fifo.append(_Run([r for r, _ in tail], [k for _, k in tail]))
+
+    def _valid(self, run: _Run) -> list[tuple[tuple[int, int], Hashable]]:
+        """The entries of ``run`` not consumed yet that still hold their key's rank."""
         ranks = self.ranks
         evictable = self.evictable
-        if len(self.heap) > limit:
-            self.heap = [e for e in self.heap if e[2] in evictable and ranks.get(e[2]) == e[0]]
-            heapq.heapify(self.heap)
-        if len(self.fifo) > limit:
-            self.fifo = deque(e for e in self.fifo if e[2] in evictable and ranks.get(e[2]) == e[0])
-
-    def _mark_evictable(self, key: Hashable) -> None:
-        self.evictable.add(key)
-        self._push(key)  # the caller compacts
+        return [
+            (r, k)
+            for r, k in zip(run.ranks[run.i :], run.keys[run.i :])
+            if k in evictable and ranks.get(k) == r
+        ]
 
     def _fresh_rank(self, keys: Iterable[Hashable]) -> None:
         """``_update_recency``: a new rank for each key, in the order given."""
         chunks = self.chunks
-        ranks = self.ranks
+        cached = [k for k in keys if k in chunks]
+        first = self.next_rank + 1
+        self.next_rank += len(cached)
+        fresh = [(r, 0) for r in range(first, self.next_rank + 1)]
+        self.ranks.update(zip(cached, fresh))
         evictable = self.evictable
-        fifo = self.fifo
-        for key in keys:
-            if key in chunks:
-                self.next_rank += 1
-                rank = ranks[key] = (self.next_rank, 0)
-                if key in evictable:
-                    self.seq += 1
-                    fifo.append((rank, self.seq, key))  # the largest rank yet: the FIFO stays sorted
+        rs = [r for r, k in zip(fresh, cached) if k in evictable]
+        if rs:  # the largest ranks yet: the FIFO of runs stays sorted
+            self.fifo.append(_Run(rs, [k for k in cached if k in evictable]))
+            self.queued += len(rs)
         self._compact()
 
     def _access(self, keys: list[Hashable], ctx: TierRequest) -> None:
@@ -122,57 +159,101 @@ class CpuTier:
         ctx.order.extend(new)
         rank = self._rank_of(ctx)
         chunks = self.chunks
+        ranks = self.ranks
+        evictable = self.evictable
+        raised = []
         for key in new:
             pos = ctx.positions.get(key)
             if pos is None or key not in chunks:
                 continue
             r = (rank, -pos)
-            if self.ranks[key] >= r:
+            if ranks[key] >= r:
                 continue
-            self.ranks[key] = r
-            if key in self.evictable:
-                self._push(key)
+            ranks[key] = r
+            if key in evictable:
+                raised.append(key)
+        if raised:
+            self._push_run(raised)
         self._compact()
 
     def _evict(self, n: int, protected: set[Hashable]) -> list[int] | None:
-        """The ``n`` evictable, unprotected chunks of lowest rank, removed; their ids."""
+        """The ``n`` evictable, unprotected chunks of lowest rank, removed; their ids (lowest
+        rank first). The queues merge by run: a run is read on while its entries stay below
+        the next run's (a heap entry's rank is a lower bound of its run's next entry)."""
         heap = self.heap
         fifo = self.fifo
         ranks = self.ranks
         evictable = self.evictable
-        chosen: list[tuple[tuple[tuple[int, int], int, Hashable], bool]] = []  # (entry, from the FIFO)
+        chosen: list[tuple[tuple[int, int], Hashable]] = []
         picked: set[Hashable] = set()
-        deferred = []
+        deferred: list[tuple[tuple[int, int], Hashable]] = []
         while len(chosen) < n:
-            while heap and (heap[0][2] not in evictable or ranks.get(heap[0][2]) != heap[0][0]):
-                heapq.heappop(heap)
-            while fifo and (fifo[0][2] not in evictable or ranks.get(fifo[0][2]) != fifo[0][0]):
+            while heap:  # the heap's top run, at its next live entry and keyed by it
+                top = heap[0][2]
+                rs, ks, i = top.ranks, top.keys, top.i
+                end = len(ks)
+                while i < end and (ks[i] not in evictable or ranks.get(ks[i]) != rs[i]):
+                    i += 1
+                top.i = i
+                if i == end:
+                    heapq.heappop(heap)
+                elif rs[i] != heap[0][0]:
+                    self.seq += 1
+                    heapq.heapreplace(heap, (rs[i], self.seq, top))
+                else:
+                    break
+            while fifo:
+                front = fifo[0]
+                rs, ks, i = front.ranks, front.keys, front.i
+                end = len(ks)
+                while i < end and (ks[i] not in evictable or ranks.get(ks[i]) != rs[i]):
+                    i += 1
+                front.i = i
+                if i < end:
+                    break
                 fifo.popleft()
-            if fifo and (not heap or fifo[0][0] < heap[0][0]):
-                entry, from_fifo = fifo.popleft(), True
+            if fifo and (not heap or fifo[0].ranks[fifo[0].i] < heap[0][0]):
+                src = fifo[0]
+                bound = heap[0][0] if heap else None
             elif heap:
-                entry, from_fifo = heapq.heappop(heap), False
+                src = heap[0][2]
+                bound = fifo[0].ranks[fifo[0].i] if fifo else None
+                for j in (1, 2):
+                    if len(heap) > j and (bound is None or heap[j][0] < bound):
+                        bound = heap[j][0]
             else:
                 break
-            key = entry[2]
-            if key in picked:  # a key re-pinned without a new rank can sit in a queue twice
-                continue
-            if key in protected:
-                deferred.append((entry, from_fifo))
-                continue
-            chosen.append((entry, from_fifo))
-            picked.add(key)
+            rs, ks, i = src.ranks, src.keys, src.i
+            stop = len(ks) if bound is None else bisect_right(rs, bound, i)  # the entries below the rest
+            while i < stop:
+                r = rs[i]
+                key = ks[i]
+                i += 1
+                if key not in evictable or ranks.get(key) != r:
+                    continue
+                if key in picked:  # a key re-pinned without a new rank can sit in a queue twice
+                    continue
+                if key in protected:
+                    deferred.append((r, key))
+                    continue
+                chosen.append((r, key))
+                picked.add(key)
+                if len(chosen) == n:
+                    break
+            src.i = i
         back = deferred if len(chosen) == n else deferred + chosen
-        for entry, from_fifo in back:
-            if not from_fifo:
-                heapq.heappush(heap, entry)
-        fifo.extendleft(sorted((e for e, from_fifo in back if from_fifo), reverse=True))
+        if back:
+            back.sort(key=_first)
+            self.seq += 1
+            heapq.heappush(heap, (back[0][0], self.seq, _Run([r for r, _ in back], [k for _, k in back])))
+            self.queued += len(back)
         if len(chosen) < n:
             return None
-        ids = []
-        for (_, _, key), _ in chosen:
-            self.evictable.remove(key)
-            ids.append(self.chunks.pop(key)[1])
+        keys = [key for _, key in chosen]
+        evictable.difference_update(keys)
+        chunks = self.chunks
+        ids = [chunks.pop(key)[1] for key in keys]
+        for key in keys:
             del ranks[key]
         return ids
 
@@ -197,13 +278,14 @@ class CpuTier:
         return ids
 
     def complete_load(self, keys: Iterable[Hashable]) -> None:
+        chunks = self.chunks
+        freed = []
         for key in keys:
-            chunk = self.chunks[key]
+            chunk = chunks[key]
             chunk[0] -= 1
             if chunk[0] == 0:
-                self.num_evictable += 1
-                self._mark_evictable(key)
-        self._compact()
+                freed.append(key)
+        self._mark_evictable(freed)
 
     def _count_offers(self, keys: list[Hashable]) -> None:
         """``_record_accesses``: count the offer without evicting tracked keys it offers."""
@@ -256,30 +338,45 @@ class CpuTier:
             self.num_evictable -= len(freed)
             self.evictions += len(freed)
             self.free_list.extend(freed)
-        ids = []
-        for key in to_store:
-            if self.allocated < self.num_chunks:
-                cid = self.allocated
-                self.allocated += 1
-            else:
-                cid = self.free_list.pop()
-            ids.append(cid)
-            chunks[key] = [-1, cid]
-            pos = ctx.positions.get(key)
+        # ids: never used ones first, then the last freed (the free list's end)
+        fresh = min(len(to_store), self.num_chunks - self.allocated)
+        ids = list(range(self.allocated, self.allocated + fresh))
+        self.allocated += fresh
+        reused = len(to_store) - fresh
+        if reused:
+            free = self.free_list
+            ids.extend(reversed(free[-reused:]))
+            del free[-reused:]
+        chunks.update(zip(to_store, [[-1, cid] for cid in ids]))
+        ranks = self.ranks
+        positions = [ctx.positions.get(key) for key in to_store]
+        if None not in positions:  # the request's own chunks: (its rank, -position)
+            rank = self._rank_of(ctx)
+            ranks.update(zip(to_store, [(rank, -pos) for pos in positions]))  # type: ignore[operator]  # no None
+            return to_store, ids
+        for key, pos in zip(to_store, positions):
             if pos is None:
                 self.next_rank += 1
-                self.ranks[key] = (self.next_rank, 0)
+                ranks[key] = (self.next_rank, 0)
             else:
-                self.ranks[key] = (self._rank_of(ctx), -pos)
+                ranks[key] = (self._rank_of(ctx), -pos)
         return to_store, ids
 
     def complete_store(self, keys: Iterable[Hashable]) -> None:
+        chunks = self.chunks
+        written = []
         for key in keys:
-            chunk = self.chunks.get(key)
+            chunk = chunks.get(key)
             if chunk is not None and chunk[0] < 0:
                 chunk[0] = 0
-                self.num_evictable += 1
-                self._mark_evictable(key)
+                written.append(key)
+        self._mark_evictable(written)
+
+    def _mark_evictable(self, keys: list[Hashable]) -> None:
+        if keys:
+            self.num_evictable += len(keys)
+            self.evictable.update(keys)
+            self._push_run(keys)
         self._compact()
 
     def request_finished(self, ctx: TierRequest) -> None:

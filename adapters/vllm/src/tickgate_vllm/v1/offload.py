@@ -49,7 +49,7 @@ from collections import deque
 from collections.abc import Hashable, Mapping
 from typing import TYPE_CHECKING, Any
 
-from .cpu_tier import MISS, PENDING, CpuTier
+from .cpu_tier import CpuTier
 from .offload_options import DEFAULT_HOST_BANDWIDTH_GB_S, OFFLOAD_OPTIONS
 from .offload_state import Job, OffloadRequest
 from .set_order import set_order
@@ -119,9 +119,8 @@ class Offload:
         self.reqs[q] = OffloadRequest(q, keys, self.tpc, self.bpc)
 
     def chunk_keys(self, r: OffloadRequest, start: int, stop: int) -> list[Hashable]:
-        bk = r.block_keys
         bpc = self.bpc
-        return [bk[(c + 1) * bpc - 1] for c in range(start, stop)]
+        return r.block_keys[(start + 1) * bpc - 1 : stop * bpc : bpc]  # the last block of each
 
     def keyed_chunks(self, r: OffloadRequest) -> int:
         """Chunks of the prompt whose block hashes exist (``offload_keys``; with a connector
@@ -177,13 +176,15 @@ class Offload:
         stop = min(-(-max_hit // tpc), nkeys)
         hits = 0
         pending = False
-        lookup = self.tier.lookup
-        for key in self.chunk_keys(r, start, stop):
-            found = lookup(key)
-            if found == MISS:
+        cached = self.tier.chunks
+        bk = r.block_keys
+        bpc = self.bpc
+        for i in range((start + 1) * bpc - 1, stop * bpc, bpc):  # chunk_keys, read until a miss
+            chunk = cached.get(bk[i])
+            if chunk is None:
                 break
             hits += 1
-            pending = pending or found == PENDING
+            pending = pending or chunk[0] < 0
         if pending:
             return None
         if hits == 0:
@@ -324,8 +325,8 @@ class Offload:
     ) -> None:
         """``_build_store_jobs`` for one request: its full prompt chunks computed by the end of
         the step (``after`` tokens; finished: all of them) and not stored yet."""
-        if r is None:
-            return
+        if r is None or r.next_stored >= len(r.block_keys) // self.bpc:
+            return  # every keyed chunk stored (decodes): nothing to store
         q = r.q
         prompt = q.request.prompt_tokens
         T = q.num_tokens

@@ -35,6 +35,7 @@ Noise models (per request, per run, per figure: the figure times ``exp(sigma * N
 from __future__ import annotations
 
 import argparse
+import functools
 import math
 import random
 import statistics
@@ -142,12 +143,19 @@ def _observations(label: str, rows: list[tuple[float, ...]]) -> Any:
     return side
 
 
+@functools.cache
+def _config(policy: str) -> Any:
+    """The gate policy, loaded once per worker process (every trial of a run uses the same one)."""
+    from tickgate.gate.config import load_gate_config
+    from tickgate.host.policy import load_policy
+
+    return load_gate_config(load_policy(policy))
+
+
 def trial(args: tuple[str, list[tuple[float, float, float]], dict[str, float], int, float, int, str]) -> str:
     """One gate of a simulated pair: its decision (and, for a hold, whether any deciding
     signal called it a regression or the evidence short)."""
-    from tickgate.gate.config import load_gate_config
     from tickgate.gate.pipeline import run_gate
-    from tickgate.host.policy import load_policy
 
     _, pool, sigma, n, regression, seed, policy = args
     rng = random.Random(seed)
@@ -160,8 +168,7 @@ def trial(args: tuple[str, list[tuple[float, float, float]], dict[str, float], i
 
     base = [noisy(r, 1.0) for r in picks]
     cand = [noisy(r, factor) for r in picks]
-    config = load_gate_config(load_policy(policy))
-    report = run_gate(_observations("baseline", base), _observations("candidate", cand), config)
+    report = run_gate(_observations("baseline", base), _observations("candidate", cand), _config(policy))
     decision = report["decision"]
     if decision == "hold":
         reasons = {t["reason"] for t in report["triage"] if not t["dry_run"]}

@@ -185,10 +185,17 @@ def test_baseline_against_itself_promotes_with_zero_deltas():
             assert s["confidence_interval"] == [0.0, 0.0], s["id"]
 
 
-def test_large_but_noisy_difference_is_inconclusive_not_a_pass(latency_policy):
+def _large_but_noisy() -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """220 pairs whose candidate is 15 % slower, but with unpaired noise (sigma 1.2) on every
+    request: past a 10 % threshold, and not significant."""
     rng = random.Random(9)
     base = [{"request_id": f"r{i}", "latency_ms": round(rng.lognormvariate(6, 1.2), 3)} for i in range(220)]
-    cand = [dict(r, latency_ms=round(rng.lognormvariate(6, 1.2) * 1.15, 3)) for r in base]  # unpaired noise
+    cand = [dict(r, latency_ms=round(rng.lognormvariate(6, 1.2) * 1.15, 3)) for r in base]
+    return base, cand
+
+
+def test_large_but_noisy_difference_is_inconclusive_not_a_pass(latency_policy):
+    base, cand = _large_but_noisy()
     report = _gate_policy(base, cand, latency_policy)
     latency = signal(report, "latency-p95")
     assert latency["status"] == "inconclusive" and latency["reason"] == "inconclusive"
@@ -199,9 +206,7 @@ def test_large_but_noisy_difference_is_inconclusive_not_a_pass(latency_policy):
 @pytest.mark.parametrize(("means", "decision", "code"), [("hold", "hold", 10), ("promote", "promote", 0)])
 def test_the_policy_says_what_an_inconclusive_signal_makes_of_the_release(latency_policy, tmp_path, means,
                                                                           decision, code):
-    rng = random.Random(9)
-    base = [{"request_id": f"r{i}", "latency_ms": round(rng.lognormvariate(6, 1.2), 3)} for i in range(220)]
-    cand = [dict(r, latency_ms=round(rng.lognormvariate(6, 1.2) * 1.15, 3)) for r in base]
+    base, cand = _large_but_noisy()
     policy = tmp_path / "p.yaml"
     policy.write_text(latency_policy.read_text().replace("gate:\n", f"gate:\n  inconclusive: {means}\n", 1))
     report = _gate_policy(base, cand, policy)

@@ -212,22 +212,6 @@ class Comparison:
             missing,
         )
 
-    def recorded_by_neither(self, column: str, pairs: list[int]) -> bool:
-        """True when no pair in ``pairs`` has ``column`` on either side (NaN or
-        None everywhere): evidence nobody recorded, as opposed to evidence one
-        side lacks."""
-        if not pairs:
-            return False
-        for which in ("baseline", "candidate"):
-            col = self.aligned(which, column)
-            values = col if len(pairs) == len(col) else gather(col, pairs)
-            if isinstance(col, array):  # numbers: NaN is absent (gathered, they are a list)
-                if not all(v != v for v in values):
-                    return False
-            elif values.count(None) != len(values):
-                return False
-        return True
-
     def groups(self, key: str) -> dict[str, list[int]]:
         """Pair indices per value of a segment key (pairs without a value left
         out), values in order of first appearance. The lists are shared: do not

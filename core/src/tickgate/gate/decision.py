@@ -24,7 +24,7 @@ from ..util.progress import OFF, Progress
 from .comparison import Comparison
 from .config import ConfiguredSignal, GateConfig
 
-DECISIONS = {"pass": "promote", "inconclusive": "inconclusive", "hold": "hold", "rollback": "rollback"}
+DECISIONS = {"pass": "promote", "hold": "hold", "rollback": "rollback"}  # inconclusive: the policy says
 
 
 @attrs.frozen

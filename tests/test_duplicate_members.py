@@ -15,7 +15,7 @@ import pytest
 from conftest import FIXTURES, POLICIES, run_cli
 from tickgate.gate.inputs import load_observations, read_side
 from tickgate.host.policy import load_policy
-from tickgate.timing.catalogue import lookup_model
+from tickgate.timing.models import lookup_model
 from tickgate.timing.points import read_points
 from tickgate.util.errors import InputError
 from tickgate.workload.sources import open_requests

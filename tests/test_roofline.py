@@ -10,7 +10,9 @@ import pytest
 
 from tickgate.util.errors import ConfigError, InputError
 from tickgate.testing import run_cli
-from tickgate.timing.catalogue import catalogue, lookup_gpu, lookup_model
+from tickgate.timing.catalogue import catalogue
+from tickgate.timing.gpus import lookup_gpu
+from tickgate.timing.models import lookup_model
 from tickgate.timing.roofline import ENGINE_DEFAULTS, RooflineTiming
 
 REPO = Path(__file__).resolve().parents[1]

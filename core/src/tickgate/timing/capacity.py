@@ -32,7 +32,7 @@ __all__ = ["KvCapacity", "activation_bytes", "kv_cache_tokens", "kv_capacity"]
 #: buffers, CUDA graphs (vLLM's "non-torch" memory); a round figure
 NON_TORCH_BYTES = 1.5e9
 #: what the timing model must know for a capacity from memory (``model``: its shape, a
-#: :class:`~tickgate.timing.catalogue.ModelSpec`, for the activation estimate; ``tp``: ranks)
+#: :class:`~tickgate.timing.models.ModelSpec`, for the activation estimate; ``tp``: ranks)
 _NEEDS = ("weight_bytes_per_gpu", "gpu_memory_bytes", "kv_token_bytes", "model", "tp")
 ENGINES = ("vllm", "sglang", "trtllm")
 

@@ -38,7 +38,9 @@ from typing import Any, ClassVar
 
 from ..interfaces import TimingModel
 from ..util.errors import ConfigError
-from .catalogue import DTYPE_BYTES, GpuSpec, ModelSpec, lookup_gpu, lookup_model
+from .catalogue import DTYPE_BYTES
+from .gpus import GpuSpec, lookup_gpu
+from .models import ModelSpec, lookup_model
 
 __all__ = ["ENGINE_DEFAULTS", "FACTORS", "RooflineTiming"]
 

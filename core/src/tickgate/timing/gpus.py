@@ -1,0 +1,142 @@
+"""The GPUs a roofline timing model can be built from.
+
+A policy can say ``gpu: H100-SXM-80GB`` (a catalogue key), an alias such as
+``H100-80GB-unspecified``, a short name that fits one catalogue GPU (``H100``; never one
+that fits several: ``A100`` is refused with the choices), or give the GPU's figures as a
+mapping. An unknown name is a :class:`~tickgate.util.errors.ConfigError` listing the known
+ones.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from typing import Any
+
+import attrs
+
+from ..util.errors import ConfigError
+from .catalogue import catalogue, find
+
+__all__ = ["GpuSpec", "lookup_gpu"]
+
+#: PCIe bandwidth per direction (GB/s, x16) where a GPU's record names only the generation
+_PCIE_GBPS = {"gen3": 16.0, "gen4": 32.0, "gen5": 64.0, "gen6": 128.0}
+
+
+@attrs.frozen
+class GpuSpec:
+    """One GPU's peaks: dense tensor-core TFLOPS per dtype, memory and links."""
+
+    key: str
+    tflops: Mapping[str, float | None]
+    memory_gb: float
+    hbm_bandwidth_gbps: float
+    #: NVLink bandwidth per direction (GB/s); None without NVLink
+    nvlink_gbps: float | None
+    #: PCIe bandwidth per direction (GB/s)
+    pcie_gbps: float
+    source: str = ""
+
+    def peak_tflops(self, dtype: str) -> float:
+        value = self.tflops.get(dtype)
+        if not value:
+            raise ConfigError(
+                f"GPU {self.key!r} has no {dtype} tensor-core peak "
+                f"(known: {', '.join(k for k, v in sorted(self.tflops.items()) if v)})"
+            )
+        return float(value)
+
+    @property
+    def link_gbps(self) -> float:
+        """Per-direction bandwidth between tensor-parallel peers: NVLink, else PCIe."""
+        return self.nvlink_gbps if self.nvlink_gbps else self.pcie_gbps
+
+
+def lookup_gpu(value: str | Mapping[str, Any]) -> GpuSpec:
+    """A GPU by catalogue key or alias, or from a mapping of its figures (the
+    catalogue's field names: ``bf16_dense_tflops``, ``fp8_dense_tflops``,
+    ``memory_gb``, ``hbm_bandwidth_GBps``, ``nvlink_bandwidth_GBps``)."""
+    data = catalogue()
+    gpus, aliases = data["gpus"], {k: v["assume"] for k, v in data.get("gpu_aliases", {}).items()}
+    if isinstance(value, Mapping):
+        return _gpu("gpu", value)
+    key = find(value, gpus, aliases)
+    if key is None:
+        key = _short_gpu_name(value, gpus, aliases)
+    if key is None:
+        raise ConfigError(
+            f"unknown GPU {value!r} (known: {', '.join(sorted({*gpus, *aliases}))}; "
+            "or give its figures as a mapping)"
+        )
+    return _gpu(key, gpus[key])
+
+
+def _gpu_words(name: str) -> set[str]:
+    """The words of a GPU name as people write them: ``H100 SXM``, ``h100-sxm5-80g`` and
+    ``NVIDIA H100-SXM-80GB`` share ``{h100, sxm, 80gb}`` (the SXM generation and the
+    vendor dropped, a memory size in GB either way)."""
+    words = set()
+    for word in re.split(r"[\s_/-]+", name.casefold()):
+        word = re.sub(r"^(\d+)g$", r"\1gb", re.sub(r"^sxm\d$", "sxm", word))
+        if word and word != "nvidia":
+            words.add(word)
+    return words
+
+
+def _short_gpu_name(value: str, gpus: Mapping[str, Any], aliases: Mapping[str, str]) -> str | None:
+    """The catalogue GPU a short name (``H100``, ``A100-PCIe``, ``L40S``) means: the one GPU
+    whose key, or an alias of which, has every word of it. A name that fits more than one GPU
+    is refused listing them (``A100``: the SXM4 and the PCIe card differ in bandwidth and
+    clocks); None when it fits none."""
+    words = _gpu_words(value)
+    if not words:
+        return None
+    fits = {key for key in gpus if words <= _gpu_words(key)}
+    fits |= {key for alias, key in aliases.items() if words <= _gpu_words(alias) and key in gpus}
+    if len(fits) > 1:
+        named = [
+            f"the alias {alias} (assumes {key})"
+            for alias, key in sorted(aliases.items())
+            if words <= _gpu_words(alias)
+        ]
+        raise ConfigError(
+            f"GPU {value!r} is ambiguous: it could be {' or '.join(sorted(fits))}; name one of them"
+            + (f", or {' or '.join(named)}" if named else "")
+        )
+    return fits.pop() if fits else None
+
+
+def _gpu(key: str, entry: Mapping[str, Any]) -> GpuSpec:
+    for need in ("memory_gb", "hbm_bandwidth_GBps"):
+        if not isinstance(entry.get(need), (int, float)):
+            raise ConfigError(f"GPU {key!r}: {need} must be a number")
+    tflops = {dtype: entry.get(f"{dtype}_dense_tflops") for dtype in ("bf16", "fp16", "fp8", "int8")}
+    if not tflops["bf16"] and not tflops["fp16"]:
+        raise ConfigError(f"GPU {key!r}: bf16_dense_tflops (or fp16_dense_tflops) must be a number")
+    tflops["bf16"] = tflops["bf16"] or tflops["fp16"]
+    tflops["fp16"] = tflops["fp16"] or tflops["bf16"]
+    nvlink = entry.get("nvlink_bandwidth_GBps")
+    return GpuSpec(
+        key=key,
+        tflops=tflops,
+        memory_gb=float(entry["memory_gb"]),
+        hbm_bandwidth_gbps=float(entry["hbm_bandwidth_GBps"]),
+        # the catalogue's NVLink figures are bidirectional totals (its notes say so)
+        nvlink_gbps=float(nvlink) / 2 if nvlink else None,
+        pcie_gbps=_pcie(entry.get("pcie")),
+        source="; ".join(entry.get("sources", ())),
+    )
+
+
+def _pcie(text: Any) -> float:
+    """Per-direction PCIe bandwidth from the catalogue's wording ("Gen5 x16, 128 GB/s
+    bidirectional"; "Gen4 x16"); Gen4 x16 when it says nothing."""
+    if isinstance(text, (int, float)):
+        return float(text)
+    text = str(text or "").lower()
+    m = re.search(r"([\d.]+)\s*gb/s\s*bidirectional", text)
+    if m:
+        return float(m.group(1)) / 2
+    m = re.search(r"gen\s*(\d)", text)
+    return _PCIE_GBPS.get(f"gen{m.group(1)}", 32.0) if m else 32.0

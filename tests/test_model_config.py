@@ -14,7 +14,8 @@ from pathlib import Path
 import pytest
 from conftest import FIXTURES, run_cli
 
-from tickgate.timing.models import lookup_model, model_from_hf_config
+from tickgate.timing.hf_config import model_from_hf_config
+from tickgate.timing.models import lookup_model
 from tickgate.util.errors import ConfigError
 from tickgate.util.schemas import load_schema, validate
 

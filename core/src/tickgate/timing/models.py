@@ -19,7 +19,24 @@ import attrs
 from ..util.errors import ConfigError
 from .catalogue import catalogue, find
 
-__all__ = ["ModelSpec", "lookup_model", "model_from_hf_config", "read_hf_config"]
+__all__ = ["ModelSpec", "Quantization", "lookup_model"]
+
+
+@attrs.frozen
+class Quantization:
+    """How a checkpoint stores its weights and KV cache: one of :data:`WEIGHT_FORMATS` for
+    the dense matmuls (attention projections, dense MLPs, shared experts) and one for the
+    routed experts, and the KV cache's element type (None: the engine's ``auto``).
+    ``attention`` is the format of the attention projections when the checkpoint keeps
+    them apart (gpt-oss keeps ``self_attn`` in bf16; NVIDIA's NVFP4 DeepSeek keeps its MLA
+    projections unquantized)."""
+
+    gemm: str = "bf16"
+    moe: str = "bf16"
+    attention: str | None = None
+    kv_cache: str | None = None
+    #: where it was read ("quantization_config.quant_method", "hf_quant_config.json", ...)
+    source: str = ""
 
 
 @attrs.frozen
@@ -30,6 +47,13 @@ class ModelSpec:
     ``experts_per_token`` experts of ``moe_intermediate_size`` (plus a shared
     expert of ``shared_intermediate_size`` when the model has one) in every
     layer from ``first_moe_layer`` on; the layers before it are dense.
+
+    ``kv_lora_rank`` > 0 makes attention multi-head latent attention (DeepSeek-V2/V3/R1):
+    the cache holds one latent of ``kv_lora_rank + qk_rope_head_dim`` per token and layer,
+    shared by every head. ``sliding_layers`` of the layers attend only the last
+    ``sliding_window`` tokens (gpt-oss alternates them with full layers);
+    ``linear_layers`` are linear attention (Qwen3.5's Gated DeltaNet): a fixed state per
+    sequence, no KV that grows.
     """
 
     key: str
@@ -48,12 +72,84 @@ class ModelSpec:
     shared_intermediate_size: int = 0
     first_moe_layer: int = 0
     source: str = ""
+    # multi-head latent attention
+    q_lora_rank: int = 0
+    kv_lora_rank: int = 0
+    qk_nope_head_dim: int = 0
+    qk_rope_head_dim: int = 0
+    v_head_dim: int = 0
+    # hybrid layers
+    sliding_window: int = 0
+    sliding_layers: int = 0
+    linear_layers: int = 0
+    linear_key_heads: int = 0
+    linear_value_heads: int = 0
+    linear_key_head_dim: int = 0
+    linear_value_head_dim: int = 0
+    #: a gate on the attention output (Qwen3.5: the q projection is twice as wide)
+    attention_output_gate: bool = False
+    quantization: Quantization | None = None
+
+    @property
+    def mla(self) -> bool:
+        return self.kv_lora_rank > 0
+
+    @property
+    def full_layers(self) -> int:
+        """Layers whose attention reads every earlier token."""
+        return self.num_layers - self.sliding_layers - self.linear_layers
+
+    @property
+    def softmax_layers(self) -> int:
+        """Layers with softmax attention (full or sliding) and a KV cache."""
+        return self.num_layers - self.linear_layers
+
+    @property
+    def qk_head_dim(self) -> int:
+        """Width of a head's query and key (MLA: the no-position part and the rotary part)."""
+        return self.qk_nope_head_dim + self.qk_rope_head_dim if self.mla else self.head_dim
+
+    @property
+    def value_head_dim(self) -> int:
+        return self.v_head_dim if self.mla else self.head_dim
+
+    @property
+    def softmax_attention_params(self) -> int:
+        """Projections of one softmax-attention layer (no biases). GQA: q, k, v, o. MLA: the
+        query's down and up projections (or one projection without ``q_lora_rank``), the
+        joint KV down projection with its rotary key, the KV up projection, o."""
+        h, heads = self.hidden_size, self.num_attention_heads
+        if self.mla:
+            qk = heads * self.qk_head_dim
+            q = h * self.q_lora_rank + self.q_lora_rank * qk if self.q_lora_rank else h * qk
+            kv_down = h * (self.kv_lora_rank + self.qk_rope_head_dim)
+            kv_up = self.kv_lora_rank * heads * (self.qk_nope_head_dim + self.v_head_dim)
+            return q + kv_down + kv_up + heads * self.v_head_dim * h
+        d = self.head_dim
+        q = h * heads * d * (2 if self.attention_output_gate else 1)
+        return q + h * heads * d + h * self.num_kv_heads * d * 2
+
+    @property
+    def linear_attention_params(self) -> int:
+        """Projections of one linear-attention layer (Gated DeltaNet: q, k, v and the output
+        gate z in, the per-head decay and beta, the output)."""
+        h = self.hidden_size
+        keys = self.linear_key_heads * self.linear_key_head_dim
+        values = self.linear_value_heads * self.linear_value_head_dim
+        return h * (2 * keys + 2 * values) + h * 2 * self.linear_value_heads + values * h
 
     @property
     def attention_params(self) -> int:
-        """q, k, v and o projections of one layer (no biases)."""
-        h, d = self.hidden_size, self.head_dim
-        return h * self.num_attention_heads * d * 2 + h * self.num_kv_heads * d * 2
+        """Attention projections per layer, averaged over the layers (linear ones included)."""
+        total = self.softmax_layers * self.softmax_attention_params
+        total += self.linear_layers * self.linear_attention_params
+        return total // self.num_layers if self.linear_layers else self.softmax_attention_params
+
+    @property
+    def linear_state_bytes(self) -> int:
+        """One sequence's recurrent state in one linear-attention layer (fp32, as
+        ``mamba_ssm_dtype`` keeps it): a key x value matrix per value head."""
+        return self.linear_value_heads * self.linear_key_head_dim * self.linear_value_head_dim * 4
 
     @property
     def moe_layers(self) -> int:
@@ -73,42 +169,46 @@ class ModelSpec:
         return 3 * self.hidden_size * self.shared_intermediate_size
 
     @property
+    def dense_mlp_params(self) -> int:
+        """The MLP weights outside the routed experts, all layers: dense layers' MLPs, shared
+        experts and routers."""
+        dense_mlp = 3 * self.hidden_size * self.intermediate_size
+        return self.dense_layers * dense_mlp + self.moe_layers * (
+            self.shared_params + self.hidden_size * self.num_experts
+        )
+
+    @property
     def active_params(self) -> int:
         """Matmul weights one token multiplies through, all layers, without the
         embedding and the LM head (MoE: the routed experts it runs, the shared
         expert and the router)."""
-        dense_mlp = 3 * self.hidden_size * self.intermediate_size
-        moe_mlp = (
-            self.experts_per_token * self.expert_params
-            + self.shared_params
-            + self.hidden_size * self.num_experts
-        )
         return (
             self.num_layers * self.attention_params
-            + self.dense_layers * dense_mlp
-            + self.moe_layers * moe_mlp
+            + self.dense_mlp_params
+            + self.moe_layers * self.experts_per_token * self.expert_params
         )
 
     @property
     def weight_params(self) -> int:
         """Every weight the GPUs hold: all experts, embedding and LM head (once if tied)."""
-        dense_mlp = 3 * self.hidden_size * self.intermediate_size
-        moe_mlp = (
-            self.num_experts * self.expert_params + self.shared_params + self.hidden_size * self.num_experts
-        )
         embed = self.vocab_size * self.hidden_size * (1 if self.tie_word_embeddings else 2)
         norms = (2 * self.num_layers + 1) * self.hidden_size
         return (
             self.num_layers * self.attention_params
-            + self.dense_layers * dense_mlp
-            + self.moe_layers * moe_mlp
+            + self.dense_mlp_params
+            + self.moe_layers * self.num_experts * self.expert_params
             + embed
             + norms
         )
 
-    def kv_bytes_per_token(self, element_bytes: int) -> int:
-        """K and V of one token over all layers (all KV heads)."""
-        return 2 * self.num_layers * self.num_kv_heads * self.head_dim * element_bytes
+    def kv_bytes_per_token(self, element_bytes: float) -> float:
+        """What one more token adds to the cache over all layers (all KV heads). MLA: one
+        latent per layer; sliding-window and linear-attention layers add nothing once past
+        their window (vLLM's hybrid allocator frees a sliding layer's blocks that leave the
+        window; a linear layer's state has a fixed size)."""
+        if self.mla:
+            return self.full_layers * (self.kv_lora_rank + self.qk_rope_head_dim) * element_bytes
+        return 2 * self.full_layers * self.num_kv_heads * self.head_dim * element_bytes
 
 
 def lookup_model(value: str, *, base: Path | None = None) -> ModelSpec:
@@ -134,7 +234,10 @@ def lookup_model(value: str, *, base: Path | None = None) -> ModelSpec:
             raise ConfigError(f"model {value!r}: cannot read {path}: {exc.strerror or exc}") from None
         except UnicodeDecodeError as exc:
             raise ConfigError(f"model {value!r}: {path} is not UTF-8 text (byte {exc.start})") from None
-        return model_from_hf_config(read_hf_config(text, path), key=str(value), file=path)
+        from .hf_config import model_from_hf_config, read_hf_config, read_quant_config
+
+        quant = read_quant_config(path)
+        return model_from_hf_config(read_hf_config(text, path), key=str(value), file=path, quant=quant)
     known = sorted({*models, *names})
     raise ConfigError(
         f"unknown model {value!r}: not in the catalogue and not a config.json path "
@@ -161,157 +264,4 @@ def _catalogue_model(key: str, entry: Mapping[str, Any]) -> ModelSpec:
         shared_intermediate_size=moe.get("shared_intermediate_size", 0),
         first_moe_layer=moe.get("first_moe_layer", 0),
         source=(entry.get("source") or {}).get("url", ""),
-    )
-
-
-def read_hf_config(text: str, path: Path) -> dict[str, Any]:
-    """A ``config.json``'s text, parsed strictly (no NaN) and checked against
-    ``schemas/model-config.schema.json``: the sizes the roofline divides and multiplies by
-    are positive integers. An error names the file, the line and the JSON path."""
-    from ..util.errors import InputError
-    from ..util.locations import parse_json
-    from ..util.schemas import load_schema, validate
-
-    config = parse_json(text, path)
-    if not isinstance(config, dict):
-        raise InputError(path, "expected a JSON object (a Hugging Face config.json)", line=1)
-    schema = load_schema("model-config.schema.json")
-    try:
-        validate(config, schema, file=path)
-    except InputError:
-        locations = _locations(path)
-        if locations is None:
-            raise
-        validate(config, schema, file=path, locations=locations)  # the same error, with its line
-        raise
-    return config
-
-
-def _locations(path: Path) -> dict[str, tuple[int, int]] | None:
-    """Where each value of a JSON file is (JSON is YAML), for an error's line and column;
-    None when the file does not read so."""
-    from ..util.errors import InputError
-    from ..util.locations import load_yaml
-
-    try:
-        return load_yaml(path)[1]
-    except InputError:
-        return None
-
-
-class _Fields:
-    """A config's fields as :func:`model_from_hf_config` reads them (``text_config`` over the
-    top level), each with where it is, for errors."""
-
-    def __init__(self, config: Mapping[str, Any], key: str, file: Path | None) -> None:
-        text = config.get("text_config")
-        self.inner: Mapping[str, Any] = text if isinstance(text, Mapping) else {}
-        self.config = {**config, **self.inner}
-        self.key = key
-        self.file = file
-
-    def where(self, name: str) -> str:
-        return f"$.text_config.{name}" if name in self.inner else f"$.{name}"
-
-    def error(self, message: str, name: str | None = None) -> Exception:
-        """A config file's mistake at ``name`` (its file, line and JSON path); a mapping's
-        (no file) a :class:`ConfigError` naming the model."""
-        if self.file is None:
-            return ConfigError(f"model {self.key!r}: config.json {message}")
-        from ..util.errors import InputError
-
-        json_path = self.where(name) if name else "$"
-        line, column = (_locations(self.file) or {}).get(json_path, (None, None))
-        return InputError(self.file, message, line=line, column=column, json_path=json_path)
-
-    def number(self, *names: str, default: int | None = None) -> int:
-        for name in names:
-            value = self.config.get(name)
-            if isinstance(value, int) and not isinstance(value, bool):
-                return value
-        if default is not None:
-            return default
-        raise self.error(f"has no integer {' / '.join(names)}")
-
-    def found(self, *names: str) -> str:
-        """The first of ``names`` the config has: where a value read by :meth:`number` is."""
-        return next((n for n in names if isinstance(self.config.get(n), int)), names[0])
-
-
-def model_from_hf_config(
-    config: Mapping[str, Any], *, key: str = "config.json", file: Path | None = None
-) -> ModelSpec:
-    """A model from a Hugging Face ``config.json``: the decoder fields
-    (``num_hidden_layers``, ``hidden_size``, ``num_attention_heads``,
-    ``num_key_value_heads``, ``head_dim``, ``intermediate_size``,
-    ``vocab_size``) and the MoE fields of Mixtral (``num_local_experts``),
-    Qwen-MoE (``num_experts``, ``moe_intermediate_size``,
-    ``shared_expert_intermediate_size``) and DeepSeek (``n_routed_experts``,
-    ``n_shared_experts``, ``first_k_dense_replace``). Multimodal configs keep
-    the language model under ``text_config``. ``file``: where ``config`` was read
-    (:func:`read_hf_config` checked its fields); a field missing, or fields that
-    contradict each other, are errors naming it and the JSON path."""
-    if not isinstance(config, Mapping):
-        raise ConfigError(f"model {key!r}: config.json is not an object")
-    if file is None:  # a mapping given in code: the checks read_hf_config makes of a file
-        from ..util.errors import InputError
-        from ..util.schemas import load_schema, validate
-
-        try:
-            validate(dict(config), load_schema("model-config.schema.json"), file=None)
-        except InputError as exc:
-            raise ConfigError(f"model {key!r}: config.json {exc.json_path}: {exc.message}") from None
-    f = _Fields(config, key, file)
-    hidden = f.number("hidden_size", "n_embd", "d_model")
-    heads = f.number("num_attention_heads", "n_head")
-    layers = f.number("num_hidden_layers", "n_layer", "num_layers")
-    experts = f.number("num_local_experts", "num_experts", "n_routed_experts", default=0)
-    moe_inter = f.number("moe_intermediate_size", default=0)
-    shared = f.number("shared_expert_intermediate_size", default=0)
-    if not shared and f.config.get("n_shared_experts"):
-        shared = f.number("n_shared_experts") * moe_inter
-    inter = f.number("intermediate_size", "n_inner", "ffn_dim", default=4 * hidden)
-    kv_heads = f.number("num_key_value_heads", default=heads)
-    head_dim = f.number("head_dim", default=hidden // heads)
-    per_token = f.number("num_experts_per_tok", default=2 if experts else 0)
-    first_moe = f.number("first_k_dense_replace", default=0) if experts else 0
-    # what the schema cannot say: fields that contradict each other
-    if head_dim < 1:
-        raise f.error(
-            f"{f.found('hidden_size', 'n_embd', 'd_model')} {hidden} is smaller than "
-            f"num_attention_heads {heads}, and no head_dim says how wide a head is",
-            f.found("hidden_size", "n_embd", "d_model"),
-        )
-    if kv_heads > heads:
-        raise f.error(
-            f"num_key_value_heads {kv_heads} is more than num_attention_heads {heads}", "num_key_value_heads"
-        )
-    if experts and per_token > experts:
-        raise f.error(
-            f"num_experts_per_tok {per_token} is more than the model's {experts} experts "
-            f"({f.found('num_local_experts', 'num_experts', 'n_routed_experts')})",
-            "num_experts_per_tok",
-        )
-    if first_moe > layers:
-        raise f.error(
-            f"first_k_dense_replace {first_moe} is more than num_hidden_layers {layers}",
-            "first_k_dense_replace",
-        )
-    return ModelSpec(
-        key=key,
-        num_layers=layers,
-        hidden_size=hidden,
-        num_attention_heads=heads,
-        num_kv_heads=kv_heads,
-        head_dim=head_dim,
-        intermediate_size=inter,
-        vocab_size=f.number("vocab_size"),
-        tie_word_embeddings=bool(f.config.get("tie_word_embeddings", False)),
-        max_position_embeddings=f.config.get("max_position_embeddings"),
-        num_experts=experts,
-        experts_per_token=per_token,
-        moe_intermediate_size=(moe_inter or inter) if experts else 0,
-        shared_intermediate_size=shared,
-        first_moe_layer=first_moe,
-        source=key,
     )

@@ -41,6 +41,8 @@ from ..util.errors import ConfigError
 from .catalogue import DTYPE_BYTES
 from .gpus import GpuSpec, lookup_gpu
 from .models import ModelSpec, lookup_model
+from .quantization import WEIGHT_FORMATS
+from .step_costs import Layout, step_costs
 
 __all__ = ["ENGINE_DEFAULTS", "FACTORS", "RooflineTiming"]
 
@@ -182,12 +184,30 @@ class RooflineTiming(TimingModel):
                 "oneOf": [{"type": "string", "minLength": 1}, _GPU_FIGURES],
                 "description": "catalogue key or alias, or the GPU's figures",
             },
-            "dtype": {"enum": ["bf16", "fp16", "fp8"], "description": "weights and matmuls (default bf16)"},
+            "dtype": {
+                "enum": ["auto", *WEIGHT_FORMATS],
+                "description": "weights and matmuls (auto, the default: the checkpoint's "
+                "quantization, else bf16)",
+            },
+            "moe_dtype": {
+                "enum": ["auto", *WEIGHT_FORMATS],
+                "description": "the routed experts' weights (auto: the checkpoint's, else dtype)",
+            },
             "kv_cache_dtype": {
                 "enum": ["auto", "bf16", "fp16", "fp8"],
                 "description": "KV cache elements (auto: bf16, fp16 for fp16 weights)",
             },
             "tensor_parallel_size": {"type": "integer", "minimum": 1, "maximum": 1024},
+            "pipeline_parallel_size": {"type": "integer", "minimum": 1, "maximum": 1024},
+            "attention_dp_size": {
+                "type": "integer",
+                "minimum": 1,
+                "maximum": 1024,
+                "description": "attention data-parallel ranks sharing the MoE layers (the replay "
+                "is one rank's; the others step with it, equally loaded)",
+            },
+            "moe_tensor_parallel_size": {"type": "integer", "minimum": 1, "maximum": 1024},
+            "moe_expert_parallel_size": {"type": "integer", "minimum": 1, "maximum": 1024},
             "engine": {
                 "enum": sorted(ENGINE_DEFAULTS),
                 "description": "whose defaults the factors start from (default generic)",
@@ -217,70 +237,48 @@ class RooflineTiming(TimingModel):
             self.gpu = lookup_gpu(options["gpu"])
         except ConfigError as exc:
             raise ConfigError(str(exc), option="gpu") from None
-        self.dtype = options.get("dtype", "bf16")
+        quant = self.model.quantization
+        dtype = options.get("dtype", "auto")
+        self.dtype = dtype if dtype != "auto" else (quant.gemm if quant else "bf16")
+        moe = options.get("moe_dtype", "auto")
+        self.moe_dtype = moe if moe != "auto" else (quant.moe if quant and dtype == "auto" else self.dtype)
+        attention = quant.attention if quant and dtype == "auto" and quant.attention else self.dtype
         kv = options.get("kv_cache_dtype", "auto")
         self.kv_cache_dtype = ("fp16" if self.dtype == "fp16" else "bf16") if kv == "auto" else kv
         self.tp = tp = int(options.get("tensor_parallel_size", 1))
-        m, g = self.model, self.gpu
+        self.layout = layout = _layout(options, self.model)
+        m = self.model
         if m.num_attention_heads % tp:
             raise ConfigError(
                 f"tensor_parallel_size {tp} does not divide the model's "
                 f"{m.num_attention_heads} attention heads",
                 option="tensor_parallel_size",
             )
-        # Peaks in FLOP/ms and byte/ms, with their efficiencies applied.
-        try:
-            matmul = g.peak_tflops(self.dtype) * 1e9 * factors["compute_efficiency"]
-        except ConfigError as exc:
-            raise ConfigError(str(exc), option="dtype") from None
-        attention = g.peak_tflops("bf16") * 1e9 * factors["attention_efficiency"]
-        hbm = g.hbm_bandwidth_gbps * 1e6 * factors["memory_efficiency"]
-        wbytes, kvbytes = DTYPE_BYTES[self.dtype], DTYPE_BYTES[self.kv_cache_dtype]
-        h, layers = m.hidden_size, m.num_layers
-        # What one token costs in each part, per GPU. KV heads are split across the
-        # ranks, replicated when there are fewer of them than ranks (vLLM, SGLang).
-        kv_heads = max(1, m.num_kv_heads // tp)
-        self.kv_token_bytes = 2 * layers * kv_heads * m.head_dim * kvbytes  # per GPU
-        self._body_flop_ms = 2 * m.active_params / tp / matmul
-        self._lm_flop_ms = (
-            2 * h * m.vocab_size / tp / (g.peak_tflops("bf16") * 1e9 * factors["compute_efficiency"])
-        )
-        # The LM head stays in 16 bits under fp8 quantization (vLLM, TensorRT-LLM).
-        self._lm_bytes_ms = h * m.vocab_size * 2 / tp / hbm
-        self._attn_pair_ms = 4 * layers * (m.num_attention_heads // tp) * m.head_dim / attention
-        self._kv_ms = self.kv_token_bytes / hbm
-        self._dense_bytes_ms = (
-            (
-                layers * m.attention_params
-                + m.dense_layers * 3 * h * m.intermediate_size
-                + m.moe_layers * (m.shared_params + h * m.num_experts)
-            )
-            * wbytes
-            / tp
-            / hbm
-        )
-        self._expert_bytes_ms = m.moe_layers * m.expert_params * wbytes / tp / hbm
-        link = g.link_gbps * 1e6 * factors["link_efficiency"]
-        self._allreduce_token_ms = (2 * layers * 2 * (tp - 1) / tp * h * 2 / link) if tp > 1 else 0.0
-        self._allreduce_fixed_ms = 2 * layers * factors["allreduce_latency_us"] / 1000 if tp > 1 else 0.0
-        self._overhead_ms = factors["step_overhead_ms"] + layers * factors["layer_overhead_us"] / 1000
+        formats = {"gemm": self.dtype, "attention": attention, "moe": self.moe_dtype}
+        costs = step_costs(m, self.gpu, layout, {**formats, "kv": DTYPE_BYTES[self.kv_cache_dtype]}, factors)
+        self.costs = costs
+        self.kv_token_bytes = costs.kv_token_bytes  # per GPU
+        self._overhead_ms = factors["step_overhead_ms"] + m.num_layers * factors["layer_overhead_us"] / 1000
         self._per_seq_ms = factors["per_seq_overhead_us"] / 1000
         self.frontend_ms = factors["frontend_ms"]
         self._frontend_request_ms = factors["frontend_request_us"] / 1000
         self._frontend_token_ms = factors["frontend_token_us"] / 1000
         # decode attention: a context token costs the larger of its FLOPs and its KV read
-        self._slope = max(self._attn_pair_ms, self._kv_ms)
+        self._slope = costs.slope_ms
+        # a decoding sequence: its new token attends to itself; its window and its state
+        self._seq_ms = costs.slope_ms + costs.seq_attention_ms
 
     # -- pricing ---------------------------------------------------------------
-    def _weights_ms(self, tokens: int) -> float:
-        """Reading the weights once: all of a dense model; of an MoE model the
-        experts the step's tokens route to, in expectation (tokens spread
-        uniformly: E * (1 - (1 - k / E) ** tokens) distinct experts per layer)."""
-        m = self.model
+    def _experts_ms(self, tokens: int) -> float:
+        """The routed experts of a step: the FLOPs of every attention-DP rank's tokens
+        (``tokens x dp``) against reading the experts they route to, in expectation (tokens
+        spread uniformly: E (1 - (1 - k / E) ** tokens) distinct experts per layer)."""
+        m, c = self.model, self.costs
         if not m.num_experts:
-            return self._dense_bytes_ms
-        touched = m.num_experts * (1.0 - (1.0 - m.experts_per_token / m.num_experts) ** tokens)
-        return self._dense_bytes_ms + self._expert_bytes_ms * touched
+            return 0.0
+        group = tokens * self.layout.dp
+        touched = c.local_experts * (1.0 - (1.0 - m.experts_per_token / m.num_experts) ** group)
+        return max(c.expert_flop_ms * group, c.expert_bytes_ms * touched)
 
     def _base(
         self,
@@ -294,14 +292,21 @@ class RooflineTiming(TimingModel):
         tokens = prefill_tokens + decode_seqs
         if tokens == 0:
             return 0.0
+        c = self.costs
         sampled = decode_seqs + prefill_seqs
         ms = self._overhead_ms + self._per_seq_ms * sampled
-        ms += max(self._body_flop_ms * tokens, self._weights_ms(tokens))
-        ms += max(self._lm_flop_ms * sampled, self._lm_bytes_ms)
+        ms += max(c.dense_flop_ms * tokens, c.dense_bytes_ms)
+        ms += self._experts_ms(tokens)
+        ms += max(c.lm_flop_ms * sampled, c.lm_bytes_ms)
         if prefill_tokens:
-            ms += max(self._attn_pair_ms * prefill_pairs, self._kv_ms * (prefill_context + prefill_tokens))
-        ms += self._slope * decode_seqs  # each decoding sequence's new token attends to itself
-        ms += self._allreduce_token_ms * tokens + self._allreduce_fixed_ms
+            ms += max(c.pair_ms * prefill_pairs, c.kv_ms * (prefill_context + prefill_tokens))
+            if c.sliding_pair_ms:
+                window = min(prefill_pairs, prefill_tokens * self.model.sliding_window)
+                ms += c.sliding_pair_ms * window
+        ms += self._seq_ms * decode_seqs
+        if c.linear_token_ms:
+            ms += c.linear_token_ms * tokens
+        ms += c.comm_token_ms * tokens + c.comm_fixed_ms
         return ms
 
     def price_step(
@@ -339,9 +344,7 @@ class RooflineTiming(TimingModel):
     # -- memory ----------------------------------------------------------------
     @property
     def weight_bytes_per_gpu(self) -> float:
-        m = self.model
-        embed = m.vocab_size * m.hidden_size * (1 if m.tie_word_embeddings else 2)
-        return ((m.weight_params - embed) * DTYPE_BYTES[self.dtype] + embed * 2) / self.tp
+        return self.costs.weight_bytes
 
     @property
     def gpu_memory_bytes(self) -> float:
@@ -362,7 +365,53 @@ class RooflineTiming(TimingModel):
                 "dtype": self.dtype,
                 "kv_cache_dtype": self.kv_cache_dtype,
                 "tensor_parallel_size": self.tp,
+                **self._layout_json(),
                 "engine": self.engine,
                 **{k: self.factors[k] for k in FACTORS},
             },
         }
+
+    def _layout_json(self) -> dict[str, Any]:
+        """The layout and expert format, where they differ from a plain TP deployment."""
+        lay, out = self.layout, {}
+        if self.moe_dtype != self.dtype:
+            out["moe_dtype"] = self.moe_dtype
+        if lay.pp > 1:
+            out["pipeline_parallel_size"] = lay.pp
+        if lay.dp > 1:
+            out["attention_dp_size"] = lay.dp
+        if (lay.moe_tp, lay.moe_ep) != (lay.tp * lay.dp, 1):
+            out["moe_tensor_parallel_size"] = lay.moe_tp
+            out["moe_expert_parallel_size"] = lay.moe_ep
+        return out
+
+
+def _layout(options: Mapping[str, Any], model: ModelSpec) -> Layout:
+    """The options' layout; the experts split over every GPU of the DP group by tensor
+    parallelism unless ``moe_*`` say otherwise (vLLM's and SGLang's default without expert
+    parallelism). ``moe_tp x moe_ep`` must be ``tp x dp``: the experts live on the GPUs the
+    attention ranks run on."""
+    tp = int(options.get("tensor_parallel_size", 1))
+    pp = int(options.get("pipeline_parallel_size", 1))
+    dp = int(options.get("attention_dp_size", 1))
+    ep_option, tp_option = options.get("moe_expert_parallel_size"), options.get("moe_tensor_parallel_size")
+    if ep_option is None and tp_option is None:
+        ep, moe_tp = 1, tp * dp
+    elif tp_option is not None and ep_option is None:
+        moe_tp = int(tp_option)
+        ep = max(1, tp * dp // moe_tp)
+    else:
+        ep = int(ep_option or 1)
+        moe_tp = int(tp_option) if tp_option is not None else max(1, tp * dp // ep)
+    if moe_tp * ep != tp * dp:
+        raise ConfigError(
+            f"moe_tensor_parallel_size {moe_tp} x moe_expert_parallel_size {ep} must be "
+            f"tensor_parallel_size {tp} x attention_dp_size {dp} = {tp * dp}",
+            option="moe_expert_parallel_size",
+        )
+    if model.num_experts and model.num_experts % ep:
+        raise ConfigError(
+            f"moe_expert_parallel_size {ep} does not divide the model's {model.num_experts} experts",
+            option="moe_expert_parallel_size",
+        )
+    return Layout(tp=tp, pp=pp, dp=dp, moe_tp=moe_tp, moe_ep=ep)

@@ -48,9 +48,7 @@ class GpuSpec:
     #: network bandwidth per GPU per direction (GB/s) between domains; the PCIe figure when
     #: the GPU's record gives none (every byte off a PCIe card crosses its PCIe link, and a NIC
     #: sits behind one too)
-    scale_out_gbps: float = attrs.field(
-        default=attrs.Factory(lambda self: self.pcie_gbps, takes_self=True)
-    )
+    scale_out_gbps: float = attrs.field(default=attrs.Factory(lambda self: self.pcie_gbps, takes_self=True))
 
     def peak_tflops(self, dtype: str) -> float:
         value = self.tflops.get(dtype)

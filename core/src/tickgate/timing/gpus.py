@@ -1,10 +1,11 @@
 """The GPUs a roofline timing model can be built from.
 
 A policy can say ``gpu: H100-SXM-80GB`` (a catalogue key), an alias such as
-``H100-80GB-unspecified``, a short name that fits one catalogue GPU (``H100``; never one
-that fits several: ``A100`` is refused with the choices), or give the GPU's figures as a
-mapping. An unknown name is a :class:`~tickgate.util.errors.ConfigError` listing the known
-ones.
+``H100-80GB-unspecified``, ``H100`` (an alias: the SXM part) or ``b200_sxm`` (the system names
+of aiconfigurator's measurements), a short name that fits one catalogue GPU (``H200``,
+``GB200``; never one that fits several: ``A100`` is refused with the choices), or give the
+GPU's figures as a mapping checked against ``schemas/gpu.schema.json``. An unknown name is a
+:class:`~tickgate.util.errors.ConfigError` listing the known ones.
 """
 
 from __future__ import annotations
@@ -15,18 +16,23 @@ from typing import Any
 
 import attrs
 
-from ..util.errors import ConfigError
+from ..util.errors import ConfigError, InputError
+from ..util.schemas import load_schema, validate
 from .catalogue import catalogue, find
 
-__all__ = ["GpuSpec", "lookup_gpu"]
+__all__ = ["TENSOR_DTYPES", "GpuSpec", "lookup_gpu"]
 
 #: PCIe bandwidth per direction (GB/s, x16) where a GPU's record names only the generation
 _PCIE_GBPS = {"gen3": 16.0, "gen4": 32.0, "gen5": 64.0, "gen6": 128.0}
 
+#: the dtypes a GPU has a tensor-core peak for (``<dtype>_dense_tflops`` in the catalogue)
+TENSOR_DTYPES = ("bf16", "fp16", "fp8", "int8", "fp6", "fp4")
+
 
 @attrs.frozen
 class GpuSpec:
-    """One GPU's peaks: dense tensor-core TFLOPS per dtype, memory and links."""
+    """One GPU's peaks: dense tensor-core TFLOPS per dtype (:data:`TENSOR_DTYPES`), memory
+    and links: NVLink inside its scale-up domain, the network beyond it."""
 
     key: str
     tflops: Mapping[str, float | None]
@@ -37,6 +43,12 @@ class GpuSpec:
     #: PCIe bandwidth per direction (GB/s)
     pcie_gbps: float
     source: str = ""
+    #: GPUs in one NVLink (or Infinity Fabric) domain: 8 on HGX, 72 on NVL72, 1 without NVLink
+    scale_up_domain_gpus: int = 1
+    #: network bandwidth per GPU per direction (GB/s) between domains; the PCIe figure when
+    #: the GPU's record gives none (every byte off a PCIe card crosses its PCIe link, and a NIC
+    #: sits behind one too)
+    scale_out_gbps: float = attrs.field(default=attrs.Factory(lambda self: self.pcie_gbps, takes_self=True))
 
     def peak_tflops(self, dtype: str) -> float:
         value = self.tflops.get(dtype)
@@ -52,14 +64,29 @@ class GpuSpec:
         """Per-direction bandwidth between tensor-parallel peers: NVLink, else PCIe."""
         return self.nvlink_gbps if self.nvlink_gbps else self.pcie_gbps
 
+    def group_link_gbps(self, gpus: int) -> float:
+        """Per-direction bandwidth each GPU of a group of ``gpus`` exchanges data at: NVLink
+        (PCIe without it) while the group fits in one scale-up domain, the network
+        (:attr:`scale_out_gbps`) once it spans domains: a collective runs at its slowest
+        hop, and an all-reduce over 16 H100s crosses the 400 Gb/s NICs."""
+        if gpus < 1:
+            raise ConfigError(f"a group of GPUs has at least one GPU, not {gpus}")
+        return self.link_gbps if gpus <= self.scale_up_domain_gpus else self.scale_out_gbps
+
 
 def lookup_gpu(value: str | Mapping[str, Any]) -> GpuSpec:
     """A GPU by catalogue key or alias, or from a mapping of its figures (the
-    catalogue's field names: ``bf16_dense_tflops``, ``fp8_dense_tflops``,
-    ``memory_gb``, ``hbm_bandwidth_GBps``, ``nvlink_bandwidth_GBps``)."""
+    catalogue's field names, ``schemas/gpu.schema.json``: ``bf16_dense_tflops``,
+    ``fp4_dense_tflops``, ``memory_gb``, ``hbm_bandwidth_GBps``, ``nvlink_bandwidth_GBps``,
+    ``scale_up_domain_gpus``, ``scale_out_bandwidth_GBps``, ...); a misspelt key is refused
+    by name rather than read as absent."""
     data = catalogue()
     gpus, aliases = data["gpus"], {k: v["assume"] for k, v in data.get("gpu_aliases", {}).items()}
     if isinstance(value, Mapping):
+        try:
+            validate(dict(value), load_schema("gpu.schema.json"), file=None)
+        except InputError as exc:
+            raise ConfigError(f"GPU figures {exc.json_path}: {exc.message}") from None
         return _gpu("gpu", value)
     key = find(value, gpus, aliases)
     if key is None:
@@ -111,12 +138,15 @@ def _gpu(key: str, entry: Mapping[str, Any]) -> GpuSpec:
     for need in ("memory_gb", "hbm_bandwidth_GBps"):
         if not isinstance(entry.get(need), (int, float)):
             raise ConfigError(f"GPU {key!r}: {need} must be a number")
-    tflops = {dtype: entry.get(f"{dtype}_dense_tflops") for dtype in ("bf16", "fp16", "fp8", "int8")}
+    tflops = {dtype: entry.get(f"{dtype}_dense_tflops") for dtype in TENSOR_DTYPES}
     if not tflops["bf16"] and not tflops["fp16"]:
         raise ConfigError(f"GPU {key!r}: bf16_dense_tflops (or fp16_dense_tflops) must be a number")
     tflops["bf16"] = tflops["bf16"] or tflops["fp16"]
     tflops["fp16"] = tflops["fp16"] or tflops["bf16"]
     nvlink = entry.get("nvlink_bandwidth_GBps")
+    pcie = _pcie(entry.get("pcie"))
+    domain = entry.get("scale_up_domain_gpus")
+    scale_out = entry.get("scale_out_bandwidth_GBps")
     return GpuSpec(
         key=key,
         tflops=tflops,
@@ -124,8 +154,11 @@ def _gpu(key: str, entry: Mapping[str, Any]) -> GpuSpec:
         hbm_bandwidth_gbps=float(entry["hbm_bandwidth_GBps"]),
         # the catalogue's NVLink figures are bidirectional totals (its notes say so)
         nvlink_gbps=float(nvlink) / 2 if nvlink else None,
-        pcie_gbps=_pcie(entry.get("pcie")),
+        pcie_gbps=pcie,
         source="; ".join(entry.get("sources", ())),
+        # without a figure: an NVLink part sits on an 8-GPU HGX board, a PCIe card alone
+        scale_up_domain_gpus=int(domain) if domain else (8 if nvlink else 1),
+        scale_out_gbps=float(scale_out) if scale_out else pcie,
     )
 
 

@@ -38,6 +38,7 @@ from typing import Any, ClassVar
 
 from ..interfaces import TimingModel
 from ..util.errors import ConfigError
+from ..util.schemas import load_schema
 from .catalogue import DTYPE_BYTES
 from .gpus import GpuSpec, lookup_gpu
 from .models import ModelSpec, lookup_model
@@ -125,38 +126,11 @@ _NUMBER = {"type": "number", "minimum": 0, "maximum": 1e6}
 _FRACTION = {"type": "number", "exclusiveMinimum": 0, "maximum": 1}
 
 
-_PEAK = {"type": "number", "exclusiveMinimum": 0, "maximum": 1e9}
-#: a GPU given by its figures: the peaks the roofline divides by are positive (a 0 was a
-#: ZeroDivisionError naming nothing); other keys are kept, as in the catalogue's entries
-#: a GPU given by its figures: the catalogue's field names (a catalogue entry copied as it is
-#: passes, its notes included); any other key is refused, so a misspelt bandwidth cannot fall
-#: back to a default silently (an ``nvlnk_bandwidth_GBps`` would have meant PCIe all-reduces)
-_GPU_NOTES = (
-    "memory_type",
-    "nvlink_note",
-    "source_caveat",
-    "sources",
-    "tdp_w",
-    "tf32_dense_tflops",
-    "bf16_sparse_tflops",
-    "fp8_sparse_tflops",
-)
-_GPU_FIGURES = {
-    "type": "object",
-    "additionalProperties": False,
-    "required": ["memory_gb", "hbm_bandwidth_GBps"],
-    "properties": {
-        **{key: {} for key in _GPU_NOTES},  # any value: notes, not figures
-        "memory_gb": _PEAK,
-        "hbm_bandwidth_GBps": _PEAK,
-        **{
-            f"{dtype}_dense_tflops": {"oneOf": [{"type": "null"}, _PEAK]}
-            for dtype in ("bf16", "fp16", "fp8", "int8")
-        },
-        "nvlink_bandwidth_GBps": {"oneOf": [{"type": "null"}, _PEAK]},
-        "pcie": {"oneOf": [{"type": "string"}, _PEAK]},
-    },
-}
+#: a GPU given by its figures: schemas/gpu.schema.json (the catalogue's field names; any other key
+#: refused by name, so a misspelt bandwidth cannot fall back to a default silently). Its
+#: ``$schema`` and ``$id`` stay out: they would make the branch a separate document inside the
+#: options schema.
+_GPU_FIGURES = {k: v for k, v in load_schema("gpu.schema.json").items() if k not in ("$schema", "$id")}
 
 
 def _factor_schema(key: str, what: str) -> dict[str, Any]:

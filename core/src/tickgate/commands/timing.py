@@ -61,32 +61,68 @@ def _round(value: float) -> float:
     "--timing", "timing_file", type=_PATH, help="A timing file (from timing fit) whose factors to use."
 )
 @click.option("--output", "-o", type=_PATH, required=True, help="Predictions, one JSON line per point.")
-def check_command(points: Path, timing_file: Path | None, output: Path) -> None:
-    """Replay every point of POINTS (realdata/measured/points.jsonl's format) and
-    compare what it predicts with what was measured."""
+@click.option(
+    "--format",
+    "points_format",
+    type=click.Choice(["points", "aiconfigurator-silicon"]),
+    default="points",
+    show_default=True,
+    help="POINTS is realdata/measured/points.jsonl's format, or aiconfigurator's silicon CSV.",
+)
+@click.option(
+    "--models",
+    type=click.Path(path_type=Path, file_okay=False),
+    help="aiconfigurator-silicon: the directory of model configs (ORG--NAME_config.json).",
+)
+def check_command(
+    points: Path, timing_file: Path | None, output: Path, points_format: str, models: Path | None
+) -> None:
+    """Replay every point of POINTS and compare what it predicts with what was measured.
+
+    POINTS is realdata/measured/points.jsonl's format, or with --format
+    aiconfigurator-silicon a CSV of measured deployments (closed-loop TTFT and TPOT; one
+    line per row, predicted or skipped with why, and a table by engine, GPU, model and mode)."""
     from ..timing.check import check_points
     from ..timing.fit import load_timing_file
-    from ..timing.points import read_points
     from ..util.atomic import atomic_writer, check_distinct_outputs
 
     check_distinct_outputs({"--output": output}, {"POINTS": points, "--timing": timing_file})
-    loaded = read_points(points)
+    loaded: list[Any]
+    if points_format == "aiconfigurator-silicon":
+        from ..timing.silicon import read_silicon
+
+        if models is None:
+            raise click.UsageError("--format aiconfigurator-silicon needs --models DIR (the model configs)")
+        loaded = read_silicon(points, models)
+    else:
+        from ..timing.points import read_points
+
+        if models is not None:
+            raise click.UsageError("--models is for --format aiconfigurator-silicon")
+        loaded = read_points(points)
     timing = load_timing_file(timing_file) if timing_file is not None else None
     results = check_points(loaded, timing.factors_for if timing is not None else None)
     # everything computed before the output is touched: a failure leaves it as it was
-    text = "".join(
-        json.dumps(
-            {"id": r.point.id, "predicted": {k: _round(v) for k, v in r.predicted.items()}},
-            sort_keys=True,
-        )
-        + "\n"
-        for r in results
-        if r.predicted is not None
-    )
-    table = [*_table(results), _summary_line("total", results)]
+    silicon = points_format == "aiconfigurator-silicon"
+    text = "".join(_line(r, skipped=silicon) for r in results if silicon or r.predicted is not None)
+    if silicon:
+        from ..timing.partitions import partition_table
+
+        table = [*partition_table(results), _summary_line("total", results)]
+    else:
+        table = [*_table(results), _summary_line("total", results)]
     with atomic_writer(output) as fh:
         fh.write(text)
     click.echo("\n".join(table))
+
+
+def _line(result: Any, *, skipped: bool) -> str:
+    """A prediction's output line: its figures, or (``skipped``) why there are none."""
+    if result.predicted is None:
+        body: dict[str, Any] = {"id": result.point.id, "skipped": result.skipped}
+    else:
+        body = {"id": result.point.id, "predicted": {k: _round(v) for k, v in result.predicted.items()}}
+    return json.dumps(body, sort_keys=True) + "\n"
 
 
 @timing_command.command("fit")
@@ -109,39 +145,93 @@ def check_command(points: Path, timing_file: Path | None, output: Path) -> None:
     show_default=True,
     help="Times the points are replayed again under the factors found so far.",
 )
-def fit_command(measurements: tuple[Path, ...], base: Path, output: Path, rounds: int, passes: int) -> None:
+@click.option(
+    "--format",
+    "points_format",
+    type=click.Choice(["auto", "aiconfigurator-silicon"]),
+    default="auto",
+    show_default=True,
+    help="MEASUREMENTS as `timing check` reads them (auto: by content), or aiconfigurator's silicon CSV.",
+)
+@click.option(
+    "--models",
+    type=click.Path(path_type=Path, file_okay=False),
+    help="aiconfigurator-silicon: the directory of model configs (ORG--NAME_config.json).",
+)
+@click.option(
+    "--every",
+    type=click.IntRange(1, 1000),
+    default=1,
+    show_default=True,
+    help="Fit on every Nth measurement of each file (1st, N+1th, ...); the others are held out "
+    "and their error reported apart.",
+)
+@click.option(
+    "--jobs",
+    type=click.IntRange(1, 64),
+    default=1,
+    show_default=True,
+    help="Engine families fitted in parallel processes (the result does not depend on it).",
+)
+def fit_command(
+    measurements: tuple[Path, ...],
+    base: Path,
+    output: Path,
+    rounds: int,
+    passes: int,
+    points_format: str,
+    models: Path | None,
+    every: int,
+    jobs: int,
+) -> None:
     """Fit the roofline's free factors, per engine family, to MEASUREMENTS: measured
     points (realdata/measured/points.jsonl's format), benchmark client runs (any file
-    `tickgate normalize` reads; replayed with the base policy's scheduler) and
-    TensorRT-LLM iteration statistics. Prints the error before and after."""
+    `tickgate normalize` reads; replayed with the base policy's scheduler),
+    TensorRT-LLM iteration statistics, or (--format aiconfigurator-silicon) measured
+    deployments. Prints the error before and after, on the fitted measurements and on
+    the held-out ones."""
     from ..timing.check import check_points, prepare
-    from ..timing.fit import fit_family, load_timing_file, write_timing_file
-    from ..timing.measurements import read_measurements
-    from ..timing.points import family
-    from ..timing.roofline import ENGINE_DEFAULTS
+    from ..timing.fit import fit_families, load_timing_file, write_timing_file
     from ..util.atomic import check_distinct_outputs
-    from ..util.progress import wanted
 
     inputs: dict[str, Path | None] = {f"MEASUREMENTS ({path})": path for path in measurements}
     check_distinct_outputs({"--output": output}, {**inputs, "--base": base})
     start = load_timing_file(base)
-    points = [p for path in measurements for p in read_measurements(path, start.document, base)]
-    prepare(points, start.factors_for)  # every measurement set up before hours of fitting
-    fitted: dict[str, dict[str, float]] = {}
-    show = (lambda text: click.echo(text, err=True)) if wanted() else None
-    for fam in sorted({f for f in map(family, points) if f is not None}):
-        factors = {**ENGINE_DEFAULTS[fam], **start.factors_for(fam)}
-        fitted[fam], _, _ = fit_family(points, fam, factors, rounds=rounds, passes=passes, progress=show)
-    before = check_points(points, start.factors_for)
+    chosen: list[Any] = []
+    held: list[Any] = []
+    for path in measurements:
+        loaded = _measurements(path, points_format, models, start, base)
+        chosen += loaded[::every]
+        held += [p for i, p in enumerate(loaded) if i % every]
+    prepare(chosen, start.factors_for)  # every measurement set up before hours of fitting
+    fitted = fit_families(chosen, start, rounds=rounds, passes=passes, jobs=jobs)
     after_file = attrs.evolve(start, fitted=fitted)
-    after = check_points(points, after_file.factors_for)
+    lines = []
+    for label, group in (("fitted on", chosen), ("held out", held)):
+        if group:
+            lines.append(_summary_line(f"{label}, before", check_points(group, start.factors_for)))
+            lines.append(_summary_line(f"{label}, after", check_points(group, after_file.factors_for)))
     names = ", ".join(p.name for p in measurements)
+    options = f" --rounds {rounds} --passes {passes}"
+    if points_format != "auto":
+        options += f" --format {points_format} --models {models.name if models else ''}"
+    if every > 1:
+        options += f" --every {every}"
     write_timing_file(
-        output,
-        start,
-        fitted,
-        f"tickgate timing fit {names} --base {base.name} --rounds {rounds} --passes {passes}\n"
-        f"{_summary_line('before', before)}\n{_summary_line('after', after)}",
+        output, start, fitted, f"tickgate timing fit {names} --base {base.name}{options}\n" + "\n".join(lines)
     )
-    click.echo(_summary_line("before", before))
-    click.echo(_summary_line("after", after))
+    click.echo("\n".join(lines))
+
+
+def _measurements(path: Path, points_format: str, models: Path | None, start: Any, base: Path) -> list[Any]:
+    if points_format == "aiconfigurator-silicon":
+        from ..timing.silicon import read_silicon
+
+        if models is None:
+            raise click.UsageError("--format aiconfigurator-silicon needs --models DIR (the model configs)")
+        return read_silicon(path, models)
+    if models is not None:
+        raise click.UsageError("--models is for --format aiconfigurator-silicon")
+    from ..timing.measurements import read_measurements
+
+    return read_measurements(path, start.document, base)

@@ -106,12 +106,13 @@ def figures(
     return out
 
 
-def metrics(report: Mapping[str, Any]) -> dict[str, float]:
-    """The benchmark clients' figures from a replay report whose outcomes are all listed."""
+def metrics(report: Mapping[str, Any], skip: frozenset[str] = frozenset()) -> dict[str, float]:
+    """The benchmark clients' figures from a replay report whose outcomes are all listed,
+    without the requests named in ``skip`` (a closed loop's warm-up)."""
     done = [
         (o["arrival_ms"], o["first_token_ms"], o["finished_ms"], o["prompt_tokens"], o["output_tokens"])
         for o in report.get("outcomes", ())
-        if o.get("status") == "completed"
+        if o.get("status") == "completed" and o.get("id") not in skip
     ]
     itl = (report.get("latency") or {}).get("itl_ms")
     frontend = ((report.get("inputs") or {}).get("timing") or {}).get("options", {}).get("frontend_ms", 0.0)
@@ -157,13 +158,20 @@ def replay_setup(setup: PointSetup, policy: Any = None) -> dict[str, Any]:
 
     policy = policy if policy is not None else setup_policy(setup)
     with located(setup, str(policy.path)):
-        return replay(setup.requests, policy, detail_limit=len(setup.requests) + 1)
+        return replay(
+            setup.requests,
+            policy,
+            detail_limit=len(setup.requests) + 1,
+            max_concurrency=setup.max_concurrency,
+        )
 
 
 def predict(point: Any, setup: PointSetup, policy: Any = None) -> dict[str, float]:
     """The figures of ``point`` that a replay of ``setup`` predicts (the keys it measured)."""
-    got = metrics(replay_setup(setup, policy))
-    return {k: got[k] for k in point.measured if k in got}
+    skip = frozenset(r.id for r in setup.requests[: setup.warmup])
+    got = metrics(replay_setup(setup, policy), skip)
+    names = getattr(point, "figures", {})
+    return {k: got[names.get(k, k)] for k in point.measured if names.get(k, k) in got}
 
 
 def _chosen(point: Any, factors: Callable[[str], Mapping[str, Any]] | None) -> Mapping[str, Any] | None:
@@ -188,7 +196,12 @@ def prepare(
         except Skip as exc:
             ready.append(str(exc))
             continue
-        ready.append(setup_policy(setup))
+        try:
+            ready.append(setup_policy(setup))
+        except TickgateError as exc:
+            if not getattr(point, "refusals_skip", False):
+                raise
+            ready.append(f"refused: {getattr(exc, 'message', None) or exc}")
     return ready
 
 

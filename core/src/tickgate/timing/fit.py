@@ -20,6 +20,7 @@ before they are tried, so the written file is the same bytes on every run.
 from __future__ import annotations
 
 import math
+import sys
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
@@ -31,7 +32,15 @@ from .check import Prediction, check_points
 from .points import Point, Skip, family
 from .roofline import ENGINE_DEFAULTS, FACTORS, RooflineTiming
 
-__all__ = ["FIT_FACTORS", "TimingFile", "fit_family", "load_timing_file", "objective", "write_timing_file"]
+__all__ = [
+    "FIT_FACTORS",
+    "TimingFile",
+    "fit_families",
+    "fit_family",
+    "load_timing_file",
+    "objective",
+    "write_timing_file",
+]
 
 #: the factors the fit adjusts (the rest keep their defaults)
 FIT_FACTORS = (
@@ -151,6 +160,8 @@ class _Scorer:
                 setup = point.setup(factors)
             except Skip:
                 continue
+            if setup.max_concurrency is not None:
+                continue  # a closed loop's sends follow its finishes: replayed, not re-timed
             policy = setup_policy(setup)
             with located(setup, str(policy.path)):
                 self.recordings[point.id] = record(policy, setup.requests)
@@ -225,6 +236,42 @@ def fit_family(
         if progress is not None:
             progress(f"{engine_family}: pass {n + 1}/{passes}: objective {best:.4f}")
     return {k: current[k] for k in FIT_FACTORS}, before, best
+
+
+def _fit_one(args: tuple[list[Point], str, dict[str, float], int, int]) -> tuple[str, dict[str, float]]:
+    points, fam, start, rounds, passes = args
+    return fam, fit_family(points, fam, start, rounds=rounds, passes=passes)[0]
+
+
+def fit_families(
+    points: list[Any], start: TimingFile, *, rounds: int, passes: int, jobs: int = 1
+) -> dict[str, dict[str, float]]:
+    """Every engine family's fitted factors, the families in ``jobs`` processes (each
+    family's fit is independent and deterministic, so the result does not depend on
+    ``jobs``)."""
+    from ..util.progress import wanted
+
+    families = sorted({f for f in map(family, points) if f is not None})
+    tasks = [
+        (
+            [p for p in points if family(p) == fam],
+            fam,
+            {**ENGINE_DEFAULTS[fam], **start.factors_for(fam)},
+            rounds,
+            passes,
+        )
+        for fam in families
+    ]
+    if jobs > 1 and len(tasks) > 1:
+        from concurrent.futures import ProcessPoolExecutor
+
+        with ProcessPoolExecutor(max_workers=min(jobs, len(tasks))) as pool:
+            return dict(pool.map(_fit_one, tasks))
+    show = (lambda text: print(text, file=sys.stderr)) if wanted() else None
+    return {
+        fam: fit_family(pts, fam, factors, rounds=rounds, passes=passes, progress=show)[0]
+        for pts, fam, factors, rounds, passes in tasks
+    }
 
 
 def write_timing_file(

@@ -151,6 +151,10 @@ class PointSetup:
     assumed: tuple[str, ...] = ()
     #: where the policy's values come from (errors name it; None: the policy as written)
     origin: Origin | None = None
+    #: closed-loop clients (None: requests sent at their arrival times)
+    max_concurrency: int | None = None
+    #: the leading requests whose figures are left out (a benchmark's warm-up)
+    warmup: int = 0
 
 
 def _not_a_number(name: str) -> Any:
@@ -262,7 +266,9 @@ def setup_point(point: Point, *, factors: Mapping[str, Any] | None = None) -> Po
     origin = None
     if point.file is not None:
         origin = Origin(point.file, f"point {point.id!r}", point.line, POINT_PATHS)
-    return PointSetup(policy, requests, tuple(assumed), origin)
+    # closed-loop clients as the benchmark ran them (a static batch is its own limit)
+    clients = None if _int(w.get("batch_size")) else _int(w.get("max_concurrency"))
+    return PointSetup(policy, requests, tuple(assumed), origin, max_concurrency=clients)
 
 
 # -- workloads -----------------------------------------------------------------
@@ -409,6 +415,9 @@ def _sglang(timing: RooflineTiming, flags: Mapping[str, Any]) -> tuple[dict[str,
         "max_total_tokens": "auto",
         "disable_radix_cache": flags.get("radix_cache") is False or "--disable-radix-cache" in launch,
     }
+    for key in ("max_running_requests", "chunked_prefill_size"):
+        if _int(flags.get(key)):
+            options[key] = flags[key]
     fraction = _number(flags, "mem_fraction_static", 0.0)
     if fraction:
         options["mem_fraction_static"] = fraction
@@ -419,8 +428,12 @@ def _sglang(timing: RooflineTiming, flags: Mapping[str, Any]) -> tuple[dict[str,
 
 
 def _vllm(timing: RooflineTiming, flags: Mapping[str, Any]) -> tuple[dict[str, Any], list[str]]:
+    """The point's ``max_num_seqs`` and ``max_num_batched_tokens`` where it gives them as
+    numbers; vLLM V1's defaults for its OpenAI server on a data-centre GPU otherwise."""
     util = _number(flags, "gpu_memory_utilization", 0.9)
-    block_size, batched, seqs = 16, 8192, 1024
+    block_size = 16
+    seqs = _int(flags.get("max_num_seqs")) or 1024
+    batched = _int(flags.get("max_num_batched_tokens")) or 8192
     options: dict[str, Any] = {
         "block_size": block_size,
         "num_gpu_blocks": "auto",
@@ -431,7 +444,9 @@ def _vllm(timing: RooflineTiming, flags: Mapping[str, Any]) -> tuple[dict[str, A
     max_model_len = _int(flags.get("max_model_len"))
     if max_model_len:
         options["max_model_len"] = max_model_len
-    return {"name": "vllm-v1", "options": options}, [f"max_num_seqs {seqs}, max_num_batched_tokens {batched}"]
+    given = [k for k in ("max_num_seqs", "max_num_batched_tokens") if _int(flags.get(k))]
+    assumed = [] if len(given) == 2 else [f"max_num_seqs {seqs}, max_num_batched_tokens {batched}"]
+    return {"name": "vllm-v1", "options": options}, assumed
 
 
 def family(point: Any) -> str | None:

@@ -55,9 +55,7 @@ def compute_dtype(fmt: str, has_peak: Any) -> str:
 
 def _attention_excluded(modules: Any) -> bool:
     """Whether a list of modules kept unquantized names the attention projections."""
-    return isinstance(modules, list) and any(
-        isinstance(m, str) and "self_attn" in m for m in modules
-    )
+    return isinstance(modules, list) and any(isinstance(m, str) and "self_attn" in m for m in modules)
 
 
 def _error(file: Path | None, message: str, json_path: str) -> Exception:

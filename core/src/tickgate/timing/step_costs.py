@@ -89,7 +89,7 @@ class StepCosts:
 def _link_gbps(gpu: Any, gpus: int) -> float:
     """Per-direction bandwidth among ``gpus`` GPUs: NVLink within the scale-up domain, the
     network beyond it."""
-    pick = getattr(gpu, "link_gbps_for", None)
+    pick = getattr(gpu, "group_link_gbps", None)
     return float(pick(gpus)) if pick is not None else float(gpu.link_gbps)
 
 

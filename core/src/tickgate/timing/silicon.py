@@ -170,11 +170,23 @@ class SiliconRow:
         dp = timing.layout.dp
         per_rank = max(1, -(-clients // dp))
         batch = _size(d.get("batch_size"))
-        if per_rank > batch:
+        tp = timing.layout.tp
+        if per_rank > batch and tp > 1 and clients <= batch * tp * dp:
+            # concurrency = batch_size x tp: each GPU is a rank with its own batch (attention DP)
             assumed.append(
-                f"batch cap {per_rank}, the clients per rank: the row's batch_size {batch} is per GPU "
-                "in this part of the source (concurrency = batch_size x tp)"
+                f"attention DP over the {tp} GPUs: concurrency {clients} is batch_size {batch} x tp"
             )
+            options = {**options, "tensor_parallel_size": 1, "attention_dp_size": tp * dp}
+            options.pop("moe_tensor_parallel_size", None)
+            options.pop("moe_expert_parallel_size", None)
+            try:
+                timing = RooflineTiming(options)
+            except ConfigError as exc:
+                raise Skip(f"timing: {exc}") from None
+            dp = timing.layout.dp
+            per_rank = max(1, -(-clients // dp))
+        if per_rank > batch:
+            assumed.append(f"batch cap {per_rank}, the clients per rank (the row's batch_size is {batch})")
             batch = per_rank
         scheduler = _scheduler(BACKENDS[d["backend"]][0], batch, per_rank)
         isl, osl = _size(d.get("isl")), _size(d.get("osl"))

@@ -162,3 +162,16 @@ def test_the_catalogue_table_in_docs_timing_is_current() -> None:
     proc = subprocess.run([sys.executable, str(REPO / "tools" / "gpu_table.py"), "--check"],
                           capture_output=True, text=True, check=False)
     assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+def test_an_all_reduce_across_domains_uses_every_nic_of_a_domain() -> None:
+    """NCCL reduces within a node over NVLink and sends each GPU's share through its own NIC:
+    16 H100s over two HGX boards reduce at 8 x 50 GB/s, not at one NIC's 50 GB/s."""
+    h100 = lookup_gpu("H100-SXM-80GB")
+    assert h100.allreduce_gbps(8) == h100.link_gbps == 450
+    assert h100.allreduce_gbps(16) == 8 * h100.scale_out_gbps == 400
+    # an all-to-all (expert dispatch) has no reduction to shrink its traffic: one NIC per GPU
+    assert h100.group_link_gbps(16) == h100.scale_out_gbps
+    # within NVL72 everything stays on NVLink
+    gb200 = lookup_gpu("gb200")
+    assert gb200.allreduce_gbps(64) == gb200.link_gbps

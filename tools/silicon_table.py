@@ -111,8 +111,29 @@ def table() -> str:
                     f"| {rec['grouping']} | {rec['value'] or '(all)'} | {rec['rows']} | {rec['coverage'] * 100:.0f} % | "
                     f"{_cell(rec, 'ttft_ms')} | {_cell(rec, 'tpot_ms')} |\n"
                 )
+    parts.append(_factors())
     parts.append("\n" + END)
     return "".join(parts)
+
+
+def _factors() -> str:
+    """The fitted factors against the defaults they started from, per family: how far each moved."""
+    from tickgate.timing.fit import FIT_FACTORS, load_timing_file
+    from tickgate.timing.roofline import ENGINE_DEFAULTS
+
+    fitted = load_timing_file(FITTED).fitted
+    families = sorted(fitted)
+    out = ["\n**Fitted factors** (`policies/timing/silicon-fitted.yaml`) against the defaults, per family:\n\n"]
+    out.append("| factor | " + " | ".join(f"{f} default | fitted | x" for f in families) + " |\n")
+    out.append("|---|" + "---|---|---|" * len(families) + "\n")
+    for key in FIT_FACTORS:
+        cells = []
+        for fam in families:
+            before, after = ENGINE_DEFAULTS[fam][key], fitted[fam].get(key, ENGINE_DEFAULTS[fam][key])
+            ratio = f"{after / before:.2f}" if before else "-"
+            cells.append(f"{before:g} | {after:g} | {ratio}")
+        out.append(f"| `{key}` | " + " | ".join(cells) + " |\n")
+    return "".join(out)
 
 
 def main(argv: list[str]) -> int:

@@ -73,6 +73,17 @@ class GpuSpec:
             raise ConfigError(f"a group of GPUs has at least one GPU, not {gpus}")
         return self.link_gbps if gpus <= self.scale_up_domain_gpus else self.scale_out_gbps
 
+    def allreduce_gbps(self, gpus: int) -> float:
+        """The bus bandwidth (NCCL's convention: 2 (n - 1) / n x bytes over it) of an all-reduce
+        over ``gpus`` GPUs. Within a scale-up domain, NVLink. Across domains NCCL reduces within
+        each domain over NVLink and sends every GPU's share through its own NIC (multi-rail rings
+        and trees: nccl-tests' PERFORMANCE.md), so the network carries 1 / (GPUs per domain) of
+        the data per NIC: bus bandwidth = scale-out per GPU x GPUs per domain, capped by NVLink.
+        An all-to-all has no such reduction: :meth:`group_link_gbps`."""
+        if gpus <= self.scale_up_domain_gpus:
+            return self.link_gbps
+        return min(self.link_gbps, self.scale_out_gbps * min(self.scale_up_domain_gpus, gpus))
+
 
 def lookup_gpu(value: str | Mapping[str, Any]) -> GpuSpec:
     """A GPU by catalogue key or alias, or from a mapping of its figures (the

@@ -150,9 +150,9 @@ class SiliconRow:
             options["dtype"] = gemm
         if moe:
             options["moe_dtype"] = moe
-        if engine[1] == "trtllm" and (gemm or "").startswith(("fp8", "nvfp4")):
+        if (gemm or "").startswith(("fp8", "nvfp4")):
             options["kv_cache_dtype"] = "fp8"
-            assumed.append("fp8 KV cache (TensorRT-LLM's quantized checkpoints)")
+            assumed.append("fp8 KV cache with fp8/fp4 weights")
         if factors:
             options.update({k: v for k, v in factors.items() if k in FACTORS})
         return options, assumed

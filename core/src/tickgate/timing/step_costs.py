@@ -87,9 +87,15 @@ class StepCosts:
 
 
 def _link_gbps(gpu: Any, gpus: int) -> float:
-    """Per-direction bandwidth among ``gpus`` GPUs: NVLink within the scale-up domain, the
-    network beyond it."""
+    """Per-direction bandwidth each GPU sends at in an all-to-all among ``gpus`` GPUs: NVLink
+    within the scale-up domain, its NIC beyond it."""
     pick = getattr(gpu, "group_link_gbps", None)
+    return float(pick(gpus)) if pick is not None else float(gpu.link_gbps)
+
+
+def _allreduce_gbps(gpu: Any, gpus: int) -> float:
+    """Bus bandwidth of an all-reduce among ``gpus`` GPUs (:meth:`GpuSpec.allreduce_gbps`)."""
+    pick = getattr(gpu, "allreduce_gbps", None)
     return float(pick(gpus)) if pick is not None else float(gpu.link_gbps)
 
 
@@ -182,7 +188,7 @@ def step_costs(
     link_efficiency, latency_ms = factors["link_efficiency"], factors["allreduce_latency_us"] / 1000
     comm_token_ms = comm_fixed_ms = 0.0
     if tp > 1:
-        link = _link_gbps(gpu, tp) * 1e6 * link_efficiency
+        link = _allreduce_gbps(gpu, tp) * 1e6 * link_efficiency
         comm_token_ms += 2 * m.num_layers * 2 * (tp - 1) / tp * h * 2 / link
         comm_fixed_ms += 2 * m.num_layers * factors["allreduce_latency_us"] / 1000
     if dp > 1 and m.num_experts:
@@ -193,6 +199,7 @@ def step_costs(
             comm_token_ms += m.moe_layers * per_token / link
             comm_fixed_ms += 2 * m.moe_layers * latency_ms
         if lay.moe_tp > 1:  # all-gather in, reduce-scatter out
+            link = _allreduce_gbps(gpu, lay.moe_tp) * 1e6 * link_efficiency
             share = (lay.moe_tp - 1) / lay.moe_tp
             comm_token_ms += m.moe_layers * 2 * h * 2 * share * dp / link
             comm_fixed_ms += 2 * m.moe_layers * latency_ms

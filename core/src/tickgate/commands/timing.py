@@ -207,10 +207,10 @@ def fit_command(
     fitted = fit_families(chosen, start, rounds=rounds, passes=passes, jobs=jobs)
     after_file = attrs.evolve(start, fitted=fitted)
     lines = []
-    for label, group in (("fitted on", chosen), ("held out", held)):
+    for label, group in (("fitted on, " if held else "", chosen), ("held out, ", held)):
         if group:
-            lines.append(_summary_line(f"{label}, before", check_points(group, start.factors_for)))
-            lines.append(_summary_line(f"{label}, after", check_points(group, after_file.factors_for)))
+            lines.append(_summary_line(f"{label}before", check_points(group, start.factors_for)))
+            lines.append(_summary_line(f"{label}after", check_points(group, after_file.factors_for)))
     names = ", ".join(p.name for p in measurements)
     options = f" --rounds {rounds} --passes {passes}"
     if points_format != "auto":

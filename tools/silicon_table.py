@@ -1,6 +1,7 @@
 """The silicon error table of docs/timing.md, generated from the predictions it summarises.
 
-    python tools/silicon_table.py --predict   # replay the slice: docs/data/silicon-*.jsonl (~12 min, 2 cores)
+    python tools/silicon_table.py --predict [defaults|fitted] [--jobs=N]
+                                              # replay the slice: docs/data/silicon-*.jsonl (~12 min, 2 cores)
     python tools/silicon_table.py --write     # rewrite the table in docs/timing.md from those files
     python tools/silicon_table.py --check     # exit 1 if the table and the files differ
 
@@ -53,12 +54,13 @@ def _predict_chunk(args: tuple[int, int, str]) -> list[str]:
     return out
 
 
-def predict(jobs: int = 2) -> None:
+def predict(runs: list[str], jobs: int = 2) -> None:
     from tickgate.timing.silicon import read_silicon
 
     order = [r.id for r in read_silicon(CSV, MODELS)]
     DATA.mkdir(parents=True, exist_ok=True)
-    for run, path in RUNS.items():
+    for run in runs:
+        path = RUNS[run]
         with ProcessPoolExecutor(max_workers=jobs) as pool:
             lines = [line for chunk in pool.map(_predict_chunk, [(i, jobs, run) for i in range(jobs)]) for line in chunk]
         by_id = {json.loads(line)["id"]: line for line in lines}
@@ -138,7 +140,8 @@ def _factors() -> str:
 
 def main(argv: list[str]) -> int:
     if "--predict" in argv:
-        predict()
+        runs = [a for a in argv if a in RUNS] or list(RUNS)
+        predict(runs, jobs=int(next((a.split("=")[1] for a in argv if a.startswith("--jobs=")), "2")))
         return 0
     text = DOC.read_text(encoding="utf-8")
     start, end = text.index(BEGIN), text.index(END) + len(END)

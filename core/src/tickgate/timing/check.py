@@ -225,7 +225,12 @@ def check_points(
                 results.append(Prediction(point, None, str(exc)))
         else:
             setup = point.setup(chosen)
-            results.append(Prediction(point, predict(point, setup, ready), None, setup.assumed))
+            try:
+                results.append(Prediction(point, predict(point, setup, ready), None, setup.assumed))
+            except TickgateError as exc:
+                if not getattr(point, "refusals_skip", False):
+                    raise
+                results.append(Prediction(point, None, f"refused: {getattr(exc, 'message', None) or exc}"))
     return results
 
 

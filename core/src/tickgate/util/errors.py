@@ -6,7 +6,7 @@ traceback; everything else is a bug (``--debug`` shows its traceback).
 
 from __future__ import annotations
 
-from typing import cast
+from typing import Any, cast
 
 
 class TickgateError(Exception):
@@ -33,6 +33,11 @@ class InputError(TickgateError):
         self.json_path = json_path
         self.message = message
         super().__init__(self.format())
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        """Picklable with its location, so an error raised in a worker process (``timing fit
+        --jobs``, sweeps) reaches the parent as itself, not as a broken pool."""
+        return (_input_error, (self.path, self.message, self.line, self.column, self.json_path))
 
     def format(self) -> str:
         """``file:line:col: $.path: what``; an error that no file caused (two
@@ -123,3 +128,9 @@ def error_from_data(kind: str, value: object, doing: str) -> Exception:
     if kind == "tickgate":
         return TickgateError(value)
     return RuntimeError(f"{doing} in a child process failed: {value}")
+
+
+def _input_error(
+    path: str | None, message: str, line: int | None, column: int | None, json_path: str | None
+) -> InputError:
+    return InputError(path, message, line=line, column=column, json_path=json_path)

@@ -88,7 +88,10 @@ class SiliconRow:
 
     @property
     def concurrency(self) -> int | None:
+        """``silicon_concurrency=N`` of the row's source; where a source omits it (a few GB200
+        rows), the ``_cN_`` its id carries, as the source's own ids name the concurrency."""
         m = re.search(r"silicon_concurrency=(\d+)", self.data.get("silicon_data_source", ""))
+        m = m or re.search(r"_c(\d+)_", self.id)
         return int(m.group(1)) if m else None
 
     @property

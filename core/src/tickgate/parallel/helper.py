@@ -188,9 +188,14 @@ class Helper:
                 raise error_from_data(kind, value, self._doing)
         return kind, value
 
-    def _died(self) -> TickgateError:
+    def _died(self) -> BaseException:
+        """Why the child is gone. Killed by SIGINT, it is the user's Ctrl-C, which reaches the
+        whole process group: the parent is interrupted too, and says so as it would have had it
+        seen the signal first (which of the two notices first is a race)."""
         self._reaped = True
         how = _how_it_ended(self.pid)
+        if how == f"was killed by signal {int(signal.SIGINT)}":
+            return KeyboardInterrupt()
         return TickgateError(
             f"the process {self.role} (pid {self.pid}) {how}{self._early}; {ENV}=0 {self._instead}"
         )

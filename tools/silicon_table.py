@@ -68,20 +68,6 @@ def predict(runs: list[str], jobs: int = 2) -> None:
         path.write_text("".join(by_id[i] + "\n" for i in order), encoding="utf-8")
 
 
-class _Loaded:
-    """A prediction read back, with the interface tickgate.timing.partitions groups."""
-
-    def __init__(self, point: Any, line: dict[str, Any]) -> None:
-        self.point = point
-        self.predicted = line.get("predicted")
-        self.skipped = line.get("skipped")
-
-    def errors(self) -> dict[str, float]:
-        if not self.predicted:
-            return {}
-        return {k: (self.predicted[k] - v) / v for k, v in self.point.measured.items() if k in self.predicted}
-
-
 def _cell(record: dict[str, Any], key: str) -> str:
     stats = record.get(key)
     if stats is None:
@@ -90,6 +76,7 @@ def _cell(record: dict[str, Any], key: str) -> str:
 
 
 def table() -> str:
+    from tickgate.timing.check import Prediction
     from tickgate.timing.partitions import partition_rows
     from tickgate.timing.silicon import read_silicon
 
@@ -105,7 +92,11 @@ def table() -> str:
             ("rows the fit saw (every 10th)", [r for i, r in enumerate(rows) if i % EVERY == 0]),
             ("rows kept apart", [r for i, r in enumerate(rows) if i % EVERY]),
         ):
-            loaded = [_Loaded(r, lines[run][r.id]) for r in chosen if r.id in agg]
+            loaded = [
+                Prediction(r, lines[run][r.id].get("predicted"), lines[run][r.id].get("skipped"))
+                for r in chosen
+                if r.id in agg
+            ]
             parts.append(f"\n**{run}, {label}** (aggregated rows):\n\n")
             parts.append("| grouping | value | rows | covered | TTFT MdAPE | bias | within 1.5x | TPOT MdAPE | bias | within 1.5x |\n")
             parts.append("|---|---|---|---|---|---|---|---|---|---|\n")

@@ -87,19 +87,7 @@ def check_command(
     from ..util.atomic import atomic_writer, check_distinct_outputs
 
     check_distinct_outputs({"--output": output}, {"POINTS": points, "--timing": timing_file})
-    loaded: list[Any]
-    if points_format == "aiconfigurator-silicon":
-        from ..timing.silicon import read_silicon
-
-        if models is None:
-            raise click.UsageError("--format aiconfigurator-silicon needs --models DIR (the model configs)")
-        loaded = read_silicon(points, models)
-    else:
-        from ..timing.points import read_points
-
-        if models is not None:
-            raise click.UsageError("--models is for --format aiconfigurator-silicon")
-        loaded = read_points(points)
+    loaded = _measurements(points, points_format, models, read=_read_points)
     timing = load_timing_file(timing_file) if timing_file is not None else None
     results = check_points(loaded, timing.factors_for if timing is not None else None)
     # everything computed before the output is touched: a failure leaves it as it was
@@ -200,7 +188,11 @@ def fit_command(
     chosen: list[Any] = []
     held: list[Any] = []
     for path in measurements:
-        loaded = _measurements(path, points_format, models, start, base)
+        from ..timing.measurements import read_measurements
+
+        loaded = _measurements(
+            path, points_format, models, read=lambda p: read_measurements(p, start.document, base)
+        )
         chosen += loaded[::every]
         held += [p for i, p in enumerate(loaded) if i % every]
     prepare(chosen, start.factors_for)  # every measurement set up before hours of fitting
@@ -223,7 +215,9 @@ def fit_command(
     click.echo("\n".join(lines))
 
 
-def _measurements(path: Path, points_format: str, models: Path | None, start: Any, base: Path) -> list[Any]:
+def _measurements(path: Path, points_format: str, models: Path | None, *, read: Any) -> list[Any]:
+    """The rows of a silicon CSV (``--format aiconfigurator-silicon``, which needs ``--models``),
+    else what ``read(path)`` makes of the file (the command's own format)."""
     if points_format == "aiconfigurator-silicon":
         from ..timing.silicon import read_silicon
 
@@ -232,6 +226,11 @@ def _measurements(path: Path, points_format: str, models: Path | None, start: An
         return read_silicon(path, models)
     if models is not None:
         raise click.UsageError("--models is for --format aiconfigurator-silicon")
-    from ..timing.measurements import read_measurements
+    loaded: list[Any] = read(path)
+    return loaded
 
-    return read_measurements(path, start.document, base)
+
+def _read_points(path: Path) -> list[Any]:
+    from ..timing.points import read_points
+
+    return list(read_points(path))

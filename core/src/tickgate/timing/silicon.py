@@ -9,7 +9,7 @@ an aggregated row into a policy (the engine's scheduler with the row's per-rank 
 roofline timing model with the row's model, GPU, formats and layout) and that closed loop
 (:mod:`.closed_loop`), or says why it cannot (a disaggregated row, a model with no config).
 
-docs/timing.md, "The silicon format", lists what each column becomes and what is assumed.
+docs/timing.md, "Measured deployments: the silicon format", lists what each column becomes and what is assumed.
 """
 
 from __future__ import annotations
@@ -166,10 +166,7 @@ class SiliconRow:
         clients = self.concurrency
         if not clients:
             raise Skip("silicon_data_source names no silicon_concurrency")
-        try:
-            timing = RooflineTiming(options)
-        except ConfigError as exc:
-            raise Skip(f"timing: {exc}") from None
+        timing = _roofline(options)
         dp = timing.layout.dp
         per_rank = max(1, -(-clients // dp))
         batch = _size(d.get("batch_size"))
@@ -182,10 +179,7 @@ class SiliconRow:
             options = {**options, "tensor_parallel_size": 1, "attention_dp_size": tp * dp}
             options.pop("moe_tensor_parallel_size", None)
             options.pop("moe_expert_parallel_size", None)
-            try:
-                timing = RooflineTiming(options)
-            except ConfigError as exc:
-                raise Skip(f"timing: {exc}") from None
+            timing = _roofline(options)
             dp = timing.layout.dp
             per_rank = max(1, -(-clients // dp))
         if per_rank > batch:
@@ -218,6 +212,14 @@ def _solo_ms(timing: RooflineTiming, isl: int, osl: int) -> float:
     one sequence): no client's first request can finish sooner, so starts spread within it
     keep every client's requests in order."""
     return timing.step_ms(isl, 0, 0) + osl * timing.step_ms(0, 1, isl + osl // 2)
+
+
+def _roofline(options: dict[str, Any]) -> RooflineTiming:
+    """The row's timing model; a layout or format it cannot price skips the row, saying why."""
+    try:
+        return RooflineTiming(options)
+    except ConfigError as exc:
+        raise Skip(f"timing: {exc}") from None
 
 
 def _seed(text: str) -> int:

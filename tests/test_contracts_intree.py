@@ -11,7 +11,7 @@ from conftest import FIXTURES, POLICIES
 
 pytest.register_assert_rewrite("tickgate.testing")  # before the import: the kit's asserts explain failures
 
-from tickgate.testing import (AdmissionPolicyContract, BackendMirrorContract, GateSignalContract,  # noqa: E402
+from tickgate.testing import (AutoscalerContract, AdmissionPolicyContract, BackendMirrorContract, GateSignalContract,  # noqa: E402
                               RouterContract, SchedulerContract, TimingModelContract, WorkloadReaderContract)
 
 pytest_plugins = ["tickgate.testing"]
@@ -84,6 +84,19 @@ class TestPrefixAwareRouter(RouterContract):
     plugin_name = "prefix-aware"
     distribution = "tickgate"
     options = {"overlap_weight": 2}
+
+
+class TestHpaAutoscaler(AutoscalerContract):
+    plugin_name = "hpa"
+    distribution = "tickgate"
+    options = {"metrics": [{"name": "waiting", "target": 2}, {"name": "ttft_p95_ms", "target": 80}],
+               "scale_down": {"stabilization_window_s": 0.02}}
+
+
+class TestSloAutoscaler(AutoscalerContract):
+    plugin_name = "slo"
+    distribution = "tickgate"
+    options = {"itl_ms": 6, "ttft_ms": 100, "scale_down_delay_s": 0.02}
 
 
 class TestVllmBenchMirror(BackendMirrorContract):

@@ -87,12 +87,14 @@ def replay_fleet(
             sidecar=sidecar,
             kv_writer=writer,
         )
-        for e in fleet.engines:
-            stack.callback(e.close)
+        hooks: list[Any] = [lambda e: stack.callback(e.close)]
         if trace_path is not None:
             fh = stack.enter_context(atomic_writer(trace_path))
+            hooks.append(lambda e: e.sinks.append(_ReplicaTrace(fh, e.name)))
+        for hook in hooks:  # the engines built now, and those a pool that scales builds later
             for e in fleet.engines:
-                e.sinks.append(_ReplicaTrace(fh, e.name))
+                hook(e)
+            fleet.engine_hooks.append(hook)
         fleet.run(arrivals(), [sink.outcome for sink in clients], source=inputs.get("workload"))
         for e in fleet.engines:
             e.finish()
@@ -100,6 +102,8 @@ def replay_fleet(
     replicas = [replica_report(fleet, i, inputs) for i in range(len(fleet.engines))]
     inputs["cluster"] = spec.to_json()
     report = fleet_report(fleet, client, inputs, replicas)
+    if fleet.scaling is not None:
+        report["autoscaling"] = fleet.scaling.to_json(fleet.end_ms())
     if writer is not None:
         report["kv_events"] = writer.counts.to_json()
     if keep is not None:

@@ -36,9 +36,11 @@ from ..interfaces.model import Request, RequestOutcome
 from ..interfaces.routing import Router, RouterContext
 from ..replay.engine import DEFAULT_MAX_TICKS, build_scheduler
 from ..util.errors import InputError, PluginError
+from .event_sink import EventSink
 from .handoff import Handoff
 from .prefix_index import EventPrefixes, RoutedPrefixes
 from .replica import Engine, Target
+from .scaling import Scaling
 from .spec import FleetSpec, PoolSpec
 
 __all__ = ["Fleet"]
@@ -72,62 +74,100 @@ class Fleet:
         self.sidecar = sidecar
         self.prefixes = RoutedPrefixes(prefix_block_size)
         self.events = EventPrefixes()
-        single = len(spec.pools) == 1 and spec.pools[0].name == "default"
-        for pool in spec.pools:
-            targets = self.pool_targets.setdefault(pool.name, [])
-            for i in range(pool.replicas):
-                name = f"replica-{i}" if single else f"{pool.name}-{i}"
-                ranks = []
-                for k in range(pool.data_parallel_size):
-                    rank_name = name if pool.data_parallel_size == 1 else f"{name}/dp{k}"
-                    ranks.append(self._engine(pool, rank_name, k, limit, detail_limit))
-                target = Target(
-                    len(targets), name, pool.name, ranks, self.timing, pool.lockstep, self._cached_prefix
-                )
-                for e in ranks:
-                    e.frontend = target.frontend
-                targets.append(target)
-                self.targets.append(target)
+        self._single = len(spec.pools) == 1 and spec.pools[0].name == "default"
+        self._limits = (limit, detail_limit)
         #: engine index -> its replica, and a replica's position in the whole fleet
-        self.targets_of = [t for t in self.targets for _ in t.engines]
-        self.fleet_position = {id(t): i for i, t in enumerate(self.targets)}
+        self.targets_of: list[Target] = []
+        self.fleet_position: dict[int, int] = {}
+        self.decision_counts: list[int] = []
+        #: called with every engine the fleet builds, now or when a pool scales up (sinks, cleanup)
+        self.engine_hooks: list[Any] = []
+        self._kv_setup: tuple[Any, bool] | None = None
+        self.prefill_engines: list[Engine] = []
+        for pool in spec.pools:
+            self.pool_targets[pool.name] = []
+            for _ in range(pool.replicas):
+                self._add_target(pool)
         # a mixed fleet: one router over every replica; disaggregated: one per side
         if spec.disaggregated:
             by_role = {p.role: p for p in spec.pools}
             self.entry_pool = by_role["prefill"]
         else:
             self.entry_pool = spec.pools[0]
-        self.entry_targets = self.pool_targets[self.entry_pool.name] if spec.disaggregated else self.targets
-        self.router = self._router(self.entry_pool, len(self.entry_targets))
+        scaled = spec.autoscale
+        # what the routers route over: every replica, or (a fleet that scales) the ready ones,
+        # a list the scaling control keeps in place
+        routed = {
+            p.name: list(self.pool_targets[p.name]) if scaled else self.pool_targets[p.name]
+            for p in spec.pools
+        }
+        self.entry_targets = routed[self.entry_pool.name] if spec.disaggregated or scaled else self.targets
+        bound = scaled.bounds if scaled is not None else {}
+        self.router = self._router(
+            self.entry_pool, bound.get(self.entry_pool.name, (0, len(self.entry_targets)))[1]
+        )
         self.handoff: Handoff | None = None
         if spec.disaggregated:
             self.decode_pool = by_role["decode"]
-            self.decode_targets = self.pool_targets[self.decode_pool.name]
-            self.decode_router = self._router(self.decode_pool, len(self.decode_targets))
+            self.decode_targets = routed[self.decode_pool.name]
+            self.decode_router = self._router(
+                self.decode_pool, bound.get(self.decode_pool.name, (0, len(self.decode_targets)))[1]
+            )
             assert spec.transfer is not None  # fleet_spec gives a disaggregated fleet its transfer
             self.handoff = Handoff(spec.transfer)
-            self.prefill_engines = [e for t in self.entry_targets for e in t.engines]
-            for t in self.decode_targets:
-                for e in t.engines:
-                    e.transferred = True
+        self.scaling: Scaling | None = None
+        if scaled is not None:
+            self.scaling = Scaling(
+                scaled, [(p, routed[p.name]) for p in spec.pools], self._add_target, spec.seed
+            )
         self.track_prefixes = bool(optional_attribute(self.router, "reads_cached_prefixes"))
         self._kv_events(
             kv_writer, self.track_prefixes and getattr(self.router, "prefix_source", "events") == "events"
         )
         # asked ahead: a router that reads no state (or has one replica to pick), when no replica
         # balances data-parallel ranks (that reads the ranks' counts at the arrival)
+        # (never in a fleet that scales: the replicas a request may go to change with time)
         self.eager = (
-            not optional_attribute(self.router, "uses_replica_state") or len(self.entry_targets) == 1
-        ) and all(len(t.engines) == 1 for t in self.entry_targets)
+            scaled is None
+            and (not optional_attribute(self.router, "uses_replica_state") or len(self.entry_targets) == 1)
+            and all(len(t.engines) == 1 for t in self.entry_targets)
+        )
         #: routing decisions in order: (request id, replica name); the fleet fingerprint covers them
         self.decisions = hashlib.sha256()
-        self.decision_counts = [0] * len(self.targets)
         self.client_outcomes: list[RequestOutcome] = []
         self._on_outcome: list[Any] = []
         self.busy_ms = 0.0  # time during which at least one replica was stepping
         self._covered = -INF
 
     # -- building ---------------------------------------------------------------------
+    def _add_target(self, pool: PoolSpec) -> Target:
+        """One more replica of ``pool`` (at the start, or when the pool scales up): its
+        engines built, named by its position in the pool (never reused)."""
+        limit, detail_limit = self._limits
+        targets = self.pool_targets[pool.name]
+        i = len(targets)
+        name = f"replica-{i}" if self._single else f"{pool.name}-{i}"
+        ranks = []
+        for k in range(pool.data_parallel_size):
+            rank_name = name if pool.data_parallel_size == 1 else f"{name}/dp{k}"
+            ranks.append(self._engine(pool, rank_name, k, limit, detail_limit))
+        target = Target(i, name, pool.name, ranks, self.timing, pool.lockstep, self._cached_prefix)
+        self.fleet_position[id(target)] = len(self.targets)
+        targets.append(target)
+        self.targets.append(target)
+        self.decision_counts.append(0)
+        for e in ranks:
+            e.frontend = target.frontend
+            e.transferred = pool.role == "decode"
+            if pool.role == "prefill":
+                self.prefill_engines.append(e)
+            self.targets_of.append(target)
+            if self._kv_setup is not None:
+                self._engine_events(e, *self._kv_setup)
+            for hook in self.engine_hooks:
+                hook(e)
+        return target
+
     def _engine(self, pool: PoolSpec, name: str, rank: int, limit: int, detail_limit: int) -> Engine:
         clock = Clock()
         scheduler, built = build_scheduler(pool.policy, clock, prefix_block_size=self.prefix_block_size)
@@ -152,21 +192,25 @@ class Fleet:
         (``--kv-events``; every engine must record them) and, for ``index``, read
         by the prefix-aware router in process (engines without them fall back to
         the record of what was routed there)."""
+        self._kv_setup = (writer, index)
         for e in self.engines:
-            records = records_kv_events(e.scheduler)
-            if writer is not None and not records:
-                pool = next(p for p in self.spec.pools if p.name == e.pool)
-                raise InputError(
-                    self.policy.path,
-                    f'scheduler "{pool.scheduler.plugin.name}" of {e.name} does not '
-                    "record KV-cache events; --kv-events needs one that does, such as vllm-v1",
-                    **pool.policy.locate(*pool.policy.scheduler_at, "name"),
-                )
-            on = records and (index or writer is not None)
-            self.events.add_engine(e.scheduler, on and index)
-            if on:
-                e.scheduler.enable_kv_events()
-                e.sinks.append(_EventSink(self, e, writer, on and index))
+            self._engine_events(e, writer, index)
+
+    def _engine_events(self, e: Engine, writer: Any, index: bool) -> None:
+        records = records_kv_events(e.scheduler)
+        if writer is not None and not records:
+            pool = next(p for p in self.spec.pools if p.name == e.pool)
+            raise InputError(
+                self.policy.path,
+                f'scheduler "{pool.scheduler.plugin.name}" of {e.name} does not '
+                "record KV-cache events; --kv-events needs one that does, such as vllm-v1",
+                **pool.policy.locate(*pool.policy.scheduler_at, "name"),
+            )
+        on = records and (index or writer is not None)
+        self.events.add_engine(e.scheduler, on and index)
+        if on:
+            e.scheduler.enable_kv_events()
+            e.sinks.append(EventSink(self, e, writer, on and index))
 
     def _cached_prefix(self, index: int, request: Request) -> int:
         if self.events.known(index):
@@ -204,12 +248,22 @@ class Fleet:
         entries, steps = self.entries, self.steps
         engines = self.engines
         handoff = self.handoff
+        scaling = self.scaling
+        if scaling is not None:
+            self._on_outcome = [*on_outcome, scaling.outcome]
         while True:
             head = self._head
             t_head = head.arrival_ms if head is not None else INF
             assert t_head is not None  # a fleet's requests are timed
             t_entry = entries[0][0] if entries else INF
             t_step = steps[0][0] if steps else INF
+            if scaling is not None and (
+                head is not None or entries or steps or (handoff and handoff.pending)
+            ):
+                t_ctl = scaling.next_ms
+                if t_ctl <= t_head and t_ctl <= t_entry and t_ctl <= t_step:
+                    self._control(t_ctl)
+                    continue
             if handoff is not None and handoff.pending:
                 t_xfer = handoff.pending[0][0]
                 if t_xfer <= t_head and t_xfer <= t_entry and t_xfer <= t_step:
@@ -250,6 +304,16 @@ class Fleet:
                     else:
                         engine.busy = False
 
+    def end_ms(self) -> float:
+        """When the replay ended: the last step of any engine (replicas still up are billed to it)."""
+        return max((e.clock.now_ms for e in self.engines), default=0.0)
+
+    def _control(self, now: float) -> None:
+        """The scaling control's turn (decisions, replicas becoming ready); a replica told to
+        drain that holds nothing stops at once, others when their last request finishes."""
+        assert self.scaling is not None  # only a fleet that scales has control times
+        self.scaling.run(now)
+
     def _unit(self, engine: Engine) -> Engine:
         """What the step heap holds for ``engine``: itself, or its lockstep group's first rank."""
         target = self.targets_of[engine.index]
@@ -266,6 +330,9 @@ class Fleet:
                 f"{request.id!r}: not a replica position 0..{len(targets) - 1}",
             )
         target = targets[position]
+        if self.scaling is not None:
+            assert request.arrival_ms is not None  # a fleet's requests are timed
+            self.scaling.arrived(target.pool, request, request.arrival_ms)
         if self.handoff is not None:
             request = self.handoff.prefill_request(request)
         engine = self._send(request, target)
@@ -298,6 +365,9 @@ class Fleet:
                 f"{self.decode_pool.router.plugin.label()} returned {position!r} for "
                 f"request {request.id!r}: not a replica position 0..{len(targets) - 1}",
             )
+        if self.scaling is not None:
+            assert request.arrival_ms is not None  # the transfer's end
+            self.scaling.arrived(targets[position].pool, request, request.arrival_ms)
         self._send(request, targets[position])
 
     def _next_arrival(self, engine: Engine) -> float | None:
@@ -312,6 +382,9 @@ class Fleet:
         head = self._head.arrival_ms if self._head is not None else INF
         assert own is not None and head is not None  # a fleet's requests are timed
         nxt = own if own < head else head
+        if self.scaling is not None:  # the control reads the replicas' state at its time
+            ctl = self.scaling.next_ms
+            nxt = ctl if ctl < nxt else nxt
         if self.handoff is not None and engine.transferred:
             # a decode replica's next request comes with a transfer that has begun, or with one a
             # prefill step will begin: no sooner than the earliest prefill step still to start
@@ -375,6 +448,8 @@ class Fleet:
         for o in outcomes:
             engine.in_flight -= 1
             router.finished(o, target.position)
+            if self.scaling is not None and not target.in_flight:
+                self.scaling.drained(target, engine.clock.now_ms)
             if handoff is not None:
                 client = handoff.decoded(o) if decode else handoff.prefilled(o)
                 if client is None:
@@ -382,38 +457,6 @@ class Fleet:
                 o = client
             for fn in self._on_outcome:
                 fn(o)
-
-
-class _EventSink:
-    """An engine's KV events after each of its records: applied to the fleet's index
-    of resident blocks and/or written, one batch per record, stamped with the
-    simulated end of the step in seconds and named by replica and rank."""
-
-    __slots__ = ("drain", "engine", "fleet", "index", "replica", "writer")
-
-    def __init__(self, fleet: Fleet, engine: Engine, writer: Any, index: bool) -> None:
-        self.drain = engine.scheduler.drain_kv_events
-        self.fleet = fleet
-        self.engine = engine
-        self.writer = writer
-        self.index = index
-        self.replica = fleet.targets_of[engine.index].name
-
-    def record(self, record: Any) -> None:
-        events = self.drain()
-        if not events:
-            return
-        if self.index:
-            self.fleet.events.apply(self.engine.index, events)
-        if self.writer is not None:
-            ts = (self.engine.clock.now_ms + (record.duration_ms or 0.0)) / 1000.0
-            self.writer.write_batch(ts, events, self.engine.rank, self.replica)
-
-    def arrival(self, request: Request) -> None:
-        pass
-
-    def outcome(self, outcome: RequestOutcome) -> None:
-        pass
 
 
 def _shifted(o: RequestOutcome, own_end: float, end: float) -> RequestOutcome:

@@ -56,7 +56,7 @@ class RoundRobin(Router):
         return cls(ctx.replicas)
 
     def route(self, request: Request, replicas: Sequence[ReplicaView]) -> int:
-        p = self.next
+        p = self.next % len(replicas)  # a scaled pool's list of ready replicas changes length
         self.next = (p + 1) % len(replicas)
         return p
 
@@ -207,15 +207,20 @@ class PrefixAware(Router):
         prompt = request.prompt_tokens
         costs = []
         uncached_at = []
+        routed_uncached, active = self.routed_uncached, self.active
         for r in replicas:
             p = r.position
+            if p >= len(active):  # a replica a scaled pool started after the router was built
+                routed_uncached.extend([0] * (p + 1 - len(active)))
+                active.extend([0] * (p + 1 - len(active)))
             uncached = prompt - min(r.cached_prefix_tokens(request), prompt)
-            pending = self.routed_uncached[p] - r.prefilled_tokens
-            costs.append(w * ((pending if pending > 0 else 0) + uncached) + self.active[p] + uncached)
+            pending = routed_uncached[p] - r.prefilled_tokens
+            costs.append(w * ((pending if pending > 0 else 0) + uncached) + active[p] + uncached)
             uncached_at.append(uncached)
         chosen = self.ties.pick(costs)
-        self.routed_uncached[chosen] += uncached_at[chosen]
-        self.active[chosen] += prompt
+        p = replicas[chosen].position  # the list holds only the ready replicas of a scaled pool
+        routed_uncached[p] += uncached_at[chosen]
+        active[p] += prompt
         return chosen
 
     def finished(self, outcome: RequestOutcome, position: int) -> None:

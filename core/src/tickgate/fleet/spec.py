@@ -22,7 +22,7 @@ from ..interfaces import optional_attribute
 from ..util.errors import InputError
 from ..util.words import plural
 
-__all__ = ["DEFAULT_ROUTER", "FleetSpec", "PoolSpec", "TransferSpec", "fleet_spec"]
+__all__ = ["DEFAULT_ROUTER", "AutoscaleSpec", "FleetSpec", "PoolSpec", "TransferSpec", "fleet_spec"]
 
 #: the router of a ``cluster`` section that names none
 DEFAULT_ROUTER = "round-robin"
@@ -53,6 +53,44 @@ class TransferSpec:
 
 
 @attrs.frozen
+class AutoscaleSpec:
+    """``cluster.autoscaler`` and ``cluster.lifecycle``, resolved (docs/autoscaling.md)."""
+
+    autoscaler: Selection
+    interval_ms: float
+    window_ms: float
+    #: pool name -> (min_replicas, max_replicas)
+    bounds: Mapping[str, tuple[int, int]]
+    provisioning_ms: float
+    load_ms: float
+    warmup_ms: float
+    #: where the load time came from: "policy" or the bandwidth and weight bytes it was computed from
+    load_source: str
+
+    @property
+    def startup_ms(self) -> float:
+        """From the decision to a replica that serves: provisioning, model load, warm-up."""
+        return self.provisioning_ms + self.load_ms + self.warmup_ms
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "name": self.autoscaler.plugin.name,
+            "options": dict(self.autoscaler.options),
+            "interval_s": self.interval_ms / 1000.0,
+            "window_s": self.window_ms / 1000.0,
+            "bounds": {
+                pool: {"min_replicas": lo, "max_replicas": hi} for pool, (lo, hi) in self.bounds.items()
+            },
+            "lifecycle": {
+                "provisioning_s": self.provisioning_ms / 1000.0,
+                "load_s": round(self.load_ms / 1000.0, 6),
+                "load_source": self.load_source,
+                "warmup_s": self.warmup_ms / 1000.0,
+            },
+        }
+
+
+@attrs.frozen
 class PoolSpec:
     name: str
     role: str
@@ -70,6 +108,7 @@ class FleetSpec:
     pools: tuple[PoolSpec, ...]
     seed: int
     transfer: TransferSpec | None
+    autoscale: AutoscaleSpec | None = None
 
     @property
     def disaggregated(self) -> bool:
@@ -94,6 +133,8 @@ class FleetSpec:
         }
         if self.transfer is not None:
             out["transfer"] = self.transfer.to_json()
+        if self.autoscale is not None:
+            out["autoscaler"] = self.autoscale.to_json()
         return out
 
 
@@ -180,7 +221,100 @@ def fleet_spec(policy: Policy, registry: Registry | None = None) -> FleetSpec | 
             "'transfer' is for disaggregated fleets (pools with roles prefill and decode)",
             (*where, "transfer"),
         )
-    return FleetSpec(spec_pools, int(cluster.get("seed", 0)), transfer)
+    autoscale = _autoscale(policy, registry, cluster, pools_doc, spec_pools)
+    return FleetSpec(spec_pools, int(cluster.get("seed", 0)), transfer, autoscale)
+
+
+def _autoscale(
+    policy: Policy,
+    registry: Registry,
+    cluster: Mapping[str, Any],
+    pools_doc: Mapping[str, Any],
+    pools: Sequence[PoolSpec],
+) -> AutoscaleSpec | None:
+    """``cluster.autoscaler`` and ``cluster.lifecycle``: each pool's bounds, checked against its
+    starting replicas; the model load time from the policy or the timing model's weights."""
+    where = ("cluster",)
+    block = cluster.get("autoscaler")
+    if block is None:
+        for key in ("lifecycle",):
+            if key in cluster:
+                raise _error(
+                    policy, f"'{key}' is for a fleet that scales: add 'cluster.autoscaler'", (*where, key)
+                )
+        for name, doc in pools_doc.items():
+            for key in ("min_replicas", "max_replicas"):
+                if key in doc:
+                    raise _error(
+                        policy,
+                        f"'{key}' is for a fleet that scales: add 'cluster.autoscaler'",
+                        (*where, "pools", name, key),
+                    )
+        return None
+    at = (*where, "autoscaler")
+    selection = _select(
+        registry,
+        "autoscaler",
+        block["name"],
+        block.get("options", {}),
+        policy.path,
+        policy.locations,
+        (*at, "name"),
+        (*at, "options"),
+    )
+    bounds = {}
+    for pool in pools:
+        doc = pools_doc[pool.name]
+        pool_at = (*where, "pools", pool.name) if "pools" in cluster else where
+        lo = int(doc.get("min_replicas", block.get("min_replicas", 1)))
+        hi = int(doc.get("max_replicas", block.get("max_replicas", max(4 * pool.replicas, lo))))
+        if lo > hi:
+            key_at = (*pool_at, "min_replicas") if "min_replicas" in doc else (*at, "min_replicas")
+            raise _error(
+                policy, f"min_replicas {lo} is above max_replicas {hi} for pool {pool.name!r}", key_at
+            )
+        if not lo <= pool.replicas <= hi:
+            key_at = (
+                (*pool_at, "replicas") if "replicas" in doc or "pools" in cluster else (*where, "replicas")
+            )
+            raise _error(
+                policy,
+                f"pool {pool.name!r} starts with {pool.replicas} replica(s), outside its bounds {lo}..{hi} "
+                "(min_replicas..max_replicas)",
+                key_at,
+            )
+        bounds[pool.name] = (lo, hi)
+    life = cluster.get("lifecycle") or {}
+    life_at = (*where, "lifecycle")
+    if "load_s" in life and "load_gb_per_s" in life:
+        raise _error(
+            policy,
+            "give the model load time as 'load_s' or 'load_gb_per_s', not both",
+            (*life_at, "load_gb_per_s"),
+        )
+    load_ms = 1000.0 * float(life.get("load_s", 0.0))
+    source = "policy"
+    if "load_gb_per_s" in life:
+        per_gpu = getattr(policy.timing, "weight_bytes_per_gpu", None)  # the roofline's (a property)
+        if not isinstance(per_gpu, (int, float)) or per_gpu <= 0:
+            raise _error(
+                policy,
+                "the timing model does not know the model's weight bytes: give 'load_s' instead of 'load_gb_per_s'",
+                (*life_at, "load_gb_per_s"),
+            )
+        weights = float(per_gpu)
+        load_ms = weights / (float(life["load_gb_per_s"]) * 1e9) * 1000.0
+        source = f"{weights / 1e9:.3f} GB of weights per GPU at {life['load_gb_per_s']} GB/s"
+    return AutoscaleSpec(
+        autoscaler=selection,
+        interval_ms=1000.0 * float(block.get("interval_s", 15.0)),
+        window_ms=1000.0 * float(block.get("window_s", 60.0)),
+        bounds=bounds,
+        provisioning_ms=1000.0 * float(life.get("provisioning_s", 0.0)),
+        load_ms=load_ms,
+        warmup_ms=1000.0 * float(life.get("warmup_s", 0.0)),
+        load_source=source,
+    )
 
 
 def _pool(

@@ -150,6 +150,17 @@ def register_routers(register: Register) -> None:
     """
 
 
+@spec("autoscaler")
+def register_autoscalers(register: Register) -> None:
+    """Register autoscaler classes (kind ``autoscaler``).
+
+    See :class:`tickgate.interfaces.autoscaling.Autoscaler`: recommends how many replicas
+    each pool of a fleet should have, every ``interval_s``. Selected by
+    ``cluster.autoscaler.name`` in a policy file; built per pool with
+    ``build(options, AutoscalerContext)``.
+    """
+
+
 @spec("command")
 def register_commands(register: Register) -> None:
     """Register extra ``tickgate`` subcommands (kind ``command``): click commands

@@ -1,5 +1,6 @@
 """The plugin interfaces: what a scheduler, KV allocator, admission policy,
-timing model, backend mirror, evidence parser, gate signal and workload reader must provide.
+timing model, backend mirror, evidence parser, gate signal, workload reader, router and
+autoscaler must provide.
 
 Plugins subclass these bases (or just match them): the bases only hold
 defaults and documentation. Optional attributes are declared on their base
@@ -17,6 +18,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from .autoscaling import Autoscaler, AutoscalerContext, PoolSignals, ScaleDecision
 from .engine import AdmissionContext, AdmissionPolicy, BuildContext, Clock, Horizon, KvAllocator, Scheduler
 from .gate import GateSignal, SignalResult
 from .kv_events import AllBlocksCleared, BlockRemoved, BlockStored, KvEvent
@@ -66,6 +68,8 @@ __all__ = [
     "AdmissionContext",
     "AdmissionPolicy",
     "AllBlocksCleared",
+    "Autoscaler",
+    "AutoscalerContext",
     "BackendMirror",
     "BlockRemoved",
     "BlockStored",
@@ -78,11 +82,13 @@ __all__ = [
     "KvAllocator",
     "KvEvent",
     "Plugin",
+    "PoolSignals",
     "ReplicaView",
     "Request",
     "RequestOutcome",
     "Router",
     "RouterContext",
+    "ScaleDecision",
     "Scheduler",
     "SignalResult",
     "TickRecord",

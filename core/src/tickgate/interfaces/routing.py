@@ -4,7 +4,12 @@ A fleet (a policy's ``cluster:`` section, docs/fleets.md) puts replicas behind
 a router plugin (kind ``router``, hook ``register_routers``). The fleet driver
 calls :meth:`Router.route` once per request, at the request's arrival on the
 fleet's clock, with a view of every replica of the pool in fleet order; the
-router returns the position of the one it picks. What a router may read of a
+router returns the index in that sequence of the one it picks. In a fleet that
+scales (``cluster.autoscaler``, docs/autoscaling.md) the sequence holds only the
+replicas ready at that moment, so its length changes; :attr:`ReplicaView.position`
+stays the replica's own, and new replicas get new positions (possibly beyond
+:attr:`RouterContext.replicas`): a router keeping state per replica keys it by
+``position``. What a router may read of a
 replica is :class:`ReplicaView`: counts the driver keeps exactly (routed and
 unfinished requests, the running batch of the replica's last step, KV pages in
 use) and the replica's cached prefix for the request (from the replica's KV
@@ -70,7 +75,8 @@ class ReplicaView(Protocol):
 class RouterContext:
     """What a router is built with besides its options."""
 
-    #: the pool it routes for, and how many replicas that pool has
+    #: the pool it routes for, and how many replicas that pool has (a pool that scales: at
+    #: most this many at once, its ``max_replicas``)
     pool: str
     replicas: int
     #: the fleet's seed (``cluster.seed``, default 0): the only source of randomness

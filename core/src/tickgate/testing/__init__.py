@@ -32,6 +32,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from .autoscaler_contract import AutoscalerContract
 from .cli import CliResult, run_cli
 from .contracts import (
     AdmissionPolicyContract,
@@ -47,6 +48,7 @@ from .support import contract_workload, fresh_registry
 
 __all__ = [
     "AdmissionPolicyContract",
+    "AutoscalerContract",
     "BackendMirrorContract",
     "CliResult",
     "GateSignalContract",

@@ -1,0 +1,163 @@
+"""``slo``: size each pool for the traffic to come from the timing model's capacity at the SLOs.
+
+What NVIDIA Dynamo's SLA planner does in its throughput-based (predictive) mode
+(docs.nvidia.com/dynamo, "Planner Guide", scaling mode ``sla``): every
+adjustment interval it predicts the next interval's load (request rate and token
+mix) and divides it by what one engine serves while meeting the TTFT and ITL
+targets, for the prefill and the decode pool separately. Dynamo reads that
+capacity from a pre-deployment profile; here it comes from the pool's own timing
+model, the one the replay runs on:
+
+- **decode / mixed**: the largest batch ``B`` (at most the scheduler's
+  ``max_num_seqs`` / ``max_running_requests`` / ``max_batch_size``) whose step stays
+  within the ITL target, a mixed pool's step also carrying its share of prompt tokens
+  (``B x prompt / output`` per step); one replica then serves
+  ``B / (output x step)`` requests per second;
+- **prefill**: steps of ``max_num_batched_tokens`` prompt tokens: ``tokens / prompt``
+  requests per step;
+- each divided into the predicted rate with a ``headroom`` (default 0.8 of the
+  capacity: queueing keeps the TTFT tail within target).
+
+The rate comes from the signals' window (``predictor: constant``, Dynamo's
+constant predictor) or that plus its rising trend over ``trend_window_s``
+carried ``startup`` ahead (``predictor: linear``): a replica asked for now serves
+only after provisioning, load and warm-up, so a ramp must be met early. Damping
+and hysteresis, as SLA planners have them: growth is immediate; a pool shrinks
+only when every recommendation over ``scale_down_delay_s`` was lower, and then by
+at most ``max_scale_down`` replicas per decision.
+
+Simplified: KV capacity does not bound ``B`` (the batch cap does); the TTFT target
+is met through the headroom, not a queueing model.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import deque
+from collections.abc import Mapping
+from typing import Any, ClassVar
+
+from ..interfaces.autoscaling import Autoscaler, AutoscalerContext, PoolSignals, ScaleDecision
+
+__all__ = ["Slo"]
+
+#: the scheduler options that cap a running batch, per engine mirror, and a step's prompt tokens
+BATCH_CAPS = ("max_num_seqs", "max_running_requests", "max_batch_size", "max_running")
+TOKEN_CAPS = ("max_num_batched_tokens", "chunked_prefill_size", "max_num_tokens")
+
+
+class Slo(Autoscaler):
+    name = "slo"
+    description = (
+        "Dynamo-style SLA planner: predicted rate / one replica's capacity within the TTFT and ITL targets"
+    )
+    options_schema: ClassVar[dict[str, Any]] = {
+        "type": "object",
+        "additionalProperties": False,
+        "required": ["itl_ms"],
+        "properties": {
+            "itl_ms": {
+                "type": "number",
+                "exclusiveMinimum": 0,
+                "description": "ITL target a step must stay within",
+            },
+            "ttft_ms": {
+                "type": "number",
+                "exclusiveMinimum": 0,
+                "description": "TTFT target (a prefill pool's step must stay within it)",
+            },
+            "headroom": {"type": "number", "exclusiveMinimum": 0, "maximum": 1, "default": 0.8},
+            "predictor": {"enum": ["constant", "linear"], "default": "linear"},
+            "trend_window_s": {"type": "number", "exclusiveMinimum": 0, "maximum": 86400, "default": 300},
+            "scale_down_delay_s": {"type": "number", "minimum": 0, "maximum": 86400, "default": 300},
+            "max_scale_down": {"type": "integer", "minimum": 1, "maximum": 4096, "default": 1},
+        },
+    }
+
+    def __init__(self, options: Mapping[str, Any], ctx: AutoscalerContext) -> None:
+        self.ctx = ctx
+        self.itl_ms = float(options["itl_ms"])
+        self.ttft_ms = float(options.get("ttft_ms", math.inf))
+        self.headroom = float(options.get("headroom", 0.8))
+        self.predictor = options.get("predictor", "linear")
+        self.trend_ms = 1000.0 * float(options.get("trend_window_s", 300))
+        self.down_delay_ms = 1000.0 * float(options.get("scale_down_delay_s", 300))
+        self.max_down = int(options.get("max_scale_down", 1))
+        sched = ctx.scheduler_options
+        self.batch_cap = next((int(sched[k]) for k in BATCH_CAPS if isinstance(sched.get(k), int)), 256)
+        self.token_cap = next((int(sched[k]) for k in TOKEN_CAPS if isinstance(sched.get(k), int)), 8192)
+        self.rates: deque[tuple[float, float]] = deque()
+        self.recommendations: deque[tuple[float, int]] = deque()
+
+    @classmethod
+    def build(cls, options: Mapping[str, Any], ctx: AutoscalerContext) -> Slo:
+        return cls(options, ctx)
+
+    def decide(self, signals: PoolSignals) -> ScaleDecision:
+        now, current = signals.now_ms, signals.current
+        rate = self._predicted(now, signals.arrival_rate)
+        if signals.arrivals == 0:
+            wanted = self.ctx.min_replicas
+            why = "no arrivals in the window"
+        else:
+            capacity = self.capacity(signals.mean_prompt_tokens, max(signals.mean_output_tokens, 1.0))
+            wanted = (
+                max(1, math.ceil(rate / (capacity * self.headroom)))
+                if capacity > 0
+                else self.ctx.max_replicas
+            )
+            why = f"{rate:.4g} req/s predicted, {capacity:.4g} req/s per replica within the targets"
+        recs = self.recommendations
+        recs.append((now, wanted))
+        while recs and recs[0][0] <= now - self.down_delay_ms:
+            recs.popleft()
+        if wanted < current:
+            held = max(r for _, r in recs)  # shrink only to what every recent decision allowed
+            wanted = max(held, current - self.max_down)
+            if wanted >= current:
+                return ScaleDecision(
+                    current, why + ": lower for less than the scale-down delay", "arrival_rate", rate
+                )
+        return ScaleDecision(wanted, why, "arrival_rate", rate)
+
+    def _predicted(self, now: float, rate: float) -> float:
+        """The window's rate, plus (``linear``) its rising trend carried over the start-up time."""
+        if now < self.ctx.window_ms:
+            return rate  # the window is not full yet: its rate has no trend to read
+        rates = self.rates
+        rates.append((now, rate))
+        while rates and rates[0][0] < now - self.trend_ms:
+            rates.popleft()
+        if self.predictor == "constant" or len(rates) < 2:
+            return rate
+        n = len(rates)
+        mt = sum(t for t, _ in rates) / n
+        mr = sum(r for _, r in rates) / n
+        var = sum((t - mt) ** 2 for t, _ in rates)
+        slope = sum((t - mt) * (r - mr) for t, r in rates) / var if var else 0.0  # per ms
+        lead = self.ctx.startup_ms + self.ctx.interval_ms
+        return rate + max(0.0, slope) * lead
+
+    def capacity(self, prompt: float, output: float) -> float:
+        """Requests per second one replica serves within the targets (0: none fits)."""
+        timing = self.ctx.timing
+        if self.ctx.role == "prefill":
+            chunk_ms = float(timing.step_ms(self.token_cap, 0, 0))
+            if chunk_ms > self.ttft_ms:
+                return 0.0
+            return (self.token_cap / prompt) / (chunk_ms / 1000.0)
+
+        def step(b: int) -> float:
+            prefill = 0 if self.ctx.role == "decode" else min(int(b * prompt / output), self.token_cap)
+            return float(timing.step_ms(prefill, b, int(b * (prompt + output / 2))))
+
+        lo, hi = 0, self.batch_cap  # the largest batch whose step is within the ITL target
+        while lo < hi:
+            mid = (lo + hi + 1) // 2
+            if step(mid) <= self.itl_ms:
+                lo = mid
+            else:
+                hi = mid - 1
+        if lo == 0:
+            return 0.0
+        return lo / (output * step(lo) / 1000.0)

@@ -120,9 +120,14 @@ def replay_command(
         # the router chooses only among replicas: a single one's data-parallel ranks are balanced
         # by the engine's own load balancer
         router = f" ({report['fleet']['routing']['router']})" if s["replicas"] > 1 else ""
+        shape = fleet_shape(report["inputs"]["cluster"]["pools"])
+        scaled = report.get("autoscaling")
+        if scaled is not None:  # the starting shape, then what the autoscaler made of it
+            peaks = ", ".join(f"{pool} {n}" for pool, n in scaled["peak_replicas"].items())
+            shape = f"{shape} at the start, scaled by {scaled['name']} (peak: {peaks})"
         click.echo(
             f"replayed {plural(s['request_count'], 'request')} on "
-            f"{fleet_shape(report['inputs']['cluster']['pools'])}{router}: {s['completed_requests']} completed, "
+            f"{shape}{router}: {s['completed_requests']} completed, "
             f"{report['requests']['rejected']} rejected; prefix-cache hit rate "
             f"{report['fleet']['prefix_cache_hit_rate']}, TTFT p50 {ttft} ms; "
             f"fingerprint {s['trace_fingerprint']} -> {output_path}"

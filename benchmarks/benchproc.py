@@ -39,7 +39,8 @@ def tree_rss_kib(pid: int) -> int:
 
 def run_measured(argv: list[str], *, env: dict[str, str] | None = None,
                  interval: float = 0.02) -> dict[str, Any]:
-    """Run ``argv``; return its exit code, output, wall seconds and peak RSS (MiB, see the module doc)."""
+    """Run ``argv``; return its exit code, output, wall seconds, CPU seconds (the command's own user +
+    system time, and its waited-for children's) and peak RSS (MiB, see the module doc)."""
     with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
         start = time.perf_counter()  # benchmark timing only
         proc = subprocess.Popen(argv, stdout=out, stderr=err, env=env)
@@ -54,7 +55,7 @@ def run_measured(argv: list[str], *, env: dict[str, str] | None = None,
         proc.returncode = os.waitstatus_to_exitcode(status)  # reaped here: Popen must not wait again
         out.seek(0)
         err.seek(0)
-        return {"code": proc.returncode, "wall_s": wall,
+        return {"code": proc.returncode, "wall_s": wall, "cpu_s": usage.ru_utime + usage.ru_stime,
                 "peak_rss_mb": max(peak_kib, usage.ru_maxrss) / 1024.0,
                 "largest_process_rss_mb": usage.ru_maxrss / 1024.0,
                 "stdout": out.read().decode("utf-8", "replace"),

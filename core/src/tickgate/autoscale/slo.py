@@ -97,6 +97,10 @@ class Slo(Autoscaler):
         now, current = signals.now_ms, signals.current
         rate = self._predicted(now, signals.arrival_rate)
         if signals.arrivals == 0:
+            if now < signals.window_ms:  # nothing seen yet, not nothing to serve: wait for a full window
+                return ScaleDecision(
+                    current, "no arrivals yet in the first window: unchanged", "arrival_rate", 0.0
+                )
             wanted = self.ctx.min_replicas
             why = "no arrivals in the window"
         else:

@@ -68,7 +68,9 @@ class AutoscalerContract(PluginContract):
             interval_ms=15_000.0,
             window_ms=60_000.0,
             startup_ms=30_000.0,
-            timing=LinearTiming.build({"fixed_ms": 5.0, "per_prefill_token_ms": 0.01, "per_decode_seq_ms": 0.1}),
+            timing=LinearTiming.build(
+                {"fixed_ms": 5.0, "per_prefill_token_ms": 0.01, "per_decode_seq_ms": 0.1}
+            ),
             scheduler_options={"max_num_seqs": 16},
             seed=7,
         )
@@ -90,7 +92,12 @@ class AutoscalerContract(PluginContract):
                 arrival_rate=arrivals / 60.0,
                 mean_prompt_tokens=512.0 if arrivals else 0.0,
                 mean_output_tokens=64.0 if arrivals else 0.0,
-                ttft_ms={"p50": 40.0 + waiting, "p90": 60.0 + 2 * waiting, "p95": 70.0 + 3 * waiting, "p99": 90.0 + 4 * waiting},
+                ttft_ms={
+                    "p50": 40.0 + waiting,
+                    "p90": 60.0 + 2 * waiting,
+                    "p95": 70.0 + 3 * waiting,
+                    "p99": 90.0 + 4 * waiting,
+                },
                 itl_ms={"p50": 5.0, "p90": 6.0, "p95": 7.0, "p99": 9.0},
             )
             decision = scaler.decide(signals)

@@ -44,6 +44,8 @@ __all__ = ["Slo"]
 #: the scheduler options that cap a running batch, per engine mirror, and a step's prompt tokens
 BATCH_CAPS = ("max_num_seqs", "max_running_requests", "max_batch_size", "max_running")
 TOKEN_CAPS = ("max_num_batched_tokens", "chunked_prefill_size", "max_num_tokens")
+#: the weight of each decision's window in the smoothed token mix
+MIX_WEIGHT = 0.2
 
 
 class Slo(Autoscaler):
@@ -71,6 +73,13 @@ class Slo(Autoscaler):
             "trend_window_s": {"type": "number", "exclusiveMinimum": 0, "maximum": 86400, "default": 300},
             "scale_down_delay_s": {"type": "number", "minimum": 0, "maximum": 86400, "default": 300},
             "max_scale_down": {"type": "integer", "minimum": 1, "maximum": 4096, "default": 1},
+            "hysteresis": {
+                "type": "number",
+                "minimum": 0,
+                "maximum": 0.9,
+                "default": 0.1,
+                "description": "a pool shrinks only to a count whose load stays this far (a fraction) under the headroom",
+            },
         },
     }
 
@@ -83,11 +92,13 @@ class Slo(Autoscaler):
         self.trend_ms = 1000.0 * float(options.get("trend_window_s", 300))
         self.down_delay_ms = 1000.0 * float(options.get("scale_down_delay_s", 300))
         self.max_down = int(options.get("max_scale_down", 1))
+        self.hysteresis = float(options.get("hysteresis", 0.1))
         sched = ctx.scheduler_options
         self.batch_cap = next((int(sched[k]) for k in BATCH_CAPS if isinstance(sched.get(k), int)), 256)
         self.token_cap = next((int(sched[k]) for k in TOKEN_CAPS if isinstance(sched.get(k), int)), 8192)
         self.rates: deque[tuple[float, float]] = deque()
         self.recommendations: deque[tuple[float, int]] = deque()
+        self.mix: tuple[float, float] | None = None
 
     @classmethod
     def build(cls, options: Mapping[str, Any], ctx: AutoscalerContext) -> Slo:
@@ -102,9 +113,11 @@ class Slo(Autoscaler):
                     current, "no arrivals yet in the first window: unchanged", "arrival_rate", 0.0
                 )
             wanted = self.ctx.min_replicas
+            capacity = 0.0
             why = "no arrivals in the window"
         else:
-            capacity = self.capacity(signals.mean_prompt_tokens, max(signals.mean_output_tokens, 1.0))
+            prompt, output = self._mix(signals.mean_prompt_tokens, max(signals.mean_output_tokens, 1.0))
+            capacity = self.capacity(prompt, output)
             wanted = (
                 max(1, math.ceil(rate / (capacity * self.headroom)))
                 if capacity > 0
@@ -116,13 +129,30 @@ class Slo(Autoscaler):
         while recs and recs[0][0] <= now - self.down_delay_ms:
             recs.popleft()
         if wanted < current:
-            held = max(r for _, r in recs)  # shrink only to what every recent decision allowed
-            wanted = max(held, current - self.max_down)
+            # hysteresis: shrink only to a count that stays below the headroom by a margin, and
+            # that every decision of the scale-down delay allowed
+            margin = (
+                math.ceil(rate / (capacity * self.headroom * (1.0 - self.hysteresis)))
+                if capacity > 0
+                else current
+            )
+            held = max(r for _, r in recs)
+            wanted = max(held, margin, current - self.max_down)
             if wanted >= current:
                 return ScaleDecision(
                     current, why + ": lower for less than the scale-down delay", "arrival_rate", rate
                 )
         return ScaleDecision(wanted, why, "arrival_rate", rate)
+
+    def _mix(self, prompt: float, output: float) -> tuple[float, float]:
+        """The token mix the capacity is priced at: the windows' means, smoothed over decisions
+        (``MIX_WEIGHT`` each) so that one window of long requests does not swing the count."""
+        if self.mix is None:
+            self.mix = (prompt, output)
+        else:
+            w = MIX_WEIGHT
+            self.mix = ((1 - w) * self.mix[0] + w * prompt, (1 - w) * self.mix[1] + w * output)
+        return self.mix
 
     def _predicted(self, now: float, rate: float) -> float:
         """The window's rate, plus (``linear``) its rising trend carried over the start-up time."""
@@ -139,7 +169,9 @@ class Slo(Autoscaler):
         mr = sum(r for _, r in rates) / n
         var = sum((t - mt) ** 2 for t, _ in rates)
         slope = sum((t - mt) * (r - mr) for t, r in rates) / var if var else 0.0  # per ms
-        lead = self.ctx.startup_ms + self.ctx.interval_ms
+        # the window's rate is its mean, about half a window old; a replica asked for now serves
+        # after its start-up, and the next decision comes an interval later
+        lead = self.ctx.window_ms / 2 + self.ctx.startup_ms + self.ctx.interval_ms
         return rate + max(0.0, slope) * lead
 
     def capacity(self, prompt: float, output: float) -> float:

@@ -18,10 +18,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
 from browser_helpers import CHROMIUM, coloured, inked, visit
-from conftest import run_cli
 from test_html_report import IN_CI, _bad, needs_chromium, needs_extra
+
+from conftest import run_cli
 
 _POLICY = """\
 version: 1

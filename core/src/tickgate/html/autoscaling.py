@@ -118,7 +118,9 @@ def _facts(scaling: dict[str, Any], pools: list[str]) -> Table:
     for pool in pools:
         bounds = scaling["bounds"].get(pool) or {}
         name = "" if len(pools) == 1 else f" ({pool})"
-        rows.append([f"replicas min..max{name}", f"{bounds.get('min_replicas')}..{bounds.get('max_replicas')}"])
+        rows.append(
+            [f"replicas min..max{name}", f"{bounds.get('min_replicas')}..{bounds.get('max_replicas')}"]
+        )
         rows.append([f"peak replicas up{name}", peaks.get(pool)])
     rows.append(["replicas started in all", len(scaling["replicas"])])
     rows.append(["replay ended at (s)", scaling["end_s"]])
@@ -139,7 +141,9 @@ def _events(events: list[dict[str, Any]]) -> Table:
         if e is None:
             rows.append(["\u2026", None, None, f"{left_out} more events", None, None, None])
             continue
-        rows.append([e["t_s"], e["pool"], e["replica"], e["action"], e["reason"], e.get("metric"), e.get("value")])
+        rows.append(
+            [e["t_s"], e["pool"], e["replica"], e["action"], e["reason"], e.get("metric"), e.get("value")]
+        )
     header = ["time (s)", "pool", "replica", "action", "reason", "metric", "value"]
     return Table(f"Scaling events ({len(events)})", header, rows)
 
@@ -169,7 +173,10 @@ def cost_section(cost: dict[str, Any]) -> Section:
         Table(
             "Cost",
             ["of", *(k.replace("_", " ") for k in columns)],
-            [[name, *(block.get(k) if _is_number(block.get(k)) else None for k in columns)] for name, block in rows],
+            [
+                [name, *(block.get(k) if _is_number(block.get(k)) else None for k in columns)]
+                for name, block in rows
+            ],
         )
     )
     other = [f"{k}: {v}" for k, v in cost.items() if k != "pools" and isinstance(v, str)]

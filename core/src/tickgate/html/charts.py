@@ -291,7 +291,7 @@ def stacked_in_time(title: str, end_s: float, panels: list[dict[str, Any]]) -> d
             "scale": {"domain": [0, end_s], "nice": False},
             "title": "time (s)" if i == len(panels) - 1 else None,
         }
-        layers = panel["layer"] if "layer" in panel else [panel]
+        layers = panel.get("layer", [panel])
         for layer in layers:
             layer.setdefault("encoding", {})["x"] = x
         stacked.append({"width": WIDTH, "height": PANEL_HEIGHT, **panel})
@@ -343,14 +343,22 @@ def replica_bands(title: str, bands: list[dict[str, Any]], desired: list[dict[st
                         "type": "nominal",
                         "title": None,
                         "sort": names,
-                        "scale": {"domain": [*names, "desired"], "range": [c for _, c in REPLICA_STATES] + ["#222"]},
+                        "scale": {
+                            "domain": [*names, "desired"],
+                            "range": [c for _, c in REPLICA_STATES] + ["#222"],
+                        },
                     },
                     "order": {"field": "order", "type": "quantitative"},
                 },
             },
             {
                 "data": {"values": desired},
-                "mark": {"type": "line", "interpolate": "step-after", "strokeDash": [5, 3], "strokeWidth": 1.5},
+                "mark": {
+                    "type": "line",
+                    "interpolate": "step-after",
+                    "strokeDash": [5, 3],
+                    "strokeWidth": 1.5,
+                },
                 "encoding": {
                     "y": {"field": "n", "type": "quantitative"},
                     "color": {"datum": "desired"},

@@ -61,7 +61,13 @@ LIFE_FIELDS = (
     ("drain_s", "number?"),
     ("stop_s", "number"),
 )
-EVENT_FIELDS = (("t_s", "number"), ("pool", "string"), ("replica", "string"), ("action", "string"), ("reason", "string"))
+EVENT_FIELDS = (
+    ("t_s", "number"),
+    ("pool", "string"),
+    ("replica", "string"),
+    ("action", "string"),
+    ("reason", "string"),
+)
 
 _NAMES = {
     dict: "an object",

@@ -158,25 +158,40 @@ def test_a_long_event_list_shows_its_ends_and_counts_the_rest(made: dict[str, Pa
     assert rows == shown and not set(hidden) & set(rows)
 
 
+#: a cost block as tickgate.cost.report.cost_section writes it (a priced autoscaled fleet)
+COST = {
+    "priced": True, "gpu_hours": 0.05, "usd": 0.2, "usd_per_million_output_tokens": 3.25,
+    "usd_per_million_total_tokens": 0.5, "output_tokens": 61538, "total_tokens": 400000, "currency": "USD",
+    "usd_per_gpu_hour": {"H100-SXM-80GB": 4.0},
+    "prices": {"origin": "prices.yaml", "currency": "USD", "date": "2025-01-01", "sources": ["a", "b"]},
+    "pools": {"decode": {"replicas": 4, "gpu": ["H100-SXM-80GB"], "gpu_hours": 0.03, "usd": 0.12},
+              "prefill": {"replicas": 1, "gpu": ["H100-SXM-80GB"], "gpu_hours": 0.02, "usd": 0.08}},
+    "rounding": "to 6 decimal places",
+}
+
+
 @needs_extra
 def test_the_cost_block_is_a_table(made: dict[str, Path], tmp_path: Path) -> None:
     report = json.loads(made["scaled"].read_text())
-    report["cost"] = {"gpu_hours": 0.05, "usd": 0.2, "usd_per_million_output_tokens": 3.25,
-                      "usd_per_million_tokens": 0.5, "currency_source": "a list price",
-                      "pools": {"prefill": {"gpu_hours": 0.02, "usd": 0.08, "spot_discount": 0.3},
-                                "decode": {"gpu_hours": 0.03, "usd": 0.12}}}
+    report["cost"] = COST
     source, page = tmp_path / "cost.json", tmp_path / "cost.html"
     source.write_text(json.dumps(report))
     assert run_cli("report", str(source), "--html", str(page)).returncode == 0
     text = page.read_text()
     assert re.findall(r"<section><h2>([^<]+)</h2>", text)[:3] == ["Summary", "Autoscaling", "Cost"]
+    # the known figures first, then the other numbers by name, then a pool's text
     assert ("<th>of</th><th>gpu hours</th><th>usd</th><th>usd per million output tokens</th>"
-            "<th>usd per million tokens</th><th>spot discount</th>") in text  # known keys, then others
+            "<th>usd per million total tokens</th><th>output tokens</th><th>replicas</th>"
+            "<th>total tokens</th><th>gpu</th>") in text
     assert ('<tr><td>all pools</td><td class="n">0.05</td><td class="n">0.2</td><td class="n">3.25</td>'
-            '<td class="n">0.5</td><td>\u2013</td></tr>') in text
+            '<td class="n">0.5</td><td class="n">61,538</td><td>\u2013</td><td class="n">400,000</td>'
+            "<td>\u2013</td></tr>") in text
     assert ('<tr><td>pool prefill</td><td class="n">0.02</td><td class="n">0.08</td><td>\u2013</td>'
-            '<td>\u2013</td><td class="n">0.3</td></tr>') in text
-    assert "currency_source: a list price." in text
+            '<td>\u2013</td><td>\u2013</td><td class="n">1</td><td>\u2013</td><td>H100-SXM-80GB</td></tr>') in text
+    for note in ("priced: yes", "currency: USD", "usd per gpu hour: H100-SXM-80GB 4.0",
+                 "prices: origin prices.yaml, currency USD, date 2025-01-01, sources a, b",
+                 "rounding: to 6 decimal places"):
+        assert f'<p class="note">{note}</p>' in text, note
 
 
 def test_replica_bands_count_each_state_from_the_lifecycles() -> None:

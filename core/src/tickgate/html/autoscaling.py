@@ -161,28 +161,41 @@ def _lives(lives: list[dict[str, Any]]) -> Table:
 
 
 def cost_section(cost: dict[str, Any]) -> Section:
-    """The report's ``cost`` block as a table: the whole run, then each pool, one column
-    per figure any of them has (the known ones first, then any other number, by name)."""
+    """The report's ``cost`` block (tickgate.cost.report) as a table: the whole run, then
+    each pool, one column per figure any of them has (the known ones first, then any other
+    number by name, then a pool's text, e.g. its GPU kinds); the block's other fields
+    (currency, prices and their sources, rounding) as notes."""
     pools = cost.get("pools") or {}
     rows = [("all pools", cost), *((f"pool {name}", block) for name, block in pools.items())]
     numeric = {k for _, block in rows for k, v in block.items() if _is_number(v)}
-    columns = [k for k in COST_FIGURES if any(k in block for _, block in rows)]
+    columns = [k for k in COST_FIGURES if k in numeric]
     columns += sorted(numeric - set(columns))
-    section = Section("Cost")
-    section.tables.append(
-        Table(
-            "Cost",
-            ["of", *(k.replace("_", " ") for k in columns)],
-            [
-                [name, *(block.get(k) if _is_number(block.get(k)) else None for k in columns)]
-                for name, block in rows
-            ],
-        )
-    )
-    other = [f"{k}: {v}" for k, v in cost.items() if k != "pools" and isinstance(v, str)]
-    if other:
-        section.notes.append("; ".join(other) + ".")
+    texts = sorted({k for block in pools.values() for k, v in block.items() if _text(v) is not None})
+    table = [
+        [name, *(block.get(k) if _is_number(block.get(k)) else None for k in columns)]
+        + [_text(block.get(k)) for k in texts]
+        for name, block in rows
+    ]
+    header = ["of", *(k.replace("_", " ") for k in (*columns, *texts))]
+    section = Section("Cost", tables=[Table("Cost", header, table)])
+    for key, value in cost.items():
+        if key == "pools" or _is_number(value):
+            continue
+        if isinstance(value, dict):
+            value = ", ".join(f"{k} {_text(v) if _text(v) is not None else v}" for k, v in value.items())
+        elif isinstance(value, bool):
+            value = "yes" if value else "no"
+        section.notes.append(f"{key.replace('_', ' ')}: {_text(value) or value}")
     return section
+
+
+def _text(value: Any) -> str | None:
+    """A string, or a list of them joined; None for anything else."""
+    if isinstance(value, str):
+        return value
+    if isinstance(value, list) and all(isinstance(v, str) for v in value):
+        return ", ".join(value)
+    return None
 
 
 def _is_number(value: Any) -> bool:

@@ -40,7 +40,13 @@ LATENCY_FIGURES = (
 )
 
 #: the cost block's figures (the whole run's and each pool's) the cost table shows first
-COST_FIGURES = ("gpu_hours", "usd", "usd_per_million_output_tokens", "usd_per_million_tokens")
+COST_FIGURES = (
+    "gpu_hours",
+    "usd",
+    "usd_per_million_output_tokens",
+    "usd_per_million_total_tokens",
+    "usd_per_million_tokens",
+)
 #: an autoscaled fleet's timeline and lifecycle fields the page draws (tickgate.fleet.scaling)
 TIMELINE_FIELDS = (
     ("t_s", "number"),

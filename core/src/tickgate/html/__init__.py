@@ -12,7 +12,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from . import inputs, views
+from . import autoscaling, inputs, views
 from .page import render_page
 
 TITLES = {
@@ -40,6 +40,11 @@ def page(kind: str, data: Any, *, label: str) -> str:
             # a fleet's steps are its engines': their series in place of the fleet's own
             over_time = 1 if "series" in data or data.get("ticks") else 2
             sections[1:over_time] = views.fleet_sections(data)
+        # an autoscaled fleet's scaling and a report's cost: after the summary, before the rest
+        extra = autoscaling.autoscaling_sections(data["autoscaling"]) if "autoscaling" in data else []
+        if "cost" in data:
+            extra.append(autoscaling.cost_section(data["cost"]))
+        sections[1:1] = extra
         ins = data.get("inputs") or {}
         subtitle = " \u00b7 ".join(str(x) for x in (label, ins.get("workload"), ins.get("policy")) if x)
     elif kind == "gate":

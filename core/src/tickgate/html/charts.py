@@ -269,3 +269,100 @@ def pareto(title: str, points: Iterable[dict[str, Any]]) -> dict[str, Any]:
         },
     ]
     return spec
+
+
+#: the state bands of a pool's replicas, bottom up, and their colours
+REPLICA_STATES = (("ready", "#4e79a7"), ("starting", "#f28e2b"), ("draining", "#bab0ac"))
+POOL_COLOURS = ["#4e79a7", "#e15759", "#59a14f", "#b07aa1", "#76b7b2", "#edc948"]
+PANEL_HEIGHT = 120
+
+
+def stacked_in_time(title: str, end_s: float, panels: list[dict[str, Any]]) -> dict[str, Any]:
+    """Panels one above the other on one time axis: every panel's ``x`` is the same
+    field, scale domain ``[0, end_s]`` and a shared scale, so a moment is one vertical
+    line through all of them (the arrival that made a decision, the replicas it asked
+    for, the latency before and after). Each panel is a unit or layer spec whose
+    encodings use ``t`` (seconds) for x; the axis is titled under the last one only."""
+    stacked = []
+    for i, panel in enumerate(panels):
+        x = {
+            "field": "t",
+            "type": "quantitative",
+            "scale": {"domain": [0, end_s], "nice": False},
+            "title": "time (s)" if i == len(panels) - 1 else None,
+        }
+        layers = panel.get("layer", [panel])
+        for layer in layers:
+            layer.setdefault("encoding", {})["x"] = x
+        stacked.append({"width": WIDTH, "height": PANEL_HEIGHT, **panel})
+    return {
+        "title": {"text": title, "anchor": "start"},
+        "config": {"font": "sans-serif", "view": {"stroke": "#ddd"}},
+        "vconcat": stacked,
+        # one x for all; colours are each panel's own (pools in one, replica states in another)
+        "resolve": {"scale": {"x": "shared", "color": "independent"}, "legend": {"color": "independent"}},
+        "spacing": 14,
+    }
+
+
+def pool_lines(title: str, rows: list[dict[str, Any]], pools: list[str], y_title: str) -> dict[str, Any]:
+    """A panel of :func:`stacked_in_time`: one line per pool through ``rows`` (``t``,
+    ``pool``, ``value``; a null value breaks the line: nothing was measured there)."""
+    colour: dict[str, Any] = {
+        "field": "pool",
+        "type": "nominal",
+        "title": "pool",
+        "sort": pools,
+        "scale": {"domain": pools, "range": [POOL_COLOURS[i % len(POOL_COLOURS)] for i in range(len(pools))]},
+    }
+    if len(pools) == 1:
+        colour = {"value": POOL_COLOURS[0]}
+    return {
+        "title": {"text": title, "anchor": "start", "fontSize": 12},
+        "data": {"values": rows},
+        "mark": {"type": "line", "strokeWidth": 1.5, "point": {"size": 12}},
+        "encoding": {"y": {"field": "value", "type": "quantitative", "title": y_title}, "color": colour},
+    }
+
+
+def replica_bands(title: str, bands: list[dict[str, Any]], desired: list[dict[str, Any]]) -> dict[str, Any]:
+    """A panel of :func:`stacked_in_time`: one pool's replicas by state as stacked steps
+    (``bands``: ``t``, ``state``, ``n`` at every change) and what the autoscaler asked
+    for as a dashed step line over them (``desired``: ``t``, ``n``)."""
+    names = [s for s, _ in REPLICA_STATES]
+    return {
+        "title": {"text": title, "anchor": "start", "fontSize": 12},
+        "layer": [
+            {
+                "data": {"values": bands},
+                "mark": {"type": "area", "interpolate": "step-after", "opacity": 0.85},
+                "encoding": {
+                    "y": {"field": "n", "type": "quantitative", "stack": "zero", "title": "replicas"},
+                    "color": {
+                        "field": "state",
+                        "type": "nominal",
+                        "title": None,
+                        "sort": names,
+                        "scale": {
+                            "domain": [*names, "desired"],
+                            "range": [c for _, c in REPLICA_STATES] + ["#222"],
+                        },
+                    },
+                    "order": {"field": "order", "type": "quantitative"},
+                },
+            },
+            {
+                "data": {"values": desired},
+                "mark": {
+                    "type": "line",
+                    "interpolate": "step-after",
+                    "strokeDash": [5, 3],
+                    "strokeWidth": 1.5,
+                },
+                "encoding": {
+                    "y": {"field": "n", "type": "quantitative"},
+                    "color": {"datum": "desired"},
+                },
+            },
+        ],
+    }

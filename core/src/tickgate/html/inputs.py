@@ -39,6 +39,42 @@ LATENCY_FIGURES = (
     "busy_output_tokens_per_s",
 )
 
+#: the cost block's figures (the whole run's and each pool's) the cost table shows first
+COST_FIGURES = (
+    "gpu_hours",
+    "usd",
+    "usd_per_million_output_tokens",
+    "usd_per_million_total_tokens",
+    "usd_per_million_tokens",
+)
+#: an autoscaled fleet's timeline and lifecycle fields the page draws (tickgate.fleet.scaling)
+TIMELINE_FIELDS = (
+    ("t_s", "number"),
+    ("pool", "string"),
+    ("ready", "integer"),
+    ("starting", "integer"),
+    ("draining", "integer"),
+    ("desired", "integer"),
+    ("arrival_rate", "number"),
+    ("ttft_p99_ms", "number?"),
+    ("itl_p99_ms", "number?"),
+)
+LIFE_FIELDS = (
+    ("replica", "string"),
+    ("pool", "string"),
+    ("start_s", "number"),
+    ("ready_s", "number?"),
+    ("drain_s", "number?"),
+    ("stop_s", "number"),
+)
+EVENT_FIELDS = (
+    ("t_s", "number"),
+    ("pool", "string"),
+    ("replica", "string"),
+    ("action", "string"),
+    ("reason", "string"),
+)
+
 _NAMES = {
     dict: "an object",
     list: "an array",
@@ -160,6 +196,12 @@ def check_replay(doc: Doc, report: dict[str, Any]) -> None:
     fleet = doc.get(report, "fleet", "$", "object", optional=True)
     if fleet is not None:
         check_fleet(doc, fleet)
+    scaling = doc.get(report, "autoscaling", "$", "object", optional=True)
+    if scaling is not None:
+        check_autoscaling(doc, scaling)
+    cost = doc.get(report, "cost", "$", "object", optional=True)
+    if cost is not None:
+        check_cost(doc, cost)
 
 
 def check_series(doc: Doc, series: dict[str, Any], at: str = "$.series") -> None:
@@ -209,6 +251,45 @@ def check_fleet(doc: Doc, fleet: dict[str, Any]) -> None:
         ms = doc.get(transfers, "ms", "$.fleet.transfers", "object?", optional=True)
         for key in ms or {}:
             doc.get(ms, key, "$.fleet.transfers.ms", "number?")
+
+
+def check_autoscaling(doc: Doc, scaling: dict[str, Any], at: str = "$.autoscaling") -> None:
+    doc.get(scaling, "name", at, "string")
+    doc.get(scaling, "options", at, "object")
+    for key in ("interval_s", "window_s", "end_s"):
+        doc.get(scaling, key, at, "number")
+    bounds = doc.get(scaling, "bounds", at, "object")
+    for pool in bounds:
+        block = doc.get(bounds, pool, f"{at}.bounds", "object")
+        for key in ("min_replicas", "max_replicas"):
+            doc.get(block, key, f"{at}.bounds.{pool}", "integer")
+    life = doc.get(scaling, "lifecycle", at, "object")
+    for key in ("provisioning_s", "load_s", "warmup_s"):
+        doc.get(life, key, f"{at}.lifecycle", "number")
+    doc.get(life, "load_source", f"{at}.lifecycle", "string?", optional=True)
+    peaks = doc.get(scaling, "peak_replicas", at, "object")
+    for pool in peaks:
+        doc.get(peaks, pool, f"{at}.peak_replicas", "integer")
+    for name, fields in (("replicas", LIFE_FIELDS), ("events", EVENT_FIELDS), ("timeline", TIMELINE_FIELDS)):
+        for i, item in enumerate(doc.get(scaling, name, at, "array")):
+            where = f"{at}.{name}[{i}]"
+            row = doc.obj(item, where)
+            for key, kind in fields:
+                doc.get(row, key, where, kind)
+            if name == "events":
+                doc.get(row, "metric", where, "string?", optional=True)
+                doc.get(row, "value", where, "number?", optional=True)
+
+
+def check_cost(doc: Doc, cost: dict[str, Any], at: str = "$.cost") -> None:
+    """The known figures are numbers (or null); ``pools`` maps names to blocks of the same."""
+    for key in COST_FIGURES:
+        doc.get(cost, key, at, "number?", optional=True)
+    pools = doc.get(cost, "pools", at, "object", optional=True) or {}
+    for name in pools:
+        block = doc.get(pools, name, f"{at}.pools", "object")
+        for key in COST_FIGURES:
+            doc.get(block, key, f"{at}.pools.{name}", "number?", optional=True)
 
 
 def check_gate(doc: Doc, report: dict[str, Any]) -> None:

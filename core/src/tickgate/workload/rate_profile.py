@@ -98,6 +98,11 @@ def load(path: Path) -> RateProfile:
     """A profile file (JSON or YAML, schemas/rate-profile.schema.json); every error is one
     located line (exit 2)."""
     data, locs = load_yaml(path)  # YAML is a superset of JSON: one loader, located errors for both
+    points = data.get("points") if isinstance(data, dict) else None
+    if isinstance(points, list) and len(points) < 2:  # the schema would only say "too short"
+        raise InputError(
+            path, f"{len(points)} point(s); expected at least 2 [time_s, rate] points", **_at(locs)
+        )
     validate(data, load_schema("rate-profile.schema.json"), file=path, locations=locs)
     points = data["points"]
     first = points[0][0]

@@ -5,6 +5,7 @@ integral of the rate computed here by hand, not by the code under test."""
 
 from __future__ import annotations
 
+import itertools
 import json
 import math
 import shlex
@@ -13,10 +14,10 @@ from typing import Any
 
 import numpy as np
 import pytest
-from conftest import FIXTURES, REPO, run_cli
 
-from tickgate.interfaces.model import Request
+from conftest import FIXTURES, REPO, run_cli
 from tickgate.importers._common import time_scaled
+from tickgate.interfaces.model import Request
 from tickgate.util.errors import InputError
 from tickgate.workload.format import read_workload
 from tickgate.workload.rate_profile import DAY_SHAPE, RateProfile, arrival_times_s, preset
@@ -33,7 +34,7 @@ POINTS = [[0, 0], [100, 40], [160, 40], [220, 5], [300, 0], [350, 0], [400, 30]]
 def cumulative(points: list[list[float]], t: float) -> float:
     """∫₀ᵗ r for the linear interpolation of ``points``, segment by segment (the exact area)."""
     total = 0.0
-    for (t0, r0), (t1, r1) in zip(points, points[1:]):
+    for (t0, r0), (t1, r1) in itertools.pairwise(points):
         if t <= t0:
             break
         u = min(t, t1) - t0
@@ -66,9 +67,9 @@ def test_counts_per_stretch_match_the_integral_of_the_rate(burstiness: float) ->
     variance about Λ / k; the flat zero segment gets nothing."""
     times = arrival_times_s(profile_of(POINTS), burstiness=burstiness, seed=11, cap=None)
     assert np.all(np.diff(times) >= 0) and times[-1] <= POINTS[-1][0]
-    edges = sorted({t0 + (t1 - t0) * q / 4 for (t0, _), (t1, _) in zip(POINTS, POINTS[1:]) for q in range(5)})
+    edges = sorted({t0 + (t1 - t0) * q / 4 for (t0, _), (t1, _) in itertools.pairwise(POINTS) for q in range(5)})
     chi2 = 0.0
-    for a, b in zip(edges, edges[1:]):
+    for a, b in itertools.pairwise(edges):
         expected = cumulative(POINTS, b) - cumulative(POINTS, a)
         observed = int(np.count_nonzero((times > a) & (times <= b)))
         if expected == 0:

@@ -165,14 +165,20 @@ def generate_command(
     from ..workload.generate import MAX_ARRIVAL_MS, generate
 
     if rate is not None and profile_spec is not None:
-        raise click.UsageError("--rate and --rate-profile exclude each other: give one (a constant or a varying rate)")
+        raise click.UsageError(
+            "--rate and --rate-profile exclude each other: give one (a constant or a varying rate)"
+        )
     profile = _profile(profile_spec, peak_rate, period_s, n)
     if burstiness is not None and rate is None and profile is None:
-        raise click.UsageError("--burstiness shapes the arrivals of --rate or --rate-profile: give one of them too")
+        raise click.UsageError(
+            "--burstiness shapes the arrivals of --rate or --rate-profile: give one of them too"
+        )
     if rate is None and profile is None and max_concurrency is None:
-        raise click.UsageError("give --rate, --rate-profile, --concurrency or a rate and --concurrency")
+        raise click.UsageError("give --rate (or --rate-profile), --concurrency or both")
     if n is None and profile is None:
-        raise click.UsageError("give --requests (only --rate-profile can do without: it ends at its last time)")
+        raise click.UsageError(
+            "give --requests (only --rate-profile can do without: it ends at its last time)"
+        )
     if prefix_len + input_len.high + output_len.high > MAX_TOKENS:
         raise click.UsageError(
             f"--prefix-len + --input-len + --output-len can reach "
@@ -217,7 +223,9 @@ def _profile(spec: str | None, peak_rate: float | None, period_s: float | None, 
 
     if spec is None:
         if peak_rate is not None or period_s is not None:
-            raise click.UsageError("--peak-rate and --period scale a --rate-profile preset: give --rate-profile too")
+            raise click.UsageError(
+                "--peak-rate and --period scale a --rate-profile preset: give --rate-profile too"
+            )
         return None
     if spec in PRESETS:
         if peak_rate is None:
@@ -232,7 +240,8 @@ def _profile(spec: str | None, peak_rate: float | None, period_s: float | None, 
                 f"the file {spec} gives its own times and rates"
             )
         profile = load(Path(spec))
-    if profile.end_s * 1000.0 > MAX_ARRIVAL_MS:  # a preset's --period (a file's times are bounded by the schema)
+    # a preset's --period can reach it (a file's times are bounded by the schema)
+    if profile.end_s * 1000.0 > MAX_ARRIVAL_MS:
         raise click.UsageError(
             f"the rate profile ends after {MAX_ARRIVAL_MS:g} ms, the latest arrival a workload holds"
         )

@@ -7,7 +7,7 @@ Arrivals are drawn by *time rescaling*: intervals of mean 1 (exponential, or gam
 mapped back to clock time through the inverse of the cumulative rate Λ(t) = ∫₀ᵗ r. A unit-rate
 Poisson process in s is then a Poisson process of rate r(t) in t (Brown et al., "The time-rescaling
 theorem and its application to neural spike train data analysis", Neural Computation 14, 2002): the
-expected number of arrivals in [a, b] is Λ(b) − Λ(a), whatever the shape. The intervals come from
+expected number of arrivals in [a, b] is Λ(b) - Λ(a), whatever the shape. The intervals come from
 numpy's legacy ``RandomState(seed)``, as ``--rate``'s do, so the same arguments give the same
 times on any install; drawing stops at the profile's last time (or at ``--requests``).
 
@@ -89,9 +89,7 @@ def preset(name: str, *, peak_rate: float, period_s: float) -> RateProfile:
     rates = [*shape, shape[0]]  # the day closes where it opened
     # rounded to 1e-9 req/s: the header shows 1.26, not 1.2599999999999998
     points = tuple((i * step, round(rate / top * peak_rate, 9)) for i, rate in enumerate(rates))
-    return RateProfile(
-        points, {"preset": name, "peak_rate": _plain(peak_rate), "period_s": _plain(period_s)}
-    )
+    return RateProfile(points, {"preset": name, "peak_rate": _plain(peak_rate), "period_s": _plain(period_s)})
 
 
 def load(path: Path) -> RateProfile:
@@ -121,9 +119,7 @@ def load(path: Path) -> RateProfile:
         raise InputError(
             path, "every rate is 0: no request would arrive; expected a rate above 0", **_at(locs)
         )
-    return RateProfile(
-        tuple((float(t), float(r)) for t, r in points), {"file": str(path)}
-    )
+    return RateProfile(tuple((float(t), float(r)) for t, r in points), {"file": str(path)})
 
 
 def _at(locs: dict[str, tuple[int, int]], *index: int) -> dict[str, Any]:

@@ -12,12 +12,16 @@ import never leaves a half-written workload.
 from __future__ import annotations
 
 import shutil
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
 from ..util.words import plural
+
+if TYPE_CHECKING:
+    from ..interfaces.model import Request
 
 
 def _skipped_message(source: dict[str, Any]) -> str | None:
@@ -49,6 +53,12 @@ def _skipped_message(source: dict[str, Any]) -> str | None:
     default=None,
     help="Tokens per prefix-block id (mooncake; default 512, the Mooncake release).",
 )
+@click.option(
+    "--time-scale",
+    type=click.FloatRange(min=0, min_open=True, max=1e9),
+    default=None,
+    help="Multiply every arrival time by F (0.25: four times faster, 2: half the load); F > 0.",
+)
 @click.option("--description", default=None, help="Description to put in the workload header.")
 @click.option("--quiet", is_flag=True, help="Print nothing but errors and skipped-row reports (no progress).")
 def import_command(
@@ -57,6 +67,7 @@ def import_command(
     output_path: Path,
     limit: int | None,
     block_size: int | None,
+    time_scale: float | None,
     description: str | None,
     quiet: bool,
 ) -> None:
@@ -66,6 +77,7 @@ def import_command(
 
     from ..host.registry import get_registry
     from ..importers import import_parts
+    from ..importers._common import time_scaled
     from ..interfaces import optional_attribute
     from ..util.atomic import atomic_writer, check_distinct_outputs, spool_file
     from ..util.errors import InputError, PluginError
@@ -86,6 +98,9 @@ def import_command(
     if limit is not None:
         stream = itertools.islice(stream, limit)
 
+    def mapped(requests: Iterable[Request]) -> Iterable[Request]:
+        return requests if time_scale is None else time_scaled(requests, time_scale, input_path)
+
     check_distinct_outputs({"--output": output_path}, {"TRACE": input_path})
     parts = import_parts.split(input_path) if import_parts.wanted(reader, input_path, limit) else None
     # the spools are the output's parts: a full disk there names the output
@@ -98,19 +113,22 @@ def import_command(
         if parts:  # two processes, half the file each (parallel/import_parts.py); the bar counts this one's
             assert second is not None  # the second spool, with parts
             first_count, second_count = import_parts.read_in_parts(
-                reader, input_path, options, parts, spool, second, counted=bar.counted
+                reader, input_path, options, parts, spool, second, counted=bar.counted, mapped=mapped
             )
             count = first_count + second_count
         else:
-            count = write_requests(spool, bar.counted(stream))
+            count = write_requests(spool, bar.counted(mapped(stream)))
         source = dict(optional_attribute(reader, "source") or {"format": fmt, "file": str(input_path)})
         source["requests"] = count
         if limit is not None:
             source["limit"] = limit
+        if time_scale is not None:
+            source["time_scale"] = time_scale
         block = source.get("block_size")
+        scaled = "" if time_scale is None else f", arrival times x {time_scale:g}"
         header = WorkloadHeader(
             block_size=block if isinstance(block, int) else None,
-            description=description or f"{fmt} trace {input_path.name} imported by tickgate",
+            description=description or f"{fmt} trace {input_path.name} imported by tickgate{scaled}",
             source=source,
         )
         with atomic_writer(output_path) as fh:

@@ -82,16 +82,18 @@ def read_in_parts(
     second_spool: IO[str],
     *,
     counted: Callable[[Iterable[Request]], Iterable[Request]] = iter,
+    mapped: Callable[[Iterable[Request]], Iterable[Request]] = iter,
 ) -> tuple[int, int]:
     """Write the requests of ``parts[0]`` to ``first_spool`` here and those of
     ``parts[1]`` to ``second_spool`` in a child; the number of each. The
     reader's ``source`` describes the whole file afterwards. ``counted`` wraps
-    this process's requests (progress: :meth:`tickgate.util.progress.Progress.counted`)."""
+    this process's requests (progress: :meth:`tickgate.util.progress.Progress.counted`);
+    ``mapped`` changes both halves' requests before they are written (``--time-scale``)."""
 
     def second_half(channel: Channel) -> None:  # pragma: no cover - runs in the child
         count = None  # the second half failed
         try:
-            written = write_requests(second_spool, reader.read_part(path, options, parts[1]))
+            written = write_requests(second_spool, mapped(reader.read_part(path, options, parts[1])))
             second_spool.flush()
             count = written
         finally:  # the check across the cut needs the state, whether the half was read or failed
@@ -104,7 +106,7 @@ def read_in_parts(
         instead="reads it in this process instead",
         doing="reading a trace",
     ) as helper:
-        first = write_requests(first_spool, counted(reader.read_part(path, options, parts[0])))
+        first = write_requests(first_spool, counted(mapped(reader.read_part(path, options, parts[0]))))
         first_state = reader.part_state()
         second, second_state = helper.receive()
         reader.join_parts(path, first_state, second_state, second is None)

@@ -23,12 +23,15 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import attrs
 
 from ..interfaces.model import Request
 from .format import MAX_TOKENS, WorkloadHeader
+
+if TYPE_CHECKING:
+    from .rate_profile import RateProfile
 
 #: the largest arrival a workload file accepts (schemas/workload.schema.json)
 MAX_ARRIVAL_MS = 1e15
@@ -109,7 +112,7 @@ _CHUNK = 1 << 16
 
 
 def generate(
-    n: int,
+    n: int | None,
     inputs: LengthRange,
     outputs: LengthRange,
     *,
@@ -120,6 +123,7 @@ def generate(
     prefix_len: int = 0,
     block_size: int = 16,
     description: str | None = None,
+    rate_profile: RateProfile | None = None,
 ) -> tuple[WorkloadHeader, Iterator[Request]]:
     """The header and requests of a generated workload.
 
@@ -128,12 +132,25 @@ def generate(
     prefix of that many tokens shared by every prompt (vLLM's ``--random-prefix-len``), added to
     its sampled length and spelled as ``prefix_len // block_size`` shared prefix blocks. The
     draws are held as numpy arrays (24 bytes a request); requests are built as they are written.
+
+    With a ``rate_profile`` (instead of ``rate``) the arrivals follow it (:mod:`.rate_profile`) up
+    to its last time, at most ``n`` of them (``n`` None: no cap); the lengths are drawn for as many
+    requests as arrived, from their own ``RandomState(seed)``, as with ``rate``.
     """
+    cap = n
+    times: Any = None
+    if rate_profile is not None:
+        from .rate_profile import arrival_times_s
+
+        times = arrival_times_s(rate_profile, burstiness=burstiness, seed=seed, cap=cap)
+        n = len(times)
+    elif rate is not None and not math.isinf(rate):
+        assert n is not None  # a constant rate needs a count (the command checks it)
+        times = _send_times(n, rate, burstiness, seed)
+    assert n is not None
     input_lens, output_lens = _draw_lengths(n, inputs, outputs, seed)
-    timed = rate is not None and not math.isinf(rate)
-    times = _send_times(n, rate, burstiness, seed) if timed and rate is not None else None  # timed has a rate
     shared = tuple(range(prefix_len // block_size)) or None
-    width = len(str(n - 1))
+    width = len(str(max(n - 1, 0)))
 
     def requests() -> Iterator[Request]:
         for start in range(0, n, _CHUNK):
@@ -162,6 +179,11 @@ def generate(
     }
     if rate is not None:
         source["rate"] = "inf" if math.isinf(rate) else rate
+    if rate_profile is not None:
+        if cap is not None:
+            source["max_requests"] = cap
+        source["rate_profile"] = rate_profile.to_json()
+    if rate is not None or rate_profile is not None:
         source["burstiness"] = "inf" if math.isinf(burstiness) else burstiness
     if max_concurrency is not None:
         source["max_concurrency"] = max_concurrency
@@ -170,7 +192,7 @@ def generate(
     header = WorkloadHeader(
         block_size=block_size if shared else None,
         description=description
-        or _describe(n, inputs, outputs, rate, burstiness, max_concurrency, prefix_len, seed),
+        or _describe(n, inputs, outputs, rate, burstiness, max_concurrency, prefix_len, seed, rate_profile),
         source=source,
         max_concurrency=max_concurrency,
     )
@@ -186,22 +208,27 @@ def _describe(
     max_concurrency: int | None,
     prefix_len: int,
     seed: int,
+    rate_profile: RateProfile | None = None,
 ) -> str:
     parts = [
         f"{n} requests",
         f"input {inputs} tokens" + (f" after a {prefix_len}-token shared prefix" if prefix_len else ""),
         f"output {outputs} tokens",
     ]
-    if rate is None or math.isinf(rate):
+    kind = (
+        "Poisson"
+        if burstiness == 1.0
+        else "evenly spaced"
+        if math.isinf(burstiness)
+        else f"gamma (burstiness {burstiness:g})"
+    )
+    if rate_profile is not None:
+        from .rate_profile import describe
+
+        parts.append(f"{kind} arrivals following {describe(rate_profile)}")
+    elif rate is None or math.isinf(rate):
         parts.append("all sent at once")
     else:
-        kind = (
-            "Poisson"
-            if burstiness == 1.0
-            else "evenly spaced"
-            if math.isinf(burstiness)
-            else f"gamma (burstiness {burstiness:g})"
-        )
         parts.append(f"{kind} arrivals at {rate:g} req/s")
     if max_concurrency is not None:
         parts.append(f"at most {max_concurrency} in flight")

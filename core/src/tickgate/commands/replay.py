@@ -163,12 +163,12 @@ def replay_command(
 
 
 def _cost_line(cost: dict[str, Any]) -> str:
-    line = f"cost: {cost['gpu_hours']} GPU-hours"
+    line = f"cost: {cost['gpu_hours']:.6f} GPU-hours"
     if cost["priced"]:
         per = cost["usd_per_million_output_tokens"]
         line += (
-            f", ${cost['usd']}"
-            + (f" (${per} per million output tokens)" if per is not None else "")
+            f", ${cost['usd']:.6f}"
+            + (f" (${per:.6f} per million output tokens)" if per is not None else "")
             + f"; {cost['usage']} usage; prices of {cost['prices']['date']} from {cost['prices']['origin']}"
         )
     return line

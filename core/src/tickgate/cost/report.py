@@ -80,25 +80,39 @@ def _per_million(usd: float, tokens: int) -> float | None:
     return round(usd * 1_000_000 / tokens, DIGITS) if tokens else None
 
 
-def recorded_usage(report: Mapping[str, Any]) -> list[ReplicaUsage] | None:
-    """The replicas' usage a fleet recorded in its report (``fleet.usage``: a list of
-    :meth:`ReplicaUsage.to_json` records: a fleet that scales knows when each replica was
-    provisioned and stopped); None when it recorded none (a static fleet, a single engine)."""
-    fleet = report.get("fleet")
-    records = fleet.get("usage") if isinstance(fleet, Mapping) else None
-    if records is None:
+def recorded_usage(report: Mapping[str, Any], document: Mapping[str, Any]) -> list[ReplicaUsage] | None:
+    """The usage a fleet that scales recorded: every replica of its report's ``autoscaling``
+    section from ``start_s`` (asked for: provisioning is billed) to ``stop_s`` (stopped, or the
+    replay's end), with its pool's GPU kind and GPUs per replica from the policy ``document``;
+    None for a fleet that does not scale (or a single engine)."""
+    scaling = report.get("autoscaling")
+    if not isinstance(scaling, Mapping):
         return None
-    return [ReplicaUsage.from_json(r) for r in records]
+    shapes = {shape.pool: shape for shape in pool_shapes(document)}
+    usage = []
+    for r in scaling["replicas"]:
+        shape = shapes[r["pool"]]
+        usage.append(
+            ReplicaUsage(
+                pool=shape.pool,
+                replica=str(r["replica"]),
+                gpu=shape.gpu or "",
+                gpus=shape.gpus_per_replica,
+                start_ms=float(r["start_s"]) * 1000.0,
+                stop_ms=float(r["stop_s"]) * 1000.0,
+            )
+        )
+    return usage
 
 
 def replay_cost(
     report: Mapping[str, Any], document: Mapping[str, Any], prices: PriceTable | None, sink: UsageSink
 ) -> dict[str, Any]:
-    """A replay's ``cost`` section: the usage the fleet recorded (:func:`recorded_usage`) or,
-    without it, every replica of the policy ``document`` from 0 to the replay's end
+    """A replay's ``cost`` section: the usage a fleet that scales recorded (:func:`recorded_usage`)
+    or, without it, every replica of the policy ``document`` from 0 to the replay's end
     (:func:`~tickgate.cost.usage.static_usage`); ``usage`` says which."""
     sink.check_timed()
-    recorded = recorded_usage(report)
+    recorded = recorded_usage(report, document)
     usage = recorded if recorded is not None else static_usage(document, sink.end_ms)
     section = {"usage": "recorded" if recorded is not None else "static"}
     section.update(cost_section(usage, prices, sink.output_tokens, sink.total_tokens))

@@ -1,9 +1,10 @@
 """What replicas used: GPUs, from when each was provisioned to when it stopped.
 
-A fleet that scales records one :class:`ReplicaUsage` per replica it ran (provisioning counts:
-a replica being provisioned is billed and serves nothing). Until a replay records its own,
-:func:`static_usage` gives a static fleet's: every replica of every pool from 0 to the end of
-the replay, which :class:`UsageSink` finds (the last request's finish).
+A fleet that scales has one :class:`ReplicaUsage` per replica it ran, read from its report's
+``autoscaling`` section (:func:`tickgate.cost.report.recorded_usage`; provisioning counts: a
+replica being provisioned is billed and serves nothing). A static fleet's is
+:func:`static_usage`: every replica of every pool from 0 to the end of the replay, which
+:class:`UsageSink` finds (the last request's finish).
 """
 
 from __future__ import annotations

@@ -8,8 +8,8 @@ import random
 from pathlib import Path
 
 import pytest
-from conftest import FIXTURES, POLICIES
 
+from conftest import FIXTURES, POLICIES
 from tickgate.cost import PriceTable, ReplicaUsage, cost_section, load_prices, pool_shapes, static_usage
 from tickgate.cost.prices import policy_prices
 from tickgate.cost.report import recorded_usage

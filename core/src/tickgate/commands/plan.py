@@ -140,7 +140,8 @@ def plan_command(
     limits = check_goodput(goodput, slos)
     varies = tuple(parse_vary(text) for text in vary_texts)
     check_distinct_outputs(
-        {"--output": output_path}, {"--workload": workload_path, "--policy": policy_path, "--prices": prices_path}
+        {"--output": output_path},
+        {"--workload": workload_path, "--policy": policy_path, "--prices": prices_path},
     )
     base, locations = _base_policy(policy_path)
     check_varies(varies, base, str(policy_path))

@@ -74,7 +74,7 @@ from ..util.words import plural
     type=click.Path(path_type=Path),
     default=None,
     help="A price table (USD per GPU-hour by GPU kind, YAML or JSON; e.g. policies/prices/cloud-2026.yaml): "
-    "the report gets a cost section (docs/report.md, \"Cost\"). Wins over the policy's prices: section, "
+    'the report gets a cost section (docs/report.md, "Cost"). Wins over the policy\'s prices: section, '
     "which adds the section too.",
 )
 @click.option("--quiet", is_flag=True, help="Do not print the summary (nor progress on a terminal).")

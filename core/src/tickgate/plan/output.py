@@ -15,7 +15,7 @@ def document(
     question: Question, policy: str, recommendation: dict[str, Any] | None, evidence: list[dict[str, Any]]
 ) -> dict[str, Any]:
     w = question.workload
-    data = {
+    data: dict[str, Any] = {
         "version": 1,
         "question": {
             "policy": policy,

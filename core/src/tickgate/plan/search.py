@@ -31,10 +31,10 @@ from typing import Any
 
 import attrs
 
+from ..cost.prices import PriceTable
 from ..sweep.run import write_task
 from ..sweep.spec import Point, Workload, set_path
 from ..sweep.task import Executor
-from ..cost.prices import PriceTable
 from .pricing import entry_cost, sort_key
 from .spec import Slo, Vary
 

@@ -16,8 +16,18 @@ import attrs
 from ..cost.shape import gpus
 from ..util.errors import TickgateError
 
-__all__ = ["METRICS", "STATS", "PlanError", "Slo", "Vary", "check_goodput", "check_varies", "gpus",
-           "parse_slos", "parse_vary"]
+__all__ = [
+    "METRICS",
+    "STATS",
+    "PlanError",
+    "Slo",
+    "Vary",
+    "check_goodput",
+    "check_varies",
+    "gpus",
+    "parse_slos",
+    "parse_vary",
+]
 
 #: the report's ``latency`` blocks an SLO may name, and their statistics (docs/report.md)
 METRICS = ("ttft", "tpot", "itl", "e2e")

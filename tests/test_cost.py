@@ -314,3 +314,20 @@ def test_check_priced_refuses_a_pool_without_a_gpu_name(tmp_path: Path) -> None:
 
     with pytest.raises(TickgateError, match="pool 'default' names no GPU"):
         check_priced({"timing": {"name": "linear", "options": {}}}, prices_of(tmp_path, {"H100": 1.0}))
+
+
+def test_replay_bills_a_fleet_that_scales_by_its_replicas_lives(tmp_path: Path) -> None:
+    doc, _ = load_yaml(POLICIES / "fleet-least-loaded.yaml")
+    doc["cluster"] = {"replicas": 1, "router": {"name": "least-loaded"},
+                      "autoscaler": {"name": "hpa", "max_replicas": 4,
+                                     "options": {"metrics": [{"name": "running", "target": 2}]}}}
+    policy = tmp_path / "scaled.json"
+    policy.write_text(json.dumps(doc))
+    out = tmp_path / "report.json"
+    result = run_cli("replay", "--input", str(SHARED), "--policy", str(policy), "--prices", str(CLOUD),
+                     "--output", str(out))
+    assert result.returncode == 0, result.stderr
+    report = json.loads(out.read_text())
+    lives = report["autoscaling"]["replicas"]
+    assert report["cost"]["usage"] == "recorded"
+    assert report["cost"]["gpu_hours"] == pytest.approx(sum(r["stop_s"] - r["start_s"] for r in lives) / 3600, abs=2e-6)

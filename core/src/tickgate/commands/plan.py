@@ -86,6 +86,22 @@ from ..util.words import plural
     show_default=True,
     help="Where replays run, as for tickgate sweep.",
 )
+@click.option(
+    "--cost",
+    type=click.Choice(["gpus", "usd"]),
+    default="gpus",
+    show_default=True,
+    help="What the recommendation minimises: GPUs (every configuration of one GPU kind), or USD per "
+    "hour (GPUs x the price of their kind; needs prices).",
+)
+@click.option(
+    "--prices",
+    "prices_path",
+    type=click.Path(path_type=Path),
+    default=None,
+    help="A price table, USD per GPU-hour by GPU kind (e.g. policies/prices/cloud-2026.yaml); wins over "
+    "the policy's prices: section. With it the evidence gets USD per hour and per million output tokens.",
+)
 @click.option("--quiet", is_flag=True, help="Do not print the table and the recommendation.")
 def plan_command(
     workload_path: Path,
@@ -99,32 +115,44 @@ def plan_command(
     output_path: Path,
     jobs: int | None,
     executor: str,
+    cost: str,
+    prices_path: Path | None,
     quiet: bool,
 ) -> None:
     """Find the cheapest configuration (GPUs: replicas x tensor parallel x data
-    parallel) whose replay of the workload meets every SLO; print it and the
-    evidence, write PLAN.json. Exit status 1 when no configuration meets them
+    parallel; or with --cost usd, dollars per hour) whose replay of the workload
+    meets every SLO; print it and the evidence, write PLAN.json. Exit status 1 when no configuration meets them
     (PLAN.json still written, its recommendation null), 2 for bad options."""
     import tempfile
 
+    from ..cost.prices import select_prices
     from ..plan.output import document, summary, table, write_plan
+    from ..plan.pricing import check_costs
     from ..plan.search import Question, search
     from ..plan.spec import check_goodput, check_varies, parse_slos, parse_vary
     from ..sweep.executor import make_executor
     from ..sweep.spec import check_requests, file_sha256
+    from ..timing.gpus import gpu_key
     from ..util.atomic import check_distinct_outputs
     from ..util.progress import progress
 
     slos = parse_slos(slo_texts)
     limits = check_goodput(goodput, slos)
     varies = tuple(parse_vary(text) for text in vary_texts)
-    check_distinct_outputs({"--output": output_path}, {"--workload": workload_path, "--policy": policy_path})
-    base = _base_policy(policy_path)
+    check_distinct_outputs(
+        {"--output": output_path},
+        {"--workload": workload_path, "--policy": policy_path, "--prices": prices_path},
+    )
+    base, locations = _base_policy(policy_path)
     check_varies(varies, base, str(policy_path))
+    prices = select_prices(prices_path, base, locations, policy_path, gpu_key)
     workload = _workload(workload_path, input_format, block_size, limit)
     _check_values(varies, base, policy_path)
+    check_costs(base, varies, cost, prices, gpu_key, str(policy_path))
     check_requests(workload)  # a request every run would refuse: refused now, PLAN.json untouched
-    question = Question(base, workload, file_sha256(workload.path), slos, varies, goodput, limits)
+    question = Question(
+        base, workload, file_sha256(workload.path), slos, varies, goodput, limits, cost=cost, prices=prices
+    )
     runner = make_executor(executor, jobs)  # a missing Ray too, before anything runs
     with (
         progress("plan", unit=" runs", quiet=quiet) as bar,
@@ -158,7 +186,7 @@ class NothingMeets(TickgateError):
     exit_code = 1
 
 
-def _base_policy(path: Path) -> dict[str, Any]:
+def _base_policy(path: Path) -> tuple[dict[str, Any], Any]:
     from ..host.policy import load_policy
     from ..util.locations import load_yaml
 
@@ -167,8 +195,7 @@ def _base_policy(path: Path) -> dict[str, Any]:
         raise TickgateError(
             f"{path}: the policy has no timing section, and SLOs are in ms: add one (docs/timing.md)"
         )
-    data, _ = load_yaml(path)
-    return data
+    return load_yaml(path)
 
 
 def _workload(path: Path, input_format: str, block_size: int | None, limit: int | None) -> Any:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import click
 
@@ -67,6 +68,15 @@ from ..util.words import plural
     show_default=True,
     help="Keep at most this many tick records and request outcomes in the report.",
 )
+@click.option(
+    "--prices",
+    "prices_path",
+    type=click.Path(path_type=Path),
+    default=None,
+    help="A price table (USD per GPU-hour by GPU kind, YAML or JSON; e.g. policies/prices/cloud-2026.yaml): "
+    'the report gets a cost section (docs/report.md, "Cost"). Wins over the policy\'s prices: section, '
+    "which adds the section too.",
+)
 @click.option("--quiet", is_flag=True, help="Do not print the summary (nor progress on a terminal).")
 def replay_command(
     input_path: Path,
@@ -78,6 +88,7 @@ def replay_command(
     block_size: int | None,
     limit: int | None,
     detail_limit: int,
+    prices_path: Path | None,
     quiet: bool,
 ) -> None:
     """Replay a workload through the policy's scheduler and write a report."""
@@ -95,8 +106,9 @@ def replay_command(
             "file gives its prefix block size in its header (block_size)",
         )
     outputs = {"--output": output_path, "--trace": trace_path, "--kv-events": kv_events_path}
-    check_distinct_outputs(outputs, {"--input": input_path, "--policy": policy_path})
+    check_distinct_outputs(outputs, {"--input": input_path, "--policy": policy_path, "--prices": prices_path})
     policy = load_policy(policy_path)
+    prices, usage = _prices(policy, prices_path)  # before the replay: a bad table wastes none
     helpers = helpers_wanted(input_path)  # docs/workload.md, "Large replays"
     requests, inputs = open_requests(
         input_path, input_format, block_size=block_size, limit=limit, prefetch=helpers
@@ -110,7 +122,12 @@ def replay_command(
             detail_limit=detail_limit,
             sidecar=helpers,
             kv_events_path=kv_events_path,
+            extra_sinks=[usage] if usage is not None else (),
         )
+    if usage is not None:
+        from ..cost.report import replay_cost
+
+        report["cost"] = replay_cost(report, policy.data, prices, usage)
     write_json(output_path, report)
     if not quiet and "fleet" in report:
         from ..fleet.spec import fleet_shape
@@ -141,3 +158,39 @@ def replay_command(
             f"decode utilisation {s['decode_capacity_utilization']}; "
             f"fingerprint {s['trace_fingerprint']} -> {output_path}"
         )
+    if not quiet and "cost" in report:
+        click.echo(_cost_line(report["cost"]))
+
+
+def _cost_line(cost: dict[str, Any]) -> str:
+    line = f"cost: {cost['gpu_hours']:.6f} GPU-hours"
+    if cost["priced"]:
+        per = cost["usd_per_million_output_tokens"]
+        line += (
+            f", ${cost['usd']:.6f}"
+            + (f" (${per:.6f} per million output tokens)" if per is not None else "")
+            + f"; {cost['usage']} usage; prices of {cost['prices']['date']} from {cost['prices']['origin']}"
+        )
+    return line
+
+
+def _prices(policy: Any, prices_path: Path | None) -> tuple[Any, Any]:
+    """The price table (``--prices``, else the policy's ``prices:``) and the sink that finds the
+    replay's end and tokens; (None, None) without a table. Every pool's GPU must be priced and
+    the replay timed: checked now, before anything runs."""
+    from ..cost.prices import select_prices
+    from ..cost.report import check_priced
+    from ..cost.usage import UsageSink
+    from ..timing.gpus import gpu_key
+    from ..util.errors import TickgateError
+
+    prices = select_prices(prices_path, policy.data, policy.locations, policy.path, gpu_key)
+    if prices is None:
+        return None, None
+    if policy.timing is None:
+        raise TickgateError(
+            f"{policy.path}: the policy has no timing section, and cost is GPUs x time: add one "
+            f"(docs/timing.md) or leave out {'--prices' if prices_path else 'its prices section'}"
+        )
+    check_priced(policy.data, prices)
+    return prices, UsageSink()

@@ -15,7 +15,7 @@ def document(
     question: Question, policy: str, recommendation: dict[str, Any] | None, evidence: list[dict[str, Any]]
 ) -> dict[str, Any]:
     w = question.workload
-    return {
+    data: dict[str, Any] = {
         "version": 1,
         "question": {
             "policy": policy,
@@ -23,11 +23,14 @@ def document(
             "slos": {slo.name: slo.limit for slo in question.slos},
             "goodput": question.goodput,
             "vary": {v.path: v.as_json() for v in question.varies},
-            "cost": "gpus",
+            "cost": question.cost,
         },
         "recommendation": recommendation,
         "evidence": evidence,
     }
+    if question.prices is not None:
+        data["question"]["prices"] = question.prices.describe()
+    return data
 
 
 def write_plan(path: Path, data: Mapping[str, Any]) -> None:
@@ -37,16 +40,20 @@ def write_plan(path: Path, data: Mapping[str, Any]) -> None:
 
 
 def table(question: Question, evidence: Sequence[dict[str, Any]]) -> str:
-    """One line per run: the values, GPUs, each SLO's figure against its limit, met."""
+    """One line per run: the values, GPUs (and dollars per hour, with prices), each SLO's figure
+    against its limit, met."""
     names = [v.path for v in question.varies]
     short = [n.rsplit(".", 1)[-1] for n in names]
     if len(set(short)) < len(short):
         short = names
     slo_names = [s.name for s in question.slos] + (["goodput"] if question.goodput is not None else [])
-    header = ["run", *short, "gpus", *slo_names, "met"]
+    priced = question.prices is not None
+    header = ["run", *short, "gpus", *(["$/h"] if priced else []), *slo_names, "met"]
     lines = [header]
     for entry in evidence:
         row = [str(entry["run"]), *(_text(entry["values"][n]) for n in names), str(entry["cost"]["gpus"])]
+        if priced:
+            row.append(f"{entry['cost']['usd_per_hour']:.2f}")
         if "error" in entry:
             row += ["-"] * len(slo_names) + ["error"]
         else:
@@ -68,8 +75,10 @@ def summary(recommendation: dict[str, Any], evidence: Sequence[dict[str, Any]], 
     runs = f"{len(evidence)} run{'s' if len(evidence) != 1 else ''}"
     values = " ".join(f"{k}={_text(v)}" for k, v in recommendation["values"].items())
     n = recommendation["cost"]["gpus"]
+    usd = recommendation["cost"].get("usd_per_hour")
+    dollars = f", ${usd:.2f}/h" if usd is not None else ""
     return (
-        f"recommendation: {values} ({n} GPU{'s' if n != 1 else ''}, run {recommendation['run']}; "
+        f"recommendation: {values} ({n} GPU{'s' if n != 1 else ''}{dollars}, run {recommendation['run']}; "
         f"{runs}) -> {output}"
     )
 

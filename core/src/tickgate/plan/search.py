@@ -15,9 +15,10 @@ them in round order, combinations in their order within a round. What runs and
 in what order depends only on the replays' results, never on which finished
 first, so PLAN.json is the same bytes with any executor and any ``--jobs``.
 
-The recommendation is the meeting configuration of least cost (GPUs,
-:func:`tickgate.plan.spec.gpus`); of equal costs, the first combination in
-enumeration order and, within a range, its smallest meeting value.
+The recommendation is the meeting configuration of least cost (``--cost gpus``: GPUs,
+:func:`tickgate.cost.shape.gpus`; ``--cost usd``: dollars per hour, :mod:`.pricing`); of
+equal costs, the first combination in enumeration order and, within a range, its smallest
+meeting value.
 """
 
 from __future__ import annotations
@@ -30,10 +31,12 @@ from typing import Any
 
 import attrs
 
+from ..cost.prices import PriceTable
 from ..sweep.run import write_task
 from ..sweep.spec import Point, Workload, set_path
 from ..sweep.task import Executor
-from .spec import Slo, Vary, gpus
+from .pricing import entry_cost, sort_key
+from .spec import Slo, Vary
 
 
 @attrs.frozen
@@ -46,6 +49,9 @@ class Question:
     #: --goodput G and the per-request limits it counts against (None without it)
     goodput: float | None = None
     goodput_limits: Mapping[str, float] | None = None
+    #: what is minimised: ``gpus`` or ``usd`` (per hour, with ``prices``)
+    cost: str = "gpus"
+    prices: PriceTable | None = None
 
 
 @attrs.define
@@ -133,13 +139,14 @@ def _point(question: Question, run: int, params: dict[str, Any]) -> Point:
 
 def judge(question: Question, run: int, point: Point, result: tuple[str, Any]) -> Entry:
     """One evidence entry: the values, the cost, each SLO's figure and margin, met or not."""
-    entry: dict[str, Any] = {"run": run, "values": dict(point.params), "cost": {"gpus": gpus(point.document)}}
     status, payload = result
+    latency = payload["latency"] if status == "ok" else None
+    cost = entry_cost(point.document, question.prices, latency)
+    entry: dict[str, Any] = {"run": run, "values": dict(point.params), "cost": cost}
     if status != "ok":
         entry.update(met=False, error=payload)
         return entry
     metrics = payload["headline"]["metrics"]
-    latency = payload["latency"]
     figures: dict[str, Any] = {}
     for slo in question.slos:
         measured = slo.measure(latency)
@@ -172,8 +179,9 @@ def judge(question: Question, run: int, point: Point, result: tuple[str, Any]) -
 
 def _recommend(searches: Sequence[_Search], question: Question) -> dict[str, Any] | None:
     best: dict[str, Any] | None = None
+    key = sort_key(question.cost)
     for s in searches:
-        if s.best is not None and (best is None or s.best["cost"]["gpus"] < best["cost"]["gpus"]):
+        if s.best is not None and (best is None or s.best["cost"][key] < best["cost"][key]):
             best = s.best
     if best is None:
         return None

@@ -1,6 +1,6 @@
 """What ``tickgate plan`` is asked: SLOs (``--slo NAME=MS``, ``--goodput G``),
-the varied policy paths (``--vary PATH=LO..HI`` or ``--vary PATH=A,B,C``) and
-what a configuration costs (GPUs). Every mistake is one line naming the option
+the varied policy paths (``--vary PATH=LO..HI`` or ``--vary PATH=A,B,C``); what a
+configuration costs is :mod:`tickgate.cost.shape`'s (GPUs) and :mod:`.pricing`'s (dollars). Every mistake is one line naming the option
 as written (exit status 2), found before anything runs.
 """
 
@@ -13,7 +13,21 @@ from typing import Any
 
 import attrs
 
+from ..cost.shape import gpus
 from ..util.errors import TickgateError
+
+__all__ = [
+    "METRICS",
+    "STATS",
+    "PlanError",
+    "Slo",
+    "Vary",
+    "check_goodput",
+    "check_varies",
+    "gpus",
+    "parse_slos",
+    "parse_vary",
+]
 
 #: the report's ``latency`` blocks an SLO may name, and their statistics (docs/report.md)
 METRICS = ("ttft", "tpot", "itl", "e2e")
@@ -183,49 +197,3 @@ def _scalar(text: str) -> Any:
     if number is not None and re.fullmatch(r"[-+]?(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?", text):
         return number
     return text
-
-
-def gpus(document: Mapping[str, Any]) -> int:
-    """GPUs a configuration takes: replicas x tensor parallel x data parallel.
-
-    - replicas: ``cluster.replicas``, or the sum over ``cluster.pools.<name>`` of each
-      pool's ``replicas`` (each pool priced with its own parallelism where it sets one);
-      1 without a ``cluster`` section;
-    - tensor parallel: ``tensor_parallel_size`` of the timing model's options (the
-      ``roofline`` model divides a step's work by it, docs/timing.md); 1 when unset;
-    - data parallel: ``data_parallel_size`` in the cluster, the pool, or the scheduler's
-      options; 1 when unset.
-    """
-    cluster = document.get("cluster")
-    if isinstance(cluster, Mapping):
-        pools = cluster.get("pools")
-        if isinstance(pools, Mapping) and pools:
-            return sum(
-                _int(pool.get("replicas"), 1) * _per_replica(pool, document)
-                for pool in pools.values()
-                if isinstance(pool, Mapping)
-            )
-        return _int(cluster.get("replicas"), 1) * _per_replica(cluster, document)
-    return _per_replica({}, document)
-
-
-def _per_replica(section: Mapping[str, Any], document: Mapping[str, Any]) -> int:
-    timing = section.get("timing", document.get("timing"))
-    options = timing.get("options", {}) if isinstance(timing, Mapping) else {}
-    tp = _int(options.get("tensor_parallel_size") if isinstance(options, Mapping) else None, 1)
-    scheduler = section.get("scheduler", document.get("scheduler"))
-    sched_options = scheduler.get("options", {}) if isinstance(scheduler, Mapping) else {}
-    dp = section.get("data_parallel_size")
-    if dp is None:
-        dp = (
-            document.get("cluster", {}).get("data_parallel_size")
-            if isinstance(document.get("cluster"), Mapping)
-            else None
-        )
-    if dp is None and isinstance(sched_options, Mapping):
-        dp = sched_options.get("data_parallel_size")
-    return tp * _int(dp, 1)
-
-
-def _int(value: Any, default: int) -> int:
-    return value if type(value) is int and value > 0 else default

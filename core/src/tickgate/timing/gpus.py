@@ -20,7 +20,7 @@ from ..util.errors import ConfigError, InputError
 from ..util.schemas import load_schema, validate
 from .catalogue import catalogue, find
 
-__all__ = ["TENSOR_DTYPES", "GpuSpec", "lookup_gpu"]
+__all__ = ["TENSOR_DTYPES", "GpuSpec", "gpu_key", "lookup_gpu"]
 
 #: PCIe bandwidth per direction (GB/s, x16) where a GPU's record names only the generation
 _PCIE_GBPS = {"gen3": 16.0, "gen4": 32.0, "gen5": 64.0, "gen6": 128.0}
@@ -108,6 +108,13 @@ def lookup_gpu(value: str | Mapping[str, Any]) -> GpuSpec:
             "or give its figures as a mapping)"
         )
     return _gpu(key, gpus[key])
+
+
+def gpu_key(name: str) -> str:
+    """The catalogue key a GPU name means (``H100``, ``h100_sxm`` -> ``H100-SXM-80GB``): what a
+    price table and a policy's GPUs are matched by (:mod:`tickgate.cost.prices`). An unknown or
+    ambiguous name is the :class:`ConfigError` :func:`lookup_gpu` raises."""
+    return lookup_gpu(name).key
 
 
 def _gpu_words(name: str) -> set[str]:

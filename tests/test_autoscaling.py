@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pytest
-from conftest import POLICIES, run_cli
+from conftest import POLICIES, REPO, run_cli
 
 from tickgate.autoscale.hpa import Hpa
 from tickgate.fleet import Fleet, fleet_spec
@@ -221,3 +223,70 @@ def test_lifecycle_without_an_autoscaler_is_refused(tmp_path: Path) -> None:
     path.write_text(json.dumps(doc))
     result = run_cli("validate", str(path))
     assert result.returncode == 2 and "add 'cluster.autoscaler'" in result.stderr
+
+
+FIXTURE_DAY = REPO / "fixtures" / "workloads" / "diurnal-day.json"
+
+
+def test_the_docs_figures_are_the_data_s() -> None:
+    result = subprocess.run([sys.executable, str(REPO / "tools" / "autoscaling_figures.py"), "--check"],
+                            capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr
+
+
+def test_the_slo_preset_meets_its_slo_on_the_shipped_day_with_at_most_70_percent_of_the_static_gpu_hours(
+        tmp_path: Path) -> None:
+    """Issue 35's target, replayed: the slo preset against the smallest static fleet that meets the SLO
+    (its size from docs/data/autoscaling.json, where tools/autoscaling_figures.py found it by bisection)."""
+    data = json.loads((REPO / "docs" / "data" / "autoscaling.json").read_text())
+    target = data["target"]["ttft_p99_ms"]
+    preset = REPO / "policies" / "fleet-autoscale-slo.yaml"
+    doc, _ = load_yaml(preset)
+    static = json.loads(json.dumps(doc))
+    static["cluster"].pop("autoscaler")
+    static["cluster"].pop("lifecycle")
+    static["cluster"]["replicas"] = data["static"]["replicas"]
+    static_path = tmp_path / "static-policy.json"
+    static_path.write_text(json.dumps(static))
+    prices = REPO / "policies" / "prices" / "cloud-2026.yaml"
+    reports = {}
+    for name, policy in (("slo", preset), ("static", static_path)):
+        out = tmp_path / f"{name}.json"
+        result = run_cli("replay", "--policy", str(policy), "--input", str(FIXTURE_DAY), "--prices", str(prices),
+                         "--output", str(out), "--quiet")
+        assert result.returncode == 0, result.stderr
+        reports[name] = json.loads(out.read_text())
+    scaled, fixed = reports["slo"], reports["static"]
+    assert scaled["latency"]["ttft_ms"]["p99"] <= target and fixed["latency"]["ttft_ms"]["p99"] <= target
+    assert scaled["cost"]["gpu_hours"] <= 0.70 * fixed["cost"]["gpu_hours"]
+    assert scaled["summary"]["completed_requests"] == fixed["summary"]["completed_requests"] == 27002
+    assert scaled["cost"]["gpu_hours"] == data["autoscaled"]["slo"]["gpu_hours"]  # the docs' figure, again
+
+
+def test_a_disaggregated_fleet_scales_its_prefill_and_decode_pools_apart(tmp_path: Path) -> None:
+    """slo sizes a prefill pool by prompt tokens per step and a decode pool by its batch within the
+    ITL target: each pool gets its own decisions, bounds and replicas."""
+    doc, _ = load_yaml(POLICIES / "fleet-pd.yaml")
+    doc = json.loads(json.dumps(doc))
+    doc["cluster"]["router"] = {"name": "round-robin"}
+    doc["cluster"]["pools"] = {
+        "prefill": {"role": "prefill", "replicas": 1, "max_replicas": 4},
+        "decode": {"role": "decode", "replicas": 1, "max_replicas": 6},
+    }
+    doc["cluster"]["autoscaler"] = {"name": "slo", "interval_s": 5, "window_s": 20,
+                                    "options": {"itl_ms": 12, "ttft_ms": 500, "scale_down_delay_s": 30}}
+    doc["cluster"]["lifecycle"] = {"provisioning_s": 10}
+    policy = tmp_path / "pd.json"
+    policy.write_text(json.dumps(doc))
+    workload = ramp(tmp_path, [(60, 2.0), (180, 40.0), (300, 2.0)])
+    report = _replay(workload, policy)
+    scaled = report["autoscaling"]
+    pools = {row["pool"] for row in scaled["timeline"]}
+    assert pools == {"prefill", "decode"}
+    assert scaled["bounds"] == {"prefill": {"min_replicas": 1, "max_replicas": 4},
+                                "decode": {"min_replicas": 1, "max_replicas": 6}}
+    assert scaled["peak_replicas"]["decode"] > 1
+    assert all(row["ready"] + row["starting"] <= (4 if row["pool"] == "prefill" else 6) for row in scaled["timeline"])
+    started = {e["pool"] for e in scaled["events"] if e["action"] == "start"}
+    assert "decode" in started
+    assert report["summary"]["completed_requests"] == report["summary"]["request_count"]

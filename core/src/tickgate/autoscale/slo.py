@@ -9,7 +9,8 @@ capacity from a pre-deployment profile; here it comes from the pool's own timing
 model, the one the replay runs on:
 
 - **decode / mixed**: the largest batch ``B`` (at most the scheduler's
-  ``max_num_seqs`` / ``max_running_requests`` / ``max_batch_size``) whose step stays
+  ``max_num_seqs`` / ``max_running_requests`` / ``max_batch_size``, and what the KV cache
+  holds) whose step stays
   within the ITL target, a mixed pool's step also carrying its share of prompt tokens
   (``B x prompt / output`` per step); one replica then serves
   ``B / (output x step)`` requests per second;
@@ -18,8 +19,9 @@ model, the one the replay runs on:
 - each divided into the predicted rate with a ``headroom`` (default 0.8 of the
   capacity: queueing keeps the TTFT tail within target).
 
-The rate comes from the signals' window (``predictor: constant``, Dynamo's
-constant predictor) or that plus its rising trend over ``trend_window_s``
+The rate comes from the signals' window, raised by ``rate_sigmas`` (1) standard deviations of its
+Poisson count (a window of ``n`` arrivals: ``sqrt(n) / window``), so that a quiet minute in busy
+traffic does not shrink the pool (``predictor: constant``, Dynamo's constant predictor) or that plus its rising trend over ``trend_window_s``
 carried ``startup`` ahead (``predictor: linear``): a replica asked for now serves
 only after provisioning, load and warm-up, so a ramp must be met early. Damping
 and hysteresis, as SLA planners have them: growth is immediate; a pool shrinks
@@ -73,6 +75,13 @@ class Slo(Autoscaler):
             "trend_window_s": {"type": "number", "exclusiveMinimum": 0, "maximum": 86400, "default": 300},
             "scale_down_delay_s": {"type": "number", "minimum": 0, "maximum": 86400, "default": 300},
             "max_scale_down": {"type": "integer", "minimum": 1, "maximum": 4096, "default": 1},
+            "rate_sigmas": {
+                "type": "number",
+                "minimum": 0,
+                "maximum": 5,
+                "default": 1,
+                "description": "standard deviations of the window's Poisson count added to its rate",
+            },
             "hysteresis": {
                 "type": "number",
                 "minimum": 0,
@@ -93,6 +102,7 @@ class Slo(Autoscaler):
         self.down_delay_ms = 1000.0 * float(options.get("scale_down_delay_s", 300))
         self.max_down = int(options.get("max_scale_down", 1))
         self.hysteresis = float(options.get("hysteresis", 0.1))
+        self.sigmas = float(options.get("rate_sigmas", 1.0))
         sched = ctx.scheduler_options
         self.batch_cap = next((int(sched[k]) for k in BATCH_CAPS if isinstance(sched.get(k), int)), 256)
         self.token_cap = next((int(sched[k]) for k in TOKEN_CAPS if isinstance(sched.get(k), int)), 8192)
@@ -107,6 +117,9 @@ class Slo(Autoscaler):
     def decide(self, signals: PoolSignals) -> ScaleDecision:
         now, current = signals.now_ms, signals.current
         rate = self._predicted(now, signals.arrival_rate)
+        if signals.arrivals:  # the window's count is Poisson: size for its upper bound, not its mean
+            span_s = min(signals.window_ms, now) / 1000.0
+            rate += self.sigmas * math.sqrt(signals.arrivals) / span_s
         if signals.arrivals == 0:
             if now < signals.window_ms:  # nothing seen yet, not nothing to serve: wait for a full window
                 return ScaleDecision(
@@ -181,13 +194,17 @@ class Slo(Autoscaler):
             chunk_ms = float(timing.step_ms(self.token_cap, 0, 0))
             if chunk_ms > self.ttft_ms:
                 return 0.0
-            return (self.token_cap / prompt) / (chunk_ms / 1000.0)
+            return self.ctx.ranks * (self.token_cap / prompt) / (chunk_ms / 1000.0)
 
         def step(b: int) -> float:
             prefill = 0 if self.ctx.role == "decode" else min(int(b * prompt / output), self.token_cap)
             return float(timing.step_ms(prefill, b, int(b * (prompt + output / 2))))
 
-        lo, hi = 0, self.batch_cap  # the largest batch whose step is within the ITL target
+        cap = self.batch_cap
+        kv = self.ctx.kv_tokens_per_rank
+        if kv:  # each running sequence may come to hold its whole prompt and output
+            cap = min(cap, int(kv // (prompt + output)))
+        lo, hi = 0, cap  # the largest batch whose step is within the ITL target
         while lo < hi:
             mid = (lo + hi + 1) // 2
             if step(mid) <= self.itl_ms:
@@ -196,4 +213,4 @@ class Slo(Autoscaler):
                 hi = mid - 1
         if lo == 0:
             return 0.0
-        return lo / (output * step(lo) / 1000.0)
+        return self.ctx.ranks * lo / (output * step(lo) / 1000.0)

@@ -83,7 +83,7 @@ class _Positive(click.ParamType):
     metavar="FILE|PRESET",
     default=None,
     help="Arrivals follow a piecewise-linear rate: a JSON/YAML file of [time_s, rate] points, "
-    "or the preset 'day' (with --peak-rate, --period); instead of --rate.",
+    "or a preset, 'day' or 'workday' (with --peak-rate, --period); instead of --rate.",
 )
 @click.option(
     "--peak-rate",

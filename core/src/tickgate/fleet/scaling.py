@@ -114,6 +114,8 @@ class Scaling:
                 timing=pool.policy.timing,
                 scheduler_options=dict(pool.scheduler.options),
                 seed=seed,
+                ranks=pool.data_parallel_size,
+                kv_tokens_per_rank=_kv_tokens(ready[0]) if ready else None,
             )
             autoscaler = pool.policy.build_plugin(
                 info,
@@ -314,6 +316,16 @@ class Scaling:
             "events": self.events,
             "timeline": self.timeline,
         }
+
+
+def _kv_tokens(target: Target) -> int | None:
+    """The KV tokens one rank of ``target`` holds: its pages x tokens per page (``block_size``
+    or ``page_size``), None when the scheduler names neither."""
+    scheduler = target.engines[0].scheduler
+    page = getattr(scheduler, "block_size", None) or getattr(scheduler, "page_size", None)
+    if not isinstance(page, int) or page <= 0:
+        return None
+    return int(scheduler.kv_capacity_pages()) * page
 
 
 def _peaks(lives: Any, end_ms: float) -> dict[str, int]:

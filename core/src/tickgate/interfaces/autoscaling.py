@@ -125,6 +125,10 @@ class AutoscalerContext:
     scheduler_options: Mapping[str, Any]
     #: the fleet's seed (``cluster.seed``): the only source of randomness
     seed: int = 0
+    #: a replica's data-parallel ranks (each its own scheduler, batch and KV pool), and the KV
+    #: tokens one rank holds (its scheduler's pages x tokens per page; None when it does not say)
+    ranks: int = 1
+    kv_tokens_per_rank: int | None = None
 
 
 class Autoscaler(Plugin):

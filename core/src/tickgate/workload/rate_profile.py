@@ -38,8 +38,18 @@ DAY_SHAPE: tuple[float, ...] = (
     0.93, 0.85, 0.76, 0.72, 0.74, 0.70, 0.60, 0.50,  # 16-23
 )  # fmt: skip
 
+#: the ``workday`` preset: one region's working day (peak 1.0), as a company's own fleet sees it when
+#: its users are in one time zone. Modelled, not measured (docs/workload.md): nights at 7-10 % of
+#: the peak (automation, a few late users), a ramp from 07:00, a plateau from 10:00 to 16:00 with a
+#: lunch dip at 12:00, a decline through the evening.
+WORKDAY_SHAPE: tuple[float, ...] = (
+    0.10, 0.08, 0.07, 0.07, 0.07, 0.09, 0.15, 0.30,  # 00-07
+    0.55, 0.80, 0.95, 1.00, 0.85, 0.90, 1.00, 0.97,  # 08-15
+    0.88, 0.70, 0.48, 0.35, 0.28, 0.22, 0.17, 0.13,  # 16-23
+)  # fmt: skip
+
 #: preset name -> the relative rates it repeats over ``--period``
-PRESETS: dict[str, tuple[float, ...]] = {"day": DAY_SHAPE}
+PRESETS: dict[str, tuple[float, ...]] = {"day": DAY_SHAPE, "workday": WORKDAY_SHAPE}
 
 #: seconds in the day a preset's hourly points span
 DAY_S = 86400.0

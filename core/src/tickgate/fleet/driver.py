@@ -126,12 +126,11 @@ class Fleet:
         )
         # asked ahead: a router that reads no state (or has one replica to pick), when no replica
         # balances data-parallel ranks (that reads the ranks' counts at the arrival)
-        # (never in a fleet that scales: the replicas a request may go to change with time)
+        # (in a fleet that scales, only up to the next control time: _next_arrival_scaled)
         self.eager = (
-            scaled is None
-            and (not optional_attribute(self.router, "uses_replica_state") or len(self.entry_targets) == 1)
-            and all(len(t.engines) == 1 for t in self.entry_targets)
-        )
+            not optional_attribute(self.router, "uses_replica_state")
+            or (scaled is None and len(self.entry_targets) == 1)
+        ) and all(len(t.engines) == 1 for t in self.entry_targets)
         #: routing decisions in order: (request id, replica name); the fleet fingerprint covers them
         self.decisions = hashlib.sha256()
         self.client_outcomes: list[RequestOutcome] = []
@@ -373,6 +372,8 @@ class Fleet:
     def _next_arrival(self, engine: Engine) -> float | None:
         """When the next request may enter ``engine``: the end of the spans it may run."""
         if self.eager and not engine.transferred:
+            if self.scaling is not None:
+                return self._next_arrival_scaled(engine)
             while not engine.entries and self._head is not None and self._ahead < LOOKAHEAD:
                 self._route(self._head)
             if engine.entries:
@@ -392,6 +393,25 @@ class Fleet:
             prefill = min((e.clock.now_ms for e in self.prefill_engines if e.busy), default=INF)
             nxt = min(nxt, pending, prefill)
         return None if nxt == INF else nxt
+
+    def _next_arrival_scaled(self, engine: Engine) -> float | None:
+        """:meth:`_next_arrival` of a router asked ahead in a fleet that scales: only requests
+        that arrive before the next control time (the replicas a request may go to change only
+        there), and no span past that time (the control reads the replicas' state at it)."""
+        assert self.scaling is not None
+        limit = self.scaling.next_ms
+        head = self._head
+        while not engine.entries and head is not None and self._ahead < LOOKAHEAD:
+            assert head.arrival_ms is not None  # a fleet's requests are timed
+            if head.arrival_ms >= limit:
+                break
+            self._route(head)
+            head = self._head
+        nxt = (
+            engine.entries[0].arrival_ms if engine.entries else (head.arrival_ms if head is not None else INF)
+        )
+        assert nxt is not None  # a fleet's requests are timed
+        return nxt if nxt < limit else limit
 
     def _step(self, engine: Engine, target: Target) -> None:
         start = engine.clock.now_ms

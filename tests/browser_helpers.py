@@ -34,6 +34,8 @@ from pathlib import Path
 from typing import Any
 
 import attrs
+import pytest
+from conftest import run_cli
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 #: how long one protocol answer or event may take (a page load on a busy 2-core machine)
@@ -236,3 +238,32 @@ def coloured(p: tuple[int, int, int]) -> bool:
 def inked(p: tuple[int, int, int]) -> bool:
     """Anything but the white background."""
     return min(p) < 235
+
+
+#: in CI (.ci/run installs both) a missing browser or extra is a failure, not a skip
+IN_CI = os.environ.get("CI") == "true"
+needs_chromium = pytest.mark.skipif(CHROMIUM is None and not IN_CI,
+                                    reason="no chromium on PATH (apt-get install chromium; .ci/run does)")
+
+
+def _has_extra() -> bool:
+    from tickgate.html.charts import available
+
+    return available()
+
+
+needs_extra = pytest.mark.skipif(not _has_extra() and not IN_CI,
+                                 reason="the 'html' extra is not installed (pip install './core[html]')")
+
+
+def bad_page(tmp_path: Path, name: str, content: str | None, *extra: str) -> tuple[str, Path]:
+    path = tmp_path / name
+    if content is not None:
+        path.write_text(content)
+    page = tmp_path / "out.html"
+    res = run_cli("report", str(path), "--html", str(page), *extra)
+    assert res.returncode == 2, res.stdout
+    assert not page.exists() and list(tmp_path.glob("*.tmp*")) == []
+    lines = res.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: ") and "Traceback" not in res.stderr
+    return lines[0], path

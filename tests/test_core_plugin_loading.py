@@ -117,22 +117,22 @@ def test_a_broken_module_leaves_the_registry_as_it_was() -> None:
 
 
 def test_a_new_hook_spec_needs_no_other_edit(monkeypatch: pytest.MonkeyPatch) -> None:
-    @hookspecs.spec("autoscaler")
-    def register_autoscalers(register: hookspecs.Register) -> None:
-        """Register autoscalers (kind ``autoscaler``)."""
+    @hookspecs.spec("load_predictor")
+    def register_load_predictors(register: hookspecs.Register) -> None:
+        """Register load predictors (kind ``load_predictor``)."""
 
-    monkeypatch.setattr(hookspecs, "register_autoscalers", register_autoscalers, raising=False)
+    monkeypatch.setattr(hookspecs, "register_load_predictors", register_load_predictors, raising=False)
 
     class Threshold:
         name = "threshold"
 
-    module = types.ModuleType("autoscalers")
-    module.register_autoscalers = hookimpl(lambda register: register(Threshold))  # type: ignore[attr-defined]
+    module = types.ModuleType("load_predictors")
+    module.register_load_predictors = hookimpl(lambda register: register(Threshold))  # type: ignore[attr-defined]
     registry = Registry()
-    assert list(registry.kinds)[-1] == "register_autoscalers"
-    registry.register_module(module, distribution="autoscaler-dist", version="1")
-    assert registry.get("autoscaler", "threshold").obj is Threshold
-    assert [p.kind for p in registry] == ["autoscaler"]
+    assert list(registry.kinds)[-1] == "register_load_predictors"
+    registry.register_module(module, distribution="predictor-dist", version="1")
+    assert registry.get("load_predictor", "threshold").obj is Threshold
+    assert [p.kind for p in registry] == ["load_predictor"]
 
     misspelt = types.ModuleType("typo_routers")
     misspelt.register_router = hookimpl(lambda register: None)  # type: ignore[attr-defined]

@@ -158,6 +158,42 @@ def test_register_routers(tmp_path: Path) -> None:
     assert report["summary"]["completed_requests"] == 4
 
 
+def test_register_autoscalers(tmp_path: Path) -> None:
+    from tickgate import Autoscaler, ScaleDecision
+
+    built: list[tuple[str, int, int]] = []
+
+    class OneMore(Autoscaler):
+        name = "one-more"
+        description = "one replica more at every decision while requests wait"
+
+        @classmethod
+        def build(cls, options: Any, ctx: Any) -> "OneMore":
+            built.append((ctx.pool, ctx.min_replicas, ctx.max_replicas))
+            return cls()
+
+        def decide(self, signals: Any) -> ScaleDecision:
+            grow = signals.waiting > 0
+            return ScaleDecision(signals.current + grow, "requests wait" if grow else "none waits", "waiting",
+                                 float(signals.waiting))
+
+    install(register_autoscalers=lambda register: register(OneMore))
+    workload = tmp_path / "w.json"
+    doc = {"version": 1, "requests": [
+        {"id": f"r{i}", "prompt_tokens": 64, "max_output_tokens": 40, "arrival_ms": 2.0 * i} for i in range(40)]}
+    workload.write_text(json.dumps(doc))
+    timing = ("timing: {fixed_ms: 5.0, per_decode_seq_ms: 0.5}\n"
+              "cluster: {replicas: 1, autoscaler: {name: one-more, interval_s: 0.02, max_replicas: 3}}\n")
+    requests, inputs = open_requests(workload)
+    report = replay(requests, load_policy(policy_with(tmp_path, "version: 1\n", "version: 1\n" + timing)),
+                    inputs=inputs)
+    assert built == [("default", 1, 3)]
+    scaled = report["autoscaling"]
+    assert scaled["name"] == "one-more" and scaled["peak_replicas"] == {"default": 3}
+    assert [e["action"] for e in scaled["events"]][:2] == ["start", "ready"]
+    assert report["summary"]["completed_requests"] == 40
+
+
 TOY_DOC = {"version": 1, "kind": "tickgate.observations", "run": {"backend": "toy"},
            "requests": [{"request_id": "a", "latency_ms": 10.0}, {"request_id": "b", "latency_ms": 12.5}]}
 

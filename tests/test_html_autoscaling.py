@@ -18,8 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from browser_helpers import CHROMIUM, coloured, inked, visit
-from test_html_report import IN_CI, _bad, needs_chromium, needs_extra
+from browser_helpers import CHROMIUM, IN_CI, bad_page as _bad, coloured, inked, needs_chromium, needs_extra, visit
 
 from conftest import run_cli
 

@@ -14,7 +14,6 @@ load and a console error.
 from __future__ import annotations
 
 import json
-import os
 import re
 import shutil
 import sys
@@ -22,25 +21,10 @@ from pathlib import Path
 
 import pytest
 
-from browser_helpers import CHROMIUM, coloured, inked, visit
+from browser_helpers import bad_page as _bad, coloured, inked, needs_chromium, needs_extra, visit
 from conftest import FIXTURES, POLICIES, run_cli
 
 AZURE = FIXTURES / "realdata" / "traces" / "AzureLLMInferenceTrace_code.csv"
-#: in CI (.ci/run installs both) a missing browser or extra is a failure, not a skip
-IN_CI = os.environ.get("CI") == "true"
-needs_chromium = pytest.mark.skipif(CHROMIUM is None and not IN_CI,
-                                    reason="no chromium on PATH (apt-get install chromium; .ci/run does)")
-
-
-def _has_extra() -> bool:
-    from tickgate.html.charts import available
-
-    return available()
-
-
-needs_extra = pytest.mark.skipif(not _has_extra() and not IN_CI,
-                                 reason="the 'html' extra is not installed (pip install './core[html]')")
-
 #: charts each page draws (figure data-chart names)
 CHARTS = {
     "replay": ["kv_pages_used", "queued", "active", "latency"],
@@ -222,19 +206,6 @@ def test_an_old_report_without_series_draws_its_step_records(inputs: dict[str, P
 
 
 # -- bad inputs: one located line, exit 2, nothing written ----------------------------------------
-
-def _bad(tmp_path: Path, name: str, content: str | None, *extra: str) -> tuple[str, Path]:
-    path = tmp_path / name
-    if content is not None:
-        path.write_text(content)
-    page = tmp_path / "out.html"
-    res = run_cli("report", str(path), "--html", str(page), *extra)
-    assert res.returncode == 2, res.stdout
-    assert not page.exists() and list(tmp_path.glob("*.tmp*")) == []
-    lines = res.stderr.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("error: ") and "Traceback" not in res.stderr
-    return lines[0], path
-
 
 def test_bad_json_is_located(tmp_path: Path) -> None:
     line, path = _bad(tmp_path, "r.json", '{"summary": {\n  "request_count": 3,,\n}}')

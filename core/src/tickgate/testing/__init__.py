@@ -32,17 +32,16 @@ from __future__ import annotations
 
 from typing import Any
 
-from .autoscaler_contract import AutoscalerContract
 from .cli import CliResult, run_cli
 from .contracts import (
     AdmissionPolicyContract,
     PluginContract,
-    RouterContract,
     SchedulerContract,
     TimingModelContract,
 )
 from .dists import install_package, make_dist
 from .fixtures import tickgate_dist
+from .fleet_contracts import AutoscalerContract, RouterContract
 from .io_contracts import BackendMirrorContract, GateSignalContract, WorkloadReaderContract
 from .support import contract_workload, fresh_registry
 

@@ -122,6 +122,7 @@ class Slo(Autoscaler):
             rate += self.sigmas * math.sqrt(signals.arrivals) / span_s
         if signals.arrivals == 0:
             if now < signals.window_ms:  # nothing seen yet, not nothing to serve: wait for a full window
+                self.recommendations.append((now, current))  # and hold the size through the scale-down delay
                 return ScaleDecision(
                     current, "no arrivals yet in the first window: unchanged", "arrival_rate", 0.0
                 )

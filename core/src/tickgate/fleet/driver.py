@@ -2,6 +2,8 @@
 
 Events, earliest first; at equal times in this order, then by fleet position:
 
+0. a control time of a fleet that scales (:mod:`.scaling`): replicas that become ready, then the
+   autoscaler's decisions (they read the replicas' state: no span runs past a control time);
 1. a KV transfer ends (disaggregated fleets): the request is routed to a decode replica;
 2. a request arrives at the fleet: the router picks a replica (its front end, if the
    timing model has a serial one, may hold it: it enters the engine later);

@@ -294,3 +294,13 @@ def test_a_disaggregated_fleet_scales_its_prefill_and_decode_pools_apart(tmp_pat
     started = {e["pool"] for e in scaled["events"] if e["action"] == "start"}
     assert "decode" in started
     assert report["summary"]["completed_requests"] == report["summary"]["request_count"]
+
+
+def test_plan_refuses_a_fleet_that_scales(tmp_path: Path) -> None:
+    """A plan's cost is a fixed fleet's (GPUs or $/h): an autoscaled policy would be priced at its
+    starting size, so plan says where to compare such runs instead."""
+    out = tmp_path / "PLAN.json"
+    result = run_cli("plan", "--workload", str(FIXTURE_DAY), "--policy", str(POLICIES / "fleet-autoscale-slo.yaml"),
+                     "--slo", "ttft_p99_ms=1000", "--vary", "cluster.replicas=1..4", "--output", str(out))
+    assert result.returncode == 2 and not out.exists()
+    assert "$.cluster.autoscaler" in result.stderr and "fixed size" in result.stderr

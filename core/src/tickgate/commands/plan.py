@@ -144,6 +144,7 @@ def plan_command(
         {"--workload": workload_path, "--policy": policy_path, "--prices": prices_path},
     )
     base, locations = _base_policy(policy_path)
+    _check_fixed_size(base, locations, policy_path)
     check_varies(varies, base, str(policy_path))
     prices = select_prices(prices_path, base, locations, policy_path, gpu_key)
     workload = _workload(workload_path, input_format, block_size, limit)
@@ -252,3 +253,23 @@ def _check_values(varies: Any, base: dict[str, Any], policy_path: Path) -> None:
                         f"{vary.option}: {json.dumps(value)} is refused: "
                         f"{str(exc).replace(str(probe), str(policy_path))}"
                     ) from None
+
+
+def _check_fixed_size(base: Any, locations: Any, policy_path: Path) -> None:
+    """A plan prices a fleet of fixed size (its GPUs, or their dollars per hour); a policy whose
+    fleet scales has none, so its cost would be the starting size's: refused, with where to look."""
+    from ..util.errors import InputError
+    from ..util.locations import json_path
+
+    cluster = base.get("cluster") if isinstance(base, dict) else None
+    if isinstance(cluster, dict) and "autoscaler" in cluster:
+        at = json_path(("cluster", "autoscaler"))
+        line, column = locations.get(at, (None, None))
+        raise InputError(
+            policy_path,
+            "plan prices a fleet of fixed size, and this one scales (cluster.autoscaler): compare "
+            "autoscaled runs by their reports' cost sections (replay --prices; docs/autoscaling.md)",
+            line=line,
+            column=column,
+            json_path=at,
+        )

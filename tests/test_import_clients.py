@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
 from conftest import FIXTURES
 
 pytest.register_assert_rewrite("tickgate.testing")  # before the import: the kit's asserts explain failures

@@ -1,4 +1,4 @@
-"""``tickgate import FORMAT INPUT --output W.json``: convert a trace into a workload.
+"""``tickgate import FORMAT INPUT --output W.json``: convert a trace or a benchmark client's run into a workload.
 
 The output is the streamable workload layout (header line, one request per
 line) that ``tickgate replay`` reads without holding it in memory. The header
@@ -76,7 +76,8 @@ def import_command(
     description: str | None,
     quiet: bool,
 ) -> None:
-    """Import a trace (mooncake, azure, burstgpt, splitwise, or a plugin's format) as a workload."""
+    """Import a trace (mooncake, azure, burstgpt, splitwise), a benchmark client's run (vllm-bench,
+    sglang-bench, aiperf, genai-perf) or a plugin's format as a workload."""
     import contextlib
     import itertools
 

@@ -1,7 +1,7 @@
 """The ``aiperf`` and ``genai-perf`` workload readers: a run of either client, replayed.
 
 Both read the file through the gate's own reader of it (:mod:`tickgate.readers.aiperf`,
-:mod:`tickgate.readers.genai_perf_requests`); :class:`~tickgate.importers.clients.ClientRunReader`
+:mod:`tickgate.readers.genai_perf_requests`); :class:`~tickgate.client_runs.reader.ClientRunReader`
 turns the observations into requests. What each format records exactly and what is inferred is in
 docs/importers.md ("Benchmark-client runs").
 """
@@ -15,7 +15,7 @@ from typing import Any, ClassVar
 
 from ..readers.common import Fields, is_number, load_engine_json
 from ..util.errors import InputError
-from .clients import ClientRunReader
+from .reader import ClientRunReader
 
 #: characters per prompt token when a genai-perf run comes without its summary (a common rule of
 #: thumb for English text and BPE tokenizers; only ever an estimate)
@@ -102,7 +102,7 @@ class GenaiPerfReader(ClientRunReader):
             f = Fields(load_engine_json(summary), summary)
             isl = f.sub("input_sequence_length")
             avg = isl.obj.get("avg") if isl is not None else None
-            if is_number(avg) and avg > 0:
+            if is_number(avg) and avg is not None and avg > 0:
                 self.source["prompt_tokens"] = (
                     f"inferred: prompt characters scaled to the mean input_sequence_length {avg:g} "
                     f"of {summary.name}"

@@ -30,10 +30,10 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any, ClassVar
 
+from ..importers._common import SkipTally, TraceReader
 from ..interfaces.model import Request
 from ..util.errors import InputError
 from ..workload.format import MAX_TOKENS
-from ._common import SkipTally, TraceReader
 
 FAILED = "failed request (the client recorded an error)"
 ZERO_OUTPUT = "zero output tokens"
@@ -140,7 +140,9 @@ class ClientRunReader(TraceReader):
             )
         rate = math.inf if rate == "inf" else rate
         if not isinstance(rate, (int, float)) or rate <= 0:
-            raise InputError(path, f"request_rate: expected a rate > 0 to draw send times from, found {rate!r}")
+            raise InputError(
+                path, f"request_rate: expected a rate > 0 to draw send times from, found {rate!r}"
+            )
         burstiness = extra.get("burstiness", 1.0)
         self.source["time_origin"] = "arrival_ms counts from the start of the run, as the client's draws do"
         self.source["send_times"] = (

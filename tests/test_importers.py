@@ -108,7 +108,7 @@ def test_import_cli_reports_failed_rows_in_header_and_stderr(tmp_path: Path,
     assert code == 0
     assert err.strip() == (f"warning: {BURSTGPT}: skipped 4 row(s) with failed request (Response tokens == 0) "
                            "(lines 8, 19, 20, 35)")
-    assert stdout.startswith(f"imported 36 requests from {BURSTGPT} (burstgpt)")
+    assert stdout.startswith(f"imported 36 requests from {BURSTGPT} (burstgpt, 4 skipped)")
     workload = read_workload(out)
     assert workload.header.source["skipped"]["failed request (Response tokens == 0)"]["count"] == 4
     assert len(list(workload.requests)) == 36
@@ -132,7 +132,7 @@ def test_import_errors_for_options_and_formats(tmp_path: Path, capsys: pytest.Ca
     assert "--block-size: the azure format has no prefix-block ids" in capsys.readouterr().err
     assert main(["import", "sharegpt", str(AZURE), "--output", str(out)]) == 2
     err = capsys.readouterr().err
-    assert 'unknown workload_reader "sharegpt"; available: azure, burstgpt, mooncake, splitwise' in err
+    assert 'unknown workload_reader "sharegpt"; available: aiperf, azure, burstgpt, genai-perf, mooncake, sglang-bench, splitwise, vllm-bench' in err
     assert main(["import", "azure", str(tmp_path / "nope.csv"), "--output", str(out)]) == 2
     assert "nope.csv: file not found" in capsys.readouterr().err
     assert not out.exists()
@@ -183,7 +183,8 @@ def test_a_trace_read_as_a_workload_says_so_and_lists_the_formats(trace: Path, w
     line, = res.stderr.strip().splitlines()
     assert line.startswith(f"error: {trace}:{where}")
     assert "read as a tickgate workload file, the default --input-format" in line
-    assert line.endswith("--input-format: azure, burstgpt or splitwise (CSV), mooncake (JSONL))")
+    assert line.endswith("--input-format: azure, burstgpt or splitwise (CSV), genai-perf or vllm-bench (JSON), "
+                         "aiperf, mooncake or sglang-bench (JSONL))")
 
 
 def test_a_workload_with_a_wrong_header_gets_no_format_hint(tmp_path: Path) -> None:

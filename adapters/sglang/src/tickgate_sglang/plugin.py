@@ -1,6 +1,7 @@
 """Entry point ``sglang = tickgate_sglang.plugin``: this adapter's readers of
 what SGLang and its bench client write (bench_serving JSONL, /metrics, SSE
-streams, KV events) and its streaming-evidence parser.
+streams, KV events), its streaming-evidence parser and the workload reader of a
+bench_serving run (``tickgate import sglang-bench``).
 
 Implementation modules are imported inside the hooks (lazy start-up).
 """
@@ -30,3 +31,10 @@ def register_evidence_parsers(register: Any) -> None:
     from .sse import SglangSseEvidence
 
     register(SglangSseEvidence)
+
+
+@hookimpl
+def register_workload_readers(register: Any) -> None:
+    from .bench_workload import SglangBenchWorkloadReader
+
+    register(SglangBenchWorkloadReader)

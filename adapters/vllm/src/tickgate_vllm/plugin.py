@@ -1,6 +1,7 @@
 """Entry point ``vllm = tickgate_vllm.plugin``: this adapter's readers of what
 vLLM and its bench client write (bench results, /metrics, SSE streams, KV
-events) and its streaming-evidence parser.
+events), its streaming-evidence parser and the workload reader of a bench run
+(``tickgate import vllm-bench``).
 
 Implementation modules are imported inside the hooks (lazy start-up).
 """
@@ -30,3 +31,10 @@ def register_evidence_parsers(register: Any) -> None:
     from .sse import VllmSseEvidence
 
     register(VllmSseEvidence)
+
+
+@hookimpl
+def register_workload_readers(register: Any) -> None:
+    from .bench_workload import VllmBenchWorkloadReader
+
+    register(VllmBenchWorkloadReader)

@@ -1,4 +1,4 @@
-"""``tickgate import FORMAT INPUT --output W.json``: convert a trace into a workload.
+"""``tickgate import FORMAT INPUT --output W.json``: convert a trace or a benchmark client's run into a workload.
 
 The output is the streamable workload layout (header line, one request per
 line) that ``tickgate replay`` reads without holding it in memory. The header
@@ -30,10 +30,15 @@ def _skipped_message(source: dict[str, Any]) -> str | None:
         return None
     parts = []
     for reason, entry in skipped.items():
-        lines = ", ".join(str(n) for n in entry["first_lines"])
-        more = ", ..." if entry["count"] > len(entry["first_lines"]) else ""
-        parts.append(f"{entry['count']} row(s) with {reason} (lines {lines}{more})")
+        key, what = ("first_lines", "lines") if "first_lines" in entry else ("first_requests", "requests")
+        lines = ", ".join(str(n) for n in entry[key])
+        more = ", ..." if entry["count"] > len(entry[key]) else ""
+        parts.append(f"{entry['count']} row(s) with {reason} ({what} {lines}{more})")
     return "skipped " + "; ".join(parts)
+
+
+def _skipped_count(source: dict[str, Any]) -> int:
+    return sum(entry["count"] for entry in source["skipped"].values())
 
 
 @click.command("import")
@@ -71,7 +76,8 @@ def import_command(
     description: str | None,
     quiet: bool,
 ) -> None:
-    """Import a trace (mooncake, azure, burstgpt, splitwise, or a plugin's format) as a workload."""
+    """Import a trace (mooncake, azure, burstgpt, splitwise), a benchmark client's run (vllm-bench,
+    sglang-bench, aiperf, genai-perf) or a plugin's format as a workload."""
     import contextlib
     import itertools
 
@@ -126,8 +132,10 @@ def import_command(
             source["time_scale"] = time_scale
         block = source.get("block_size")
         scaled = "" if time_scale is None else f", arrival times x {time_scale:g}"
+        concurrency = optional_attribute(reader, "max_concurrency")  # a client run's closed loop
         header = WorkloadHeader(
             block_size=block if isinstance(block, int) else None,
+            max_concurrency=concurrency if isinstance(concurrency, int) else None,
             description=description or f"{fmt} trace {input_path.name} imported by tickgate{scaled}",
             source=source,
         )
@@ -149,5 +157,7 @@ def import_command(
         click.echo(
             f"imported {plural(count, 'request')} from {input_path} ({fmt}"
             + (f", block size {block}" if block else "")
+            + (f", max concurrency {concurrency}" if isinstance(concurrency, int) else "")
+            + (f", {_skipped_count(source)} skipped" if source.get("skipped") else "")
             + f") -> {output_path}"
         )

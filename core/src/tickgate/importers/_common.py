@@ -40,16 +40,19 @@ SKIPPED_LINES_KEPT = 20
 class SkipTally:
     """Counts rows that were read but not replayed, per reason, keeping the first lines."""
 
-    def __init__(self) -> None:
+    def __init__(self, where: str = "first_lines") -> None:
+        #: what the kept numbers are: ``first_lines`` (a trace's line numbers) or ``first_requests``
+        #: (positions in a benchmark client's request list, whose file is one JSON document)
+        self.where = where
         self.by_reason: dict[str, dict[str, Any]] = {}
 
-    def add(self, reason: str, line: int) -> None:
+    def add(self, reason: str, line: int | str) -> None:
         entry = self.by_reason.get(reason)
         if entry is None:
-            entry = self.by_reason[reason] = {"count": 0, "first_lines": []}
+            entry = self.by_reason[reason] = {"count": 0, self.where: []}
         entry["count"] += 1
-        if len(entry["first_lines"]) < SKIPPED_LINES_KEPT:
-            entry["first_lines"].append(line)
+        if len(entry[self.where]) < SKIPPED_LINES_KEPT:
+            entry[self.where].append(line)
 
     @property
     def total(self) -> int:
@@ -57,7 +60,7 @@ class SkipTally:
 
     def to_json(self) -> dict[str, Any]:
         return {
-            reason: {"count": e["count"], "first_lines": list(e["first_lines"])}
+            reason: {"count": e["count"], self.where: list(e[self.where])}
             for reason, e in sorted(self.by_reason.items())
         }
 

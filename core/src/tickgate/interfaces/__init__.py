@@ -47,6 +47,7 @@ _OPTIONAL: dict[str, type] = {
     "default_block_size": WorkloadReader,
     "file_kind": WorkloadReader,
     "source": WorkloadReader,
+    "max_concurrency": WorkloadReader,
     "uses_replica_state": Router,
     "reads_cached_prefixes": Router,
 }

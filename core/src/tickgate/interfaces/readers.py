@@ -54,6 +54,9 @@ class WorkloadReader(Plugin):
     #: set by ``read`` on the instance: what was read (format, file, rows, skipped
     #: rows...), the imported workload's ``source``; None: format and file only
     source: dict[str, Any] | None = None
+    #: set by ``read`` on the instance when the trace came from closed-loop clients (a benchmark
+    #: client's ``--max-concurrency``): the imported workload's header ``max_concurrency``
+    max_concurrency: int | None = None
 
     def read(self, path: Path, options: Mapping[str, Any]) -> Iterator[Request]:
         raise NotImplementedError

@@ -147,6 +147,9 @@ class Fields:
         v = self.number(key, required=required)
         if v is None:
             return None
+        raw = self.obj[key]
+        if type(raw) is int:
+            return raw  # exact: a float holds integers only up to 2**53 (aiperf's ns timestamps are ~1.8e18)
         if v != int(v):
             raise self.fail(key, f"expected a whole count, got {v}")
         return int(v)

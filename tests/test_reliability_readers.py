@@ -55,6 +55,12 @@ TRACE_SAMPLES: dict[str, tuple[Path, int]] = {
     "azure": (REAL / "traces/AzureLLMInferenceTrace_code.csv", 12),
     "burstgpt": (FIXTURES / "traces/burstgpt_sample.csv", 12),
     "splitwise": (REAL / "traces/splitwise_sim_test_trace.csv", 12),
+    # benchmark-client runs (tickgate.client_runs): whole files of one JSON document or line, or 12 records
+    "vllm-bench": (REAL / "clients/vllm_bench_serve_0.33/vllm_openai_baseline.json", 1),
+    "sglang-bench": (REAL / "clients/sglang_bench_serving_0.5.23/sglang_vllm_baseline.jsonl", 1),
+    "aiperf": (REAL / "clients/aiperf_0.13/aiperf_chat_baseline/profile_export.jsonl", 12),
+    "genai-perf": (REAL / "clients/genai_perf_0.0.16/genaiperf_chat_baseline/mock-model-openai-chat-request_rate8.0/"
+                   "profile_export.json", 1),
 }
 SWAPS: list[Any] = [None, "x", "", [], {}, -1, 0, 1.5, 10**30, -(10**30), 1e308, True, math.nan, math.inf,
                     [1, "a"], {"k": None}]

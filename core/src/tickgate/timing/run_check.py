@@ -31,7 +31,8 @@ STATS = (("mean", None), ("p50", 0.5), ("p95", 0.95), ("p99", 0.99))
 
 
 def _round(value: float) -> float:
-    return float(f"{value:.6g}")
+    """Nine significant figures: the clients write microseconds (six decimals of a millisecond)."""
+    return float(f"{value:.9g}")
 
 
 def run_format(path: Path, fmt: str) -> str:

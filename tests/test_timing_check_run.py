@@ -9,8 +9,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
 from client_files_helpers import aiperf_with_errors, vllm_with_errors
+
 from conftest import FIXTURES, run_cli
 from tickgate.commands.cli import main
 from tickgate.gate.detect import read_observations

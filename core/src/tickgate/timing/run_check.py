@@ -199,7 +199,9 @@ def check_run(run: Path, fmt: str, deployment: Path, timing: Path | None) -> dic
     for obs in observed:
         rid = str(obs["request_id"])
         if obs.get("error"):
-            flags.append({"id": rid, "kind": "failed", "detail": f"the client recorded an error: {obs['error']}"})
+            flags.append(
+                {"id": rid, "kind": "failed", "detail": f"the client recorded an error: {obs['error']}"}
+            )
             continue
         outcome = outcomes.get(prefix + rid)
         if outcome is None:

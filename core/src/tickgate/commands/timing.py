@@ -56,18 +56,28 @@ def _round(value: float) -> float:
 
 
 @timing_command.command("check")
-@click.argument("points", type=_PATH)
+@click.argument("points", metavar="POINTS|RUN", type=_PATH)
 @click.option(
     "--timing", "timing_file", type=_PATH, help="A timing file (from timing fit) whose factors to use."
 )
-@click.option("--output", "-o", type=_PATH, required=True, help="Predictions, one JSON line per point.")
+@click.option(
+    "--output",
+    "-o",
+    type=_PATH,
+    required=True,
+    help="Predictions, one JSON line per point; with --deployment, CHECK.json.",
+)
+@click.option(
+    "--deployment",
+    type=_PATH,
+    help="RUN is a benchmark client's run: the policy file of the deployment it ran against.",
+)
 @click.option(
     "--format",
     "points_format",
-    type=click.Choice(["points", "aiconfigurator-silicon"]),
-    default="points",
-    show_default=True,
-    help="POINTS is realdata/measured/points.jsonl's format, or aiconfigurator's silicon CSV.",
+    default=None,
+    help="POINTS: points (default) or aiconfigurator-silicon. RUN (--deployment): auto (default), "
+    "vllm-bench, sglang-bench, aiperf, genai-perf or a plugin's client format.",
 )
 @click.option(
     "--models",
@@ -75,13 +85,32 @@ def _round(value: float) -> float:
     help="aiconfigurator-silicon: the directory of model configs (ORG--NAME_config.json).",
 )
 def check_command(
-    points: Path, timing_file: Path | None, output: Path, points_format: str, models: Path | None
+    points: Path,
+    timing_file: Path | None,
+    output: Path,
+    deployment: Path | None,
+    points_format: str | None,
+    models: Path | None,
 ) -> None:
     """Replay every point of POINTS and compare what it predicts with what was measured.
 
     POINTS is realdata/measured/points.jsonl's format, or with --format
     aiconfigurator-silicon a CSV of measured deployments (closed-loop TTFT and TPOT; one
-    line per row, predicted or skipped with why, and a table by engine, GPU, model and mode)."""
+    line per row, predicted or skipped with why, and a table by engine, GPU, model and mode).
+
+    With --deployment D.yaml, RUN is a benchmark client's run: imported as `tickgate import`
+    does, replayed under D (its timing options replaced by --timing's), and written as
+    CHECK.json: measured and predicted TTFT, ITL, TPOT and E2E per request and in summary,
+    and flags where the run and the replay disagree (docs/timing.md)."""
+    if deployment is not None:
+        _check_run(points, deployment, timing_file, output, points_format or "auto", models)
+        return
+    points_format = points_format or "points"
+    if points_format not in ("points", "aiconfigurator-silicon"):
+        raise click.UsageError(
+            f"--format {points_format}: POINTS is 'points' or 'aiconfigurator-silicon' "
+            "(a benchmark client's run needs --deployment)"
+        )
     from ..timing.check import check_points
     from ..timing.fit import load_timing_file
     from ..util.atomic import atomic_writer, check_distinct_outputs
@@ -102,6 +131,40 @@ def check_command(
     with atomic_writer(output) as fh:
         fh.write(text)
     click.echo("\n".join(table))
+
+
+def _check_run(
+    run: Path, deployment: Path, timing: Path | None, output: Path, fmt: str, models: Path | None
+) -> None:
+    """``timing check RUN --deployment D.yaml``: :mod:`tickgate.timing.run_check`."""
+    from ..timing.run_check import check_run, render
+    from ..util.atomic import atomic_writer, check_distinct_outputs
+
+    if models is not None:
+        raise click.UsageError("--models is for --format aiconfigurator-silicon")
+    if fmt in ("points", "aiconfigurator-silicon"):
+        raise click.UsageError(f"--format {fmt} is for POINTS, not a run checked with --deployment")
+    check_distinct_outputs({"--output": output}, {"RUN": run, "--deployment": deployment, "--timing": timing})
+    doc = check_run(run, fmt, deployment, timing)
+    text = render(doc)  # everything computed before the output is touched
+    with atomic_writer(output) as fh:
+        fh.write(text)
+    lines = [
+        f"{doc['requests']['joined']} of {doc['requests']['in_run']} requests of {run} ({doc['format']}) "
+        f"replayed under {deployment}"
+    ]
+    for metric, block in doc["summary"].items():
+        m, p = block["measured"], block["predicted"]
+        lines.append(
+            f"{metric:8s} measured p50 {m['p50']:>10.4g}  predicted p50 {p['p50']:>10.4g}  "
+            f"MdAPE {block.get('mdape', 0) * 100:5.1f} %  bias {block.get('bias', 0) * 100:+6.1f} %"
+        )
+    if doc["flags"]:
+        kinds: dict[str, int] = {}
+        for flag in doc["flags"]:
+            kinds[flag["kind"]] = kinds.get(flag["kind"], 0) + 1
+        lines.append("flags: " + ", ".join(f"{n} {k}" for k, n in sorted(kinds.items())))
+    click.echo("\n".join(lines))
 
 
 def _line(result: Any, *, skipped: bool) -> str:

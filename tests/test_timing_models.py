@@ -139,7 +139,7 @@ def test_plugins_and_schema_show_third_party_models(models: None,
     names = [c["properties"]["name"]["const"] for c in choices if "name" in c["properties"]]
     assert names == ["broken", "coefficients", "gpu", "linear", "roofline"]
     short = [c for c in choices if "name" not in c["properties"]]
-    assert len(short) == 1 and sorted(short[0]["properties"]) == sorted(COEFFICIENTS)
+    assert len(short) == 1 and sorted(short[0]["properties"]) == sorted([*COEFFICIENTS, "frontend_ms"])
 
 
 def test_the_schema_takes_both_spellings_and_refuses_bad_coefficients(
@@ -170,8 +170,8 @@ def test_an_unknown_model_is_located_and_lists_the_known_ones(models: None, tmp_
     ({"name": "linear", "options": {"fixed_ms": -1}},
      "$.timing.options.fixed_ms: -1 is less than the minimum of 0"),
     ({"fixed_ms": -1}, "$.timing.fixed_ms: -1 is less than the minimum of 0"),
-    ({"fixd_ms": 1}, "$.timing: unknown key 'fixd_ms'; expected one of: fixed_ms, per_context_token_ms, "
-                     "per_decode_seq_ms, per_prefill_token_ms"),
+    ({"fixd_ms": 1}, "$.timing: unknown key 'fixd_ms'; expected one of: fixed_ms, frontend_ms, "
+                     "per_context_token_ms, per_decode_seq_ms, per_prefill_token_ms"),
     ({"name": "linear", "fixed_ms": 1}, "$.timing: unknown key 'fixed_ms'; expected one of: name, options"),
 ])
 def test_bad_options_are_located_in_either_spelling(tmp_path: Path, capsys: pytest.CaptureFixture[str],
@@ -199,3 +199,29 @@ def test_validate_names_the_model(tmp_path: Path, capsys: pytest.CaptureFixture[
     assert main(["validate", str(policy(tmp_path, "default.yaml", COEFFICIENTS))]) == 0
     assert capsys.readouterr().out.strip().endswith("(scheduler=seed; admission=priority-fcfs; "
                                                     "kv_allocator=paged; timing=linear)")
+
+
+def test_linear_frontend_ms_adds_to_every_request_s_ttft_and_end_and_is_left_out_at_0(tmp_path: Path) -> None:
+    """A server's time outside its steps: per request, not per step; a policy without it keeps
+    its report's inputs.timing as it was."""
+    from tickgate.host.policy import load_policy
+    from tickgate.simulate import replay
+    from tickgate.workload.sources import open_requests
+
+    workload = tmp_path / "w.json"
+    workload.write_text(json.dumps({"version": 1, "requests": [
+        {"id": f"r{i}", "prompt_tokens": 100, "max_output_tokens": 5, "arrival_ms": 1000.0 * i} for i in range(4)]}))
+    reports = {}
+    for front in (0.0, 25.0):
+        options: dict[str, Any] = {"fixed_ms": 15.0, "per_prefill_token_ms": 0.05}
+        if front:
+            options["frontend_ms"] = front
+        path = policy(tmp_path, "default.yaml", {"name": "linear", "options": options})
+        requests, inputs = open_requests(workload)
+        reports[front] = replay(requests, load_policy(path), inputs=inputs)
+    plain, fronted = reports[0.0], reports[25.0]
+    assert "frontend_ms" not in plain["inputs"]["timing"]["options"]
+    assert fronted["inputs"]["timing"]["options"]["frontend_ms"] == 25.0
+    for key in ("ttft_ms", "e2e_ms"):
+        assert fronted["latency"][key]["p50"] == pytest.approx(plain["latency"][key]["p50"] + 25.0)
+    assert fronted["summary"]["trace_fingerprint"] == plain["summary"]["trace_fingerprint"]  # the steps did not move

@@ -7,6 +7,9 @@ One engine step costs::
             + per_decode_seq_ms    * sequences decoding in the step
             + per_context_token_ms * context tokens those sequences read
 
+and, optionally, ``frontend_ms`` per request (not per step): a server's time outside its steps,
+added to every request's TTFT and end-to-end latency (as the roofline's ``frontend_ms``).
+
 It turns step counts into milliseconds (TTFT, inter-token latency, end-to-end
 latency, throughput) and maps arrivals given in milliseconds onto steps: a
 request with ``arrival_ms`` joins the queue before the first step that starts
@@ -50,8 +53,24 @@ class LinearTiming(TimingModel):
         "type": "object",
         "additionalProperties": False,
         "properties": {
-            key: {"type": "number", "minimum": 0, "maximum": 1e6, "default": 0, "description": f"ms {what}"}
-            for key, what in COEFFICIENTS.items()
+            **{
+                key: {
+                    "type": "number",
+                    "minimum": 0,
+                    "maximum": 1e6,
+                    "default": 0,
+                    "description": f"ms {what}",
+                }
+                for key, what in COEFFICIENTS.items()
+            },
+            "frontend_ms": {
+                "type": "number",
+                "minimum": 0,
+                "maximum": 1e6,
+                "default": 0,
+                "description": "ms a request spends outside the engine's steps (HTTP, tokenization, "
+                "streaming): added to its TTFT and end-to-end latency",
+            },
         },
     }
 
@@ -59,6 +78,8 @@ class LinearTiming(TimingModel):
     per_prefill_token_ms: float = 0.0
     per_decode_seq_ms: float = 0.0
     per_context_token_ms: float = 0.0
+    #: per request, not per step (the roofline's ``frontend_ms`` too): a server's fixed time to first token
+    frontend_ms: float = 0.0
 
     @classmethod
     def build(cls, options: Mapping[str, Any]) -> LinearTiming:
@@ -85,5 +106,9 @@ class LinearTiming(TimingModel):
 
     def to_json(self) -> dict[str, Any]:
         """``{"name": "linear", "options": ...}`` with all four coefficients, those
-        the policy left out at their default of 0 (the report's ``inputs.timing``)."""
-        return {"name": self.name, "options": attrs.asdict(self)}
+        the policy left out at their default of 0 (the report's ``inputs.timing``), and
+        ``frontend_ms`` when it is set (reports of policies without it stay as they were)."""
+        options = attrs.asdict(self)
+        if not options["frontend_ms"]:
+            del options["frontend_ms"]
+        return {"name": self.name, "options": options}

@@ -24,7 +24,7 @@ from ..util.errors import InputError
 from ..util.quantile import quantile
 from .points import Origin, PointSetup
 
-__all__ = ["METRICS", "check_run", "render"]
+__all__ = ["METRICS", "check_run", "join", "load_run", "render"]
 
 METRICS = ("ttft_ms", "itl_ms", "tpot_ms", "e2e_ms")
 STATS = (("mean", None), ("p50", 0.5), ("p95", 0.95), ("p99", 0.99))
@@ -173,25 +173,33 @@ def _summary(rows: list[dict[str, Any]]) -> dict[str, Any]:
     return out
 
 
-def check_run(run: Path, fmt: str, deployment: Path, timing: Path | None) -> dict[str, Any]:
-    """CHECK.json's document: ``run`` (of client format ``fmt``, or ``auto``) replayed under the
-    deployment and compared request by request."""
+def load_run(run: Path, fmt: str) -> tuple[str, Any, list[Any], int | None, list[Mapping[str, Any]]]:
+    """``run`` read once for replays: its client format, reader, imported requests, the client's
+    concurrency (None: open loop) and what the client measured per request."""
     from ..host.registry import get_registry
-    from .check import replay_setup, setup_policy
 
     if not run.exists():
         raise InputError(run, "file not found")
     name = run_format(run, fmt)
-    policy, origin = deployment_policy(deployment, timing)
     reader = get_registry().get("workload_reader", name).obj()
     requests = list(reader.read(run, {}))
-    concurrency = reader.max_concurrency
-    setup = PointSetup(policy, requests, origin=origin, max_concurrency=concurrency)
-    loaded = setup_policy(setup)
-    report = replay_setup(setup, loaded)
+    return name, reader, requests, reader.max_concurrency, reader.observations(run)["requests"]
+
+
+def join(
+    loaded: tuple[str, Any, list[Any], int | None, list[Mapping[str, Any]]],
+    policy: Mapping[str, Any],
+    origin: Origin,
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """A loaded run (:func:`load_run`) replayed under ``policy``: per joined request its measured
+    and predicted figures (unrounded, sorted by id), and the flags, sorted."""
+    from .check import replay_setup, setup_policy
+
+    _, reader, requests, concurrency, observed = loaded
+    setup = PointSetup(dict(policy), requests, origin=origin, max_concurrency=concurrency)
+    report = replay_setup(setup, setup_policy(setup))
     frontend = ((report.get("inputs") or {}).get("timing") or {}).get("options", {}).get("frontend_ms", 0.0)
     outcomes = {o["id"]: o for o in report.get("outcomes", ())}
-    observed = reader.observations(run)["requests"]
     prefix = f"{reader.id_prefix}-"
     rows: list[dict[str, Any]] = []
     flags: list[dict[str, Any]] = []
@@ -247,9 +255,19 @@ def check_run(run: Path, fmt: str, deployment: Path, timing: Path | None) -> dic
             }
         )
     rows.sort(key=lambda r: r["id"])
+    flags.sort(key=lambda f: (f["id"], f["kind"]))
+    return rows, flags
+
+
+def check_run(run: Path, fmt: str, deployment: Path, timing: Path | None) -> dict[str, Any]:
+    """CHECK.json's document: ``run`` (of client format ``fmt``, or ``auto``) replayed under the
+    deployment and compared request by request."""
+    loaded = load_run(run, fmt)
+    name, _, requests, concurrency, observed = loaded
+    policy, origin = deployment_policy(deployment, timing)
+    rows, flags = join(loaded, policy, origin)
     summary = _summary(rows)  # from the values as read and replayed; rounded only for the file
     rows = [{**r, "measured": _rounded(r["measured"]), "predicted": _rounded(r["predicted"])} for r in rows]
-    flags.sort(key=lambda f: (f["id"], f["kind"]))
     return {
         "run": str(run),
         "format": name,

@@ -179,7 +179,19 @@ def _line(result: Any, *, skipped: bool) -> str:
 @timing_command.command("fit")
 @click.argument("measurements", nargs=-1, required=True, type=_PATH)
 @click.option(
-    "--base", type=_PATH, required=True, help="The timing file (or policy) whose factors to start from."
+    "--base", type=_PATH, help="The timing file (or policy) whose factors to start from (roofline)."
+)
+@click.option(
+    "--deployment",
+    type=_PATH,
+    help="MEASUREMENTS are benchmark client runs of this deployment (a policy timed by 'linear'): "
+    "fit its factors to them.",
+)
+@click.option(
+    "--holdout",
+    type=_PATH,
+    multiple=True,
+    help="With --deployment: a run of the same deployment not fitted on, whose error is reported (repeatable).",
 )
 @click.option("--output", "-o", type=_PATH, required=True, help="The fitted timing file.")
 @click.option(
@@ -226,7 +238,9 @@ def _line(result: Any, *, skipped: bool) -> str:
 )
 def fit_command(
     measurements: tuple[Path, ...],
-    base: Path,
+    base: Path | None,
+    deployment: Path | None,
+    holdout: tuple[Path, ...],
     output: Path,
     rounds: int,
     passes: int,
@@ -240,11 +254,35 @@ def fit_command(
     `tickgate normalize` reads; replayed with the base policy's scheduler),
     TensorRT-LLM iteration statistics, or (--format aiconfigurator-silicon) measured
     deployments. Prints the error before and after, on the fitted measurements and on
-    the held-out ones."""
+    the held-out ones.
+
+    With --deployment D.yaml, MEASUREMENTS are benchmark client runs of that deployment
+    (as `timing check RUN --deployment` reads them) and the fit is of its `linear` timing's
+    factors: per-request TTFT and ITL, in-sample and on --holdout runs, the factors'
+    bootstrap ranges as comments; FITTED.yaml is what `timing check --timing` reads
+    (docs/timing.md, "Fitting to your own runs")."""
     from ..timing.check import check_points, prepare
     from ..timing.fit import fit_families, load_timing_file, write_timing_file
     from ..util.atomic import check_distinct_outputs
 
+    if deployment is not None:
+        given = {
+            "--base": base is not None,
+            "--format": points_format != "auto",
+            "--models": models is not None,
+        }
+        given.update(
+            {"--every": every != 1, "--rounds": rounds != 40, "--passes": passes != 3, "--jobs": jobs != 1}
+        )
+        extra = [name for name, on in given.items() if on]
+        if extra:
+            raise click.UsageError(f"{', '.join(extra)}: for fitting a roofline, not with --deployment")
+        _fit_runs(measurements, deployment, holdout, output)
+        return
+    if base is None:
+        raise click.UsageError("timing fit needs --base (measured points) or --deployment (client runs)")
+    if holdout:
+        raise click.UsageError("--holdout is for runs fitted with --deployment (points: --every)")
     inputs: dict[str, Path | None] = {f"MEASUREMENTS ({path})": path for path in measurements}
     check_distinct_outputs({"--output": output}, {**inputs, "--base": base})
     start = load_timing_file(base)
@@ -276,6 +314,23 @@ def fit_command(
         output, start, fitted, f"tickgate timing fit {names} --base {base.name}{options}\n" + "\n".join(lines)
     )
     click.echo("\n".join(lines))
+
+
+def _fit_runs(runs: tuple[Path, ...], deployment: Path, holdout: tuple[Path, ...], output: Path) -> None:
+    """``timing fit RUN... --deployment D.yaml``: :mod:`tickgate.timing.run_fit`."""
+    from ..timing.run_fit import fit_runs, render, report_lines
+    from ..util.atomic import atomic_writer, check_distinct_outputs
+
+    inputs: dict[str, Path | None] = {f"RUN ({p})": p for p in runs}
+    inputs.update({f"--holdout ({p})": p for p in holdout})
+    check_distinct_outputs({"--output": output}, {**inputs, "--deployment": deployment})
+    result = fit_runs(runs, deployment, holdout)
+    command = "tickgate timing fit " + " ".join(p.name for p in runs) + f" --deployment {deployment.name}"
+    command += "".join(f" --holdout {p.name}" for p in holdout)
+    text = render(result, command)  # everything computed before the output is touched
+    with atomic_writer(output) as fh:
+        fh.write(text)
+    click.echo("\n".join(report_lines(result)))
 
 
 def _measurements(path: Path, points_format: str, models: Path | None, *, read: Any) -> list[Any]:

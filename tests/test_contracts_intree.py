@@ -131,6 +131,15 @@ class TestErrorRateSignal(GateSignalContract):
     options = {"max_increase": 0.0}
 
 
+class TestExpectedPerformanceSignal(GateSignalContract):
+    """Registered by tickgate.timing (the replay sits above the gate); the kit's synthetic runs are
+    not a client's run it can replay, so it holds on them (missing_evidence), never passes."""
+
+    plugin_name = "expected-performance"
+    distribution = "tickgate"
+    options = {"deployment": str(FIXTURES / "calibrate" / "mock-server.yaml")}
+
+
 class TestLatencyP95Signal(GateSignalContract):
     plugin_name = "latency-p95"
     distribution = "tickgate"

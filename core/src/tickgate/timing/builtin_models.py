@@ -1,5 +1,8 @@
 """Entry point ``timing = tickgate.timing.builtin_models``: the built-in timing models (``linear``,
-``roofline``), registered through the same hook and entry-point group as a third party's."""
+``roofline``) and the ``expected-performance`` gate signal, registered through the same hooks and
+entry-point group as a third party's. The signal registers here, not with the other signals in
+:mod:`tickgate.gate.signals`, because it replays the candidate's traffic: the replay sits above the
+gate in the layers, and :mod:`tickgate.timing` may import both."""
 
 from __future__ import annotations
 
@@ -13,3 +16,10 @@ def register_timing_models(register: Register) -> None:
 
     register(LinearTiming)
     register(RooflineTiming)
+
+
+@hookimpl
+def register_gate_signals(register: Register) -> None:
+    from .expected import ExpectedPerformance
+
+    register(ExpectedPerformance)

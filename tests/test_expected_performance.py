@@ -9,8 +9,8 @@ import json
 from pathlib import Path
 
 import pytest
-from conftest import FIXTURES, run_cli
 
+from conftest import FIXTURES, run_cli
 from tickgate.gate.pipeline import gate_files
 from tickgate.testing import fresh_registry
 from tickgate.testing.io_contracts import synthetic_run

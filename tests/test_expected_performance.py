@@ -140,3 +140,16 @@ def test_cli_exit_codes(tmp_path: Path, fitted: Path) -> None:
     bad = policy(tmp_path, {"deployment": "no-such.yaml"})
     res = run_cli("gate", "--policy", str(bad), "--baseline", str(base), "--candidate", str(base), "--output", str(tmp_path / "x.json"))
     assert res.returncode == 2 and "Traceback" not in res.stderr and "$.gate.signals[0].options" in res.stderr
+
+
+def test_the_report_is_the_same_under_any_hash_seed(tmp_path: Path, fitted: Path) -> None:
+    """The bootstrap is seeded from the gate's seed: the same files give the same report bytes."""
+    path = policy(tmp_path, {"deployment": str(DEPLOYMENT), "timing": str(fitted)})
+    base, slow = VLLM / "vllm_openai_baseline.json", VLLM / "vllm_openai_candidate_slow.json"
+    reports = []
+    for seed in ("1", "2"):
+        out = tmp_path / f"r{seed}.json"
+        args = ("gate", "--policy", str(path), "--baseline", str(base), "--candidate", str(slow), "--output", str(out))
+        assert run_cli(*args, env={"PYTHONHASHSEED": seed}).returncode == 10
+        reports.append(out.read_bytes())
+    assert reports[0] == reports[1]

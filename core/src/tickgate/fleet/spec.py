@@ -237,31 +237,21 @@ def _autoscale(
     where = ("cluster",)
     block = cluster.get("autoscaler")
     if block is None:
-        for key in ("lifecycle",):
-            if key in cluster:
-                raise _error(
-                    policy, f"'{key}' is for a fleet that scales: add 'cluster.autoscaler'", (*where, key)
-                )
-        for name, doc in pools_doc.items():
-            for key in ("min_replicas", "max_replicas"):
-                if key in doc:
-                    raise _error(
-                        policy,
-                        f"'{key}' is for a fleet that scales: add 'cluster.autoscaler'",
-                        (*where, "pools", name, key),
-                    )
+        scaling_keys: list[tuple[str, ...]] = [(*where, "lifecycle")] if "lifecycle" in cluster else []
+        scaling_keys += [
+            (*where, "pools", name, key)
+            for name, doc in pools_doc.items()
+            for key in ("min_replicas", "max_replicas")
+            if key in doc
+        ]
+        if scaling_keys:
+            key_at = scaling_keys[0]
+            raise _error(
+                policy, f"'{key_at[-1]}' is for a fleet that scales: add 'cluster.autoscaler'", key_at
+            )
         return None
     at = (*where, "autoscaler")
-    selection = _select(
-        registry,
-        "autoscaler",
-        block["name"],
-        block.get("options", {}),
-        policy.path,
-        policy.locations,
-        (*at, "name"),
-        (*at, "options"),
-    )
+    selection = _plugin(policy, registry, "autoscaler", block, at)
     bounds = {}
     for pool in pools:
         doc = pools_doc[pool.name]
@@ -378,10 +368,17 @@ def _pool(
 def _router(
     policy: Policy, registry: Registry, block: Mapping[str, Any] | None, at: tuple[Any, ...]
 ) -> Selection:
-    block = block or {"name": DEFAULT_ROUTER}
+    return _plugin(policy, registry, "router", block or {"name": DEFAULT_ROUTER}, at)
+
+
+def _plugin(
+    policy: Policy, registry: Registry, kind: str, block: Mapping[str, Any], at: tuple[Any, ...]
+) -> Selection:
+    """A ``{name, options}`` section of the cluster at ``at``: its plugin of ``kind``, options
+    validated by the plugin's schema, errors located there."""
     return _select(
         registry,
-        "router",
+        kind,
         block["name"],
         block.get("options", {}),
         policy.path,
